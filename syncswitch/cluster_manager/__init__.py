@@ -1,0 +1,1 @@
+"""The standalone cluster manager: provisions nodes, drives agents, decides and actuates switches."""

@@ -1,0 +1,84 @@
+"""The backend interface: provision nodes that each run one syncswitch agent, then tear them down."""
+
+from __future__ import annotations
+
+import abc
+import dataclasses
+from typing import Any, ClassVar
+
+
+@dataclasses.dataclass(frozen=True)
+class ProvisionRequest:
+    """What the manager asks a backend for."""
+
+    job_id: str
+    num_nodes: int
+    token: str                      # job secret every agent must demand on every call
+    run_dir: str                    # the run's output folder (journals, logs)
+    options: dict[str, Any] = dataclasses.field(default_factory=dict)  # backend-specific, validated
+    spare_task: bool = False        # keep a pre-warmed training process per node (fast relaunch)
+
+
+@dataclasses.dataclass(frozen=True)
+class NodeInfo:
+    """One provisioned node, with its agent already answering."""
+
+    index: int
+    host: str                       # address TF servers bind and peers dial (internal IP on a cloud)
+    agent_address: str              # host:port of the node's agent gRPC service
+    ps_port: int
+    worker_port: int
+    resource_id: str = ""           # backend's own name for the node (pid, VM name)
+
+
+@dataclasses.dataclass(frozen=True)
+class ClusterInfo:
+    """The provisioned cluster: nodes in task-index order."""
+
+    job_id: str
+    nodes: tuple[NodeInfo, ...]
+
+    def ps_hosts(self) -> list[str]:
+        return [f"{n.host}:{n.ps_port}" for n in self.nodes]
+
+    def worker_hosts(self) -> list[str]:
+        return [f"{n.host}:{n.worker_port}" for n in self.nodes]
+
+
+class Backend(abc.ABC):
+    """Provisions nodes and guarantees they are gone after `teardown`.
+
+    Subclasses are registered by name in `syncswitch.cluster_manager.backends.BACKENDS`.
+    `teardown` must be idempotent and safe to call after a partial `provision`.
+    """
+
+    #: backend-specific keys accepted under `cluster:` in the job spec, with a validator each
+    option_validators: ClassVar[dict[str, Any]] = {}
+
+    @classmethod
+    def validate_options(cls, options: dict[str, Any]) -> dict[str, Any]:
+        """Validate backend-specific `cluster.*` keys; raise SpecError naming the field."""
+        from syncswitch.errors import SpecError
+        from syncswitch.registry import did_you_mean
+
+        out = {}
+        for key, value in options.items():
+            if key not in cls.option_validators:
+                raise SpecError(
+                    f"unknown key cluster.{key}{did_you_mean(key, cls.option_validators)} "
+                    f"for this backend; valid: {', '.join(sorted(cls.option_validators)) or 'none'}"
+                )
+            out[key] = cls.option_validators[key](value, f"cluster.{key}")
+        return out
+
+    @abc.abstractmethod
+    def provision(self, request: ProvisionRequest) -> ClusterInfo:
+        """Create the nodes, start an agent on each, and return once every agent answers."""
+
+    @abc.abstractmethod
+    def teardown(self) -> None:
+        """Stop every agent and release every resource this backend created."""
+
+    def node_alive(self, node: NodeInfo) -> bool:  # pragma: no cover - optional hook
+        """Whether the node's agent still runs; backends that can tell cheaply override this."""
+        return True

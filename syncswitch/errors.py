@@ -1,0 +1,31 @@
+"""Domain errors: each carries a one-line message meant for the user."""
+
+
+class SyncSwitchError(Exception):
+    """Base of every error syncswitch reports to the user without a traceback."""
+
+    exit_code = 1
+
+
+class SpecError(SyncSwitchError):
+    """A job spec, override or CLI value is invalid; the message names the field."""
+
+    exit_code = 2
+
+
+class ScriptError(SyncSwitchError):
+    """The user's training script breaks the input_fn / model_fn contract or raises."""
+
+    exit_code = 2
+
+
+class ClusterError(SyncSwitchError):
+    """Provisioning, an agent or a training task failed."""
+
+    exit_code = 1
+
+
+class DivergedError(SyncSwitchError):
+    """Training produced a NaN or infinite loss."""
+
+    exit_code = 3
