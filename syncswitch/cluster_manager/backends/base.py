@@ -79,6 +79,10 @@ class Backend(abc.ABC):
     def teardown(self) -> None:
         """Stop every agent and release every resource this backend created."""
 
+    def dry_run(self, request: ProvisionRequest) -> str:
+        """What `provision` would create, without creating anything or needing credentials."""
+        return f"{type(self).__name__}: {request.num_nodes} node(s) for job {request.job_id}"
+
     def node_alive(self, node: NodeInfo) -> bool:  # pragma: no cover - optional hook
         """Whether the node's agent still runs; backends that can tell cheaply override this."""
         return True
