@@ -16,7 +16,7 @@ setup(
         "tensorflow>=2.16,<2.22",
         "tf-keras>=2.16,<2.22",
         "grpcio>=1.60,<2",
-        "protobuf>=5.26,<8",
+        "protobuf>=7.35,<8",  # the generated agent_pb2 checks its runtime version
         "click>=8.1,<9",
         "pyyaml>=6,<7",
         "numpy>=1.26",

@@ -1,0 +1,47 @@
+"""MNIST-1D (generated offline by the mnist1d package) with a small 1-D CNN: the quickstart workload.
+
+A plain TensorFlow script: syncswitch calls input_fn and model_fn; nothing here knows about clusters.
+"""
+
+import functools
+
+import numpy as np
+import tensorflow as tf
+
+
+@functools.lru_cache(maxsize=None)
+def _data(num_samples, seed):
+    from mnist1d.data import get_dataset_args, make_dataset
+
+    args = get_dataset_args()
+    args.num_samples = num_samples
+    args.seed = seed
+    d = make_dataset(args)  # generated procedurally, no download
+    return (d["x"].astype(np.float32), d["y"].astype(np.int64),
+            d["x_test"].astype(np.float32), d["y_test"].astype(np.int64))
+
+
+def num_examples(split, params):
+    x, _, x_test, _ = _data(params.get("num_samples", 5000), params.get("data_seed", 42))
+    return len(x) if split == "train" else len(x_test)
+
+
+def input_fn(split, batch_size, params):
+    x, y, x_test, y_test = _data(params.get("num_samples", 5000), params.get("data_seed", 42))
+    if split == "train":
+        ds = tf.data.Dataset.from_tensor_slices((x, y))
+        return ds.shuffle(len(x), seed=params.get("shuffle_seed", 1)).repeat().batch(batch_size, drop_remainder=True)
+    return tf.data.Dataset.from_tensor_slices((x_test, y_test)).batch(batch_size)
+
+
+def model_fn(features, labels, params, training):
+    width = params.get("width", 32)
+    x = tf.expand_dims(features, -1)
+    x = tf.keras.layers.Conv1D(width, 5, padding="same", activation="relu")(x)
+    x = tf.keras.layers.Conv1D(width, 5, padding="same", activation="relu", strides=2)(x)
+    x = tf.keras.layers.Conv1D(width, 3, padding="same", activation="relu", strides=2)(x)
+    x = tf.keras.layers.Flatten()(x)
+    x = tf.keras.layers.Dense(64, activation="relu")(x)
+    logits = tf.keras.layers.Dense(10)(x)
+    loss = tf.reduce_mean(tf.keras.losses.sparse_categorical_crossentropy(labels, logits, from_logits=True))
+    return {"loss": loss, "logits": logits}

@@ -1,0 +1,291 @@
+"""The per-node agent: a token-checked gRPC service that runs, commands and streams the node's training task.
+
+Entry point on every node (local processes and cloud VMs alike):
+    python -m syncswitch.hooks.agent --host HOST --port PORT --ps-port P --worker-port W --work-dir DIR
+with the job token in $SYNCSWITCH_TOKEN or --token-file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hmac
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from concurrent import futures
+
+import grpc
+
+from syncswitch import __version__
+from syncswitch.hooks.protos import agent_pb2 as pb
+from syncswitch.hooks.protos import agent_pb2_grpc as pb_grpc
+
+TOKEN_HEADER = "x-syncswitch-token"
+
+
+class AgentError(Exception):
+    """A request the agent cannot serve; mapped to a gRPC status by the servicer."""
+
+    def __init__(self, code: grpc.StatusCode, message: str):
+        super().__init__(message)
+        self.code = code
+
+
+class TaskProcess:
+    """A training task process, started early so TensorFlow is imported before the launch arrives."""
+
+    def __init__(self, work_dir: str, on_event, nice: int = 0):
+        self.started = time.time()
+        log_path = os.path.join(work_dir, f"task-{int(self.started * 1000)}.log")
+        self.log_path = log_path
+        env = dict(os.environ)
+        env.pop("SYNCSWITCH_TOKEN", None)  # the task needs no secret
+        preexec = (lambda: os.nice(nice)) if nice else None
+        self.proc = subprocess.Popen(
+            [sys.executable, "-u", "-m", "syncswitch.hooks.task"], stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE, stderr=open(log_path, "ab"), cwd=work_dir, env=env,
+            preexec_fn=preexec, text=True, bufsize=1)
+        self.launched = False
+        self._on_event = on_event
+        self._write_lock = threading.Lock()
+        threading.Thread(target=self._pump, daemon=True).start()
+
+    def _pump(self) -> None:
+        for line in self.proc.stdout:
+            if self.launched or '"warm"' in line:
+                self._on_event(self, line.strip())
+        code = self.proc.wait()
+        self._on_event(self, json.dumps({"event": "exit", "code": code, "time": time.time(),
+                                         "log": self.log_path}))
+
+    def send(self, obj: dict) -> None:
+        with self._write_lock:
+            try:
+                self.proc.stdin.write(json.dumps(obj) + "\n")
+                self.proc.stdin.flush()
+            except (BrokenPipeError, ValueError):
+                raise AgentError(grpc.StatusCode.FAILED_PRECONDITION, "the training task has exited") from None
+
+    def stop(self, grace_s: float = 2.0) -> int:
+        if self.proc.poll() is None:
+            try:
+                self.send({"cmd": "stop"})
+            except AgentError:
+                pass
+            try:
+                return self.proc.wait(timeout=grace_s)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+        return self.proc.wait()
+
+
+class Agent:
+    """Domain logic: one current task, a warm spare for relaunches, and a replayable event log."""
+
+    def __init__(self, work_dir: str, ps_port: int, worker_port: int, spare: bool = True):
+        self.work_dir = work_dir
+        self.ps_port = ps_port
+        self.worker_port = worker_port
+        self.keep_spare = spare
+        self.events: list[str] = []
+        self.cond = threading.Condition()
+        self.task: TaskProcess | None = None
+        self.spare: TaskProcess | None = None
+        self.closed = False
+        os.makedirs(work_dir, exist_ok=True)
+        self.spare = TaskProcess(work_dir, self._on_event)
+
+    def _on_event(self, task: TaskProcess, line: str) -> None:
+        if task is not self.task and '"warm"' not in line:
+            return  # a replaced task's last words are not this node's news
+        if '"warm"' in line and task is not self.task:
+            task.warm_at = time.time()
+            return
+        with self.cond:
+            self.events.append(line)
+            self.cond.notify_all()
+
+    def launch(self, script_name: str, source: bytes, launch: dict) -> pb.LaunchTaskReply:
+        if self.closed:
+            raise AgentError(grpc.StatusCode.UNAVAILABLE, "agent is shutting down")
+        script_dir = os.path.join(self.work_dir, "script")
+        os.makedirs(script_dir, exist_ok=True)
+        path = os.path.join(script_dir, os.path.basename(script_name) or "train.py")
+        with open(path + ".tmp", "wb") as fh:
+            fh.write(source)
+        os.replace(path + ".tmp", path)
+        launch = dict(launch, script_path=path)
+        old, self.task = self.task, None  # its exit is expected: keep it off the event log
+        if old is not None:
+            old.stop()
+        task = self.spare if self.spare is not None and self.spare.proc.poll() is None else None
+        if task is None:
+            task = TaskProcess(self.work_dir, self._on_event)
+        self.spare = None
+        task.launched = True
+        self.task = task
+        task.send(launch)
+        if self.keep_spare:
+            # Niced so the spare's TF import does not slow the running task much.
+            self.spare = TaskProcess(self.work_dir, self._on_event, nice=10)
+        return pb.LaunchTaskReply(pid=task.proc.pid, warm_s=time.time() - task.started)
+
+    def command(self, cmd: dict) -> None:
+        if self.task is None:
+            raise AgentError(grpc.StatusCode.FAILED_PRECONDITION, "no training task has been launched")
+        self.task.send(cmd)
+
+    def stop_task(self, grace_s: float) -> int:
+        task, self.task = self.task, None
+        return task.stop(grace_s or 2.0) if task is not None else 0
+
+    def status(self) -> pb.StatusReply:
+        task = self.task
+        if task is None:
+            state, pid, code = ("warming" if self.spare else "idle"), 0, 0
+        else:
+            code = task.proc.poll()
+            state, pid = ("running" if code is None else "exited"), task.proc.pid
+        return pb.StatusReply(state=state, task_pid=pid, exit_code=code or 0, events=len(self.events),
+                              version=__version__)
+
+    def stream(self, from_seq: int, context):
+        seq = max(0, from_seq)
+        while context.is_active():
+            with self.cond:
+                while seq >= len(self.events) and not self.closed and context.is_active():
+                    self.cond.wait(timeout=0.5)
+                batch = self.events[seq:]
+                closed = self.closed
+            for line in batch:
+                yield pb.Event(seq=seq, json=line)
+                seq += 1
+            if closed and not batch:
+                return
+
+    def close(self) -> None:
+        for task in (self.task, self.spare):
+            if task is not None:
+                task.stop(grace_s=1.0)
+        with self.cond:
+            self.closed = True
+            self.cond.notify_all()
+
+
+class TokenInterceptor(grpc.ServerInterceptor):
+    """Refuses every call that does not carry the job token."""
+
+    def __init__(self, token: str):
+        self._token = token.encode()
+
+        def deny(request, context):
+            context.abort(grpc.StatusCode.UNAUTHENTICATED, "missing or wrong job token")
+
+        self._deny = grpc.unary_unary_rpc_method_handler(deny)
+        self._deny_stream = grpc.unary_stream_rpc_method_handler(deny)
+
+    def intercept_service(self, continuation, handler_call_details):
+        presented = dict(handler_call_details.invocation_metadata or ()).get(TOKEN_HEADER, "")
+        if hmac.compare_digest(presented.encode(), self._token):
+            return continuation(handler_call_details)
+        streaming = handler_call_details.method.endswith("/StreamEvents")
+        return self._deny_stream if streaming else self._deny
+
+
+class AgentServicer(pb_grpc.NodeAgentServicer):
+    """Thin adapter: decode requests, call the Agent, map AgentError to a status code."""
+
+    def __init__(self, agent: Agent, on_shutdown):
+        self.agent = agent
+        self.on_shutdown = on_shutdown
+
+    def _call(self, context, fn, *args):
+        try:
+            return fn(*args)
+        except AgentError as exc:
+            context.abort(exc.code, str(exc))
+        except (ValueError, KeyError) as exc:
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"{type(exc).__name__}: {exc}")
+
+    def LaunchTask(self, request, context):
+        def launch():
+            return self.agent.launch(request.script_name, request.script_source, json.loads(request.launch_json))
+        return self._call(context, launch)
+
+    def Control(self, request, context):
+        self._call(context, self.agent.command, json.loads(request.command_json))
+        return pb.ControlReply(delivered=True)
+
+    def Checkpoint(self, request, context):
+        self._call(context, self.agent.command, {"cmd": "save", "reason": request.reason})
+        return pb.ControlReply(delivered=True)
+
+    def StopTask(self, request, context):
+        return pb.StopTaskReply(exit_code=self._call(context, self.agent.stop_task, request.grace_s))
+
+    def Status(self, request, context):
+        return self.agent.status()
+
+    def StreamEvents(self, request, context):
+        yield from self.agent.stream(request.from_seq, context)
+
+    def Shutdown(self, request, context):
+        threading.Thread(target=self.on_shutdown, daemon=True).start()
+        return pb.ShutdownReply()
+
+
+def make_server(agent: Agent, token: str, host: str, port: int, on_shutdown=lambda: None):
+    """A started-later gRPC server for `agent` bound to host:port (port 0 picks a free one)."""
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=16), interceptors=[TokenInterceptor(token)],
+                         options=[("grpc.so_reuseport", 0)])
+    pb_grpc.add_NodeAgentServicer_to_server(AgentServicer(agent, on_shutdown), server)
+    bound = server.add_insecure_port(f"{host}:{port}")
+    if bound == 0:
+        raise OSError(f"cannot listen on {host}:{port} (address in use?)")
+    return server, bound
+
+
+def _read_token(args) -> str:
+    if args.token_file:
+        with open(args.token_file, encoding="utf-8") as fh:
+            return fh.read().strip()
+    token = os.environ.get("SYNCSWITCH_TOKEN", "")
+    if not token:
+        raise SystemExit("syncswitch agent: no job token (set SYNCSWITCH_TOKEN or pass --token-file)")
+    return token
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(prog="syncswitch-agent", description=__doc__.splitlines()[0])
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--ps-port", type=int, required=True)
+    parser.add_argument("--worker-port", type=int, required=True)
+    parser.add_argument("--work-dir", required=True)
+    parser.add_argument("--token-file")
+    parser.add_argument("--no-spare", action="store_true", help="Do not keep a warm spare task (no relaunches).")
+    args = parser.parse_args(argv)
+    token = _read_token(args)
+    os.environ.pop("SYNCSWITCH_TOKEN", None)
+    agent = Agent(args.work_dir, args.ps_port, args.worker_port, spare=not args.no_spare)
+    done = threading.Event()
+    try:
+        server, _ = make_server(agent, token, args.host, args.port, on_shutdown=done.set)
+    except OSError as exc:
+        agent.close()
+        raise SystemExit(f"syncswitch agent: {exc}") from None
+    server.start()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: done.set())
+    print(f"syncswitch agent listening on {args.host}:{args.port}", flush=True)
+    done.wait()
+    agent.close()
+    server.stop(grace=0.5).wait(2)
+
+
+if __name__ == "__main__":
+    main()

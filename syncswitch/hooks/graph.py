@@ -1,0 +1,153 @@
+"""Build one node's training graph: its PS and worker servers, the user's model, and every protocol's update op."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import tensorflow as tf
+
+from syncswitch.hooks import script as scriptmod
+from syncswitch.hooks.protocols import ProtocolEngine, build_engines
+
+v1 = tf.compat.v1
+
+
+@dataclasses.dataclass
+class TrainGraph:
+    """Handles the task loop and hooks need."""
+
+    graph: tf.Graph
+    engines: dict[str, ProtocolEngine]
+    loss: tf.Tensor
+    samples: tf.Variable
+    global_step: tf.Variable
+    lr_base: tf.Variable
+    momentum: tf.Variable
+    learning_rate: tf.Tensor
+    set_lr: tf.Operation
+    set_momentum: tf.Operation
+    lr_in: tf.Tensor
+    momentum_in: tf.Tensor
+    total_samples: int
+    saver: v1.train.Saver
+    scaffold: v1.train.Scaffold
+
+
+class GreedyByteStrategy:
+    """Place each variable on the parameter server holding the fewest bytes so far.
+
+    Round-robin (TF's default) can put every large kernel on one PS; contrib's greedy strategy
+    is gone from TF 2, so this is the small equivalent.
+    """
+
+    def __init__(self, num_ps: int):
+        self.loads = [0] * num_ps
+
+    def __call__(self, op) -> int:
+        size = 1
+        try:
+            shape = tf.TensorShape(op.get_attr("shape"))
+            dtype = tf.as_dtype(op.get_attr("dtype"))
+            for dim in shape.as_list():
+                size *= dim or 1
+            size *= dtype.size
+        except (ValueError, TypeError):
+            pass
+        index = min(range(len(self.loads)), key=self.loads.__getitem__)
+        self.loads[index] += size
+        return index
+
+
+def session_config(num_workers: int, task_index: int, intra: int, inter: int) -> v1.ConfigProto:
+    # Device filters keep a worker from waiting on, or talking to, the other workers.
+    return v1.ConfigProto(
+        intra_op_parallelism_threads=intra,
+        inter_op_parallelism_threads=inter,
+        device_filters=["/job:ps", f"/job:worker/task:{task_index}"],
+        allow_soft_placement=False,
+    )
+
+
+def start_servers(ps_hosts, worker_hosts, task_index: int, intra: int, inter: int):
+    """Start this node's PS and worker servers in one process (the paper colocates them)."""
+    cluster = tf.train.ClusterSpec({"ps": list(ps_hosts), "worker": list(worker_hosts)})
+    threads = v1.ConfigProto(intra_op_parallelism_threads=intra, inter_op_parallelism_threads=inter)
+    ps = tf.distribute.Server(cluster, job_name="ps", task_index=task_index, config=threads, start=True)
+    worker = tf.distribute.Server(cluster, job_name="worker", task_index=task_index, config=threads, start=True)
+    return cluster, ps, worker
+
+
+def decayed_rate(lr_base, progress, boundaries, factors):
+    if not boundaries:
+        return lr_base
+    values = [1.0] + list(factors)
+    factor = v1.train.piecewise_constant(progress, [float(b) for b in boundaries], [float(v) for v in values])
+    return lr_base * factor
+
+
+def build(launch: dict, module, cluster) -> TrainGraph:
+    """The worker graph for `launch` (the agent's launch request) with the user's `module`."""
+    n = launch["num_workers"]
+    index = launch["task_index"]
+    is_chief = index == 0
+    params = launch["params"]
+    path = launch["script_path"]
+    hp = launch["hyperparameters"]
+    phases = launch["phases"]
+    total = launch["total_samples"]
+    protocols = sorted({p["protocol"] for p in phases if p.get("build", True)})
+    batch_by_protocol = {p["protocol"]: p["config"]["per_worker_batch"] for p in phases}
+    first = phases[launch["start_phase"]]["config"]
+
+    graph = tf.Graph()
+    with graph.as_default():
+        v1.set_random_seed(launch["seed"])
+        setter = v1.train.replica_device_setter(
+            ps_tasks=n, worker_device=f"/job:worker/task:{index}", cluster=cluster,
+            ps_strategy=GreedyByteStrategy(n))
+        with v1.device(setter):
+            global_step = v1.train.get_or_create_global_step()
+            with v1.variable_scope("syncswitch"):
+                samples = v1.get_variable("samples", [], tf.int64, v1.zeros_initializer(), trainable=False)
+                lr_base = v1.get_variable("lr_base", [], tf.float32,
+                                          v1.constant_initializer(first["learning_rate"]), trainable=False)
+                momentum = v1.get_variable("momentum", [], tf.float32,
+                                           v1.constant_initializer(first["momentum"]), trainable=False)
+            progress = tf.cast(samples, tf.float32) / float(total)
+            decay = hp.get("lr_decay") or {}
+            learning_rate = decayed_rate(lr_base, progress, decay.get("boundaries", []), decay.get("factors", []))
+            optimizer = v1.train.MomentumOptimizer(learning_rate, momentum)
+
+            grads_by_batch = {}
+            loss = None
+            for batch in sorted(set(batch_by_protocol.values())):
+                ds = scriptmod.call_input_fn(module, path, "train", batch, params)
+                ds = ds.shard(n, index)  # each worker reads every n-th batch
+                options = tf.data.Options()
+                options.threading.private_threadpool_size = max(1, launch.get("intra_threads", 1))
+                ds = ds.with_options(options)
+                features, labels = v1.data.make_one_shot_iterator(ds).get_next()
+                out = scriptmod.call_model_fn(module, path, features, labels, params, True)
+                update_ops = v1.get_collection(v1.GraphKeys.UPDATE_OPS)
+                with tf.control_dependencies(update_ops):
+                    batch_loss = tf.identity(out["loss"], name=f"loss_b{batch}")
+                grads_by_batch[batch] = optimizer.compute_gradients(batch_loss)
+                loss = batch_loss if loss is None else loss
+            if not any(g is not None for g, _ in next(iter(grads_by_batch.values()))):
+                raise scriptmod.ScriptError(f"script {path}: model_fn's loss depends on no trainable variable")
+            engines = {}
+            for protocol in protocols:
+                batch = batch_by_protocol[protocol]
+                grads = [(g, v) for g, v in grads_by_batch[batch] if g is not None]
+                engines.update(build_engines([protocol], optimizer, grads, global_step, samples,
+                                             batch_by_protocol, n, is_chief))
+            lr_in = v1.placeholder(tf.float32, [], name="lr_in")
+            momentum_in = v1.placeholder(tf.float32, [], name="momentum_in")
+            set_lr = lr_base.assign(lr_in)
+            set_momentum = momentum.assign(momentum_in)
+        # Built outside the device setter: the chief gathers every variable and writes one checkpoint.
+        saver = v1.train.Saver(max_to_keep=None, sharded=False, save_relative_paths=True)
+        scaffold = v1.train.Scaffold(saver=saver)
+        scaffold.finalize()
+    return TrainGraph(graph, engines, loss, samples, global_step, lr_base, momentum, learning_rate,
+                      set_lr, set_momentum, lr_in, momentum_in, total, saver, scaffold)

@@ -1,0 +1,138 @@
+"""Synchronization protocols behind one small interface: ASP (plain async updates) and BSP (SyncReplicasOptimizer).
+
+A TF2-native engine can implement `ProtocolEngine` later; everything above this module only sees
+`train_op`, `samples_after` and the phase-boundary hooks.
+"""
+
+from __future__ import annotations
+
+import abc
+
+import tensorflow as tf
+
+v1 = tf.compat.v1
+
+
+class CountingOptimizer(v1.train.Optimizer):
+    """Delegates to a shared optimizer and adds the samples one update consumed to a counter.
+
+    Both protocols wrap the same inner optimizer, so momentum slots and the learning-rate
+    tensor are shared and continue across a switch.
+    """
+
+    def __init__(self, inner, samples, per_update: int, name: str):
+        super().__init__(use_locking=False, name=name)
+        self._inner = inner
+        self._samples = samples
+        self._per_update = per_update
+
+    def compute_gradients(self, *args, **kwargs):
+        return self._inner.compute_gradients(*args, **kwargs)
+
+    def apply_gradients(self, grads_and_vars, global_step=None, name=None):
+        update = self._inner.apply_gradients(grads_and_vars, global_step=global_step)
+        with tf.control_dependencies([update]):
+            counted = self._samples.assign_add(tf.constant(self._per_update, tf.int64))
+        return tf.group(update, counted, name=name or f"{self._name}_apply")
+
+    def get_slot(self, var, name):
+        return self._inner.get_slot(var, name)
+
+    def get_slot_names(self):
+        return self._inner.get_slot_names()
+
+    def variables(self):
+        return self._inner.variables()
+
+
+class ProtocolEngine(abc.ABC):
+    """One synchronization protocol's update path inside the worker graph."""
+
+    name: str
+    train_op: tf.Operation
+    samples_after: tf.Tensor  # the global sample counter, read after this worker's step
+
+    def _finish(self, train_op, samples) -> None:
+        self.train_op = train_op
+        with tf.control_dependencies([train_op]):
+            self.samples_after = tf.identity(samples.read_value(), name=f"{self.name}_samples_after")
+
+    def enter_chief(self, session) -> None:
+        """Run on the chief, with every worker paused, before the phase starts."""
+
+    def enter_worker(self, session) -> None:
+        """Run on every worker after the chief entered the phase, before its first step."""
+
+    def release(self, session) -> None:
+        """Unblock workers waiting inside a step so they can reach a phase boundary."""
+
+
+class AsyncEngine(ProtocolEngine):
+    """ASP: every worker applies its own gradients to the parameter servers as soon as it has them."""
+
+    name = "asp"
+
+    def __init__(self, optimizer, grads_and_vars, global_step, samples, per_worker_batch: int):
+        counting = CountingOptimizer(optimizer, samples, per_worker_batch, "asp")
+        self._finish(counting.apply_gradients(grads_and_vars, global_step, name="asp_train"), samples)
+
+
+class SyncReplicasEngine(ProtocolEngine):
+    """BSP: SyncReplicasOptimizer aggregates one gradient from each of n workers per update.
+
+    The token queue starts empty, so each worker applies exactly one gradient and then waits for
+    the aggregated update; `release` pushes n extra tokens so workers blocked at a boundary return.
+    """
+
+    name = "bsp"
+
+    def __init__(self, optimizer, grads_and_vars, global_step, samples, per_worker_batch: int,
+                 num_workers: int, is_chief: bool):
+        counting = CountingOptimizer(optimizer, samples, per_worker_batch * num_workers, "bsp")
+        self._opt = v1.train.SyncReplicasOptimizer(
+            counting, replicas_to_aggregate=num_workers, total_num_replicas=num_workers, name="bsp_sync")
+        self._finish(self._opt.apply_gradients(grads_and_vars, global_step), samples)
+        self._is_chief = is_chief
+        self._queue_runner_started = False
+        queue = self._opt._sync_token_queue  # noqa: SLF001 - no public handle for the token queue
+        with tf.device(global_step.device):
+            self._release_op = queue.enqueue_many(tf.fill([num_workers], global_step.read_value()))
+            self._queue_size = queue.size()
+            self._drain_count = v1.placeholder(tf.int32, [], name="bsp_drain_count")
+            self._drain_op = queue.dequeue_many(self._drain_count)
+        self._chief_init_op = self._opt.chief_init_op
+        self._local_step_init_op = self._opt.local_step_init_op
+
+    def enter_chief(self, session) -> None:
+        # Leftover release tokens would let workers run ahead of the aggregation.
+        size = session.run(self._queue_size)
+        if size:
+            session.run(self._drain_op, {self._drain_count: size})
+        session.run(self._chief_init_op)  # accumulators accept gradients from the current step on
+        if not self._queue_runner_started:
+            # Daemon threads: the process exits explicitly, so a blocked take_grad cannot hang shutdown.
+            coord = tf.train.Coordinator()
+            self._opt.get_chief_queue_runner().create_threads(session, coord=coord, daemon=True, start=True)
+            self._queue_runner_started = True
+
+    def enter_worker(self, session) -> None:
+        session.run(self._local_step_init_op)
+
+    def release(self, session) -> None:
+        session.run(self._release_op)
+
+
+def build_engines(protocols, optimizer, grads_and_vars, global_step, samples, batch_by_protocol,
+                  num_workers: int, is_chief: bool) -> dict[str, ProtocolEngine]:
+    """Build the update path of every protocol the schedule uses, sharing one optimizer."""
+    engines: dict[str, ProtocolEngine] = {}
+    for protocol in protocols:
+        batch = batch_by_protocol[protocol]
+        if protocol == "asp":
+            engines[protocol] = AsyncEngine(optimizer, grads_and_vars, global_step, samples, batch)
+        elif protocol == "bsp":
+            engines[protocol] = SyncReplicasEngine(optimizer, grads_and_vars, global_step, samples, batch,
+                                                   num_workers, is_chief)
+        else:  # validated at spec load; kept for engines added later
+            raise ValueError(f"unknown protocol {protocol!r}")
+    return engines

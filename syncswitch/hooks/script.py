@@ -1,0 +1,88 @@
+"""Load a user's training script and check it against the input_fn / model_fn contract."""
+
+from __future__ import annotations
+
+import importlib.util
+import inspect
+import os
+import sys
+import types
+
+from syncswitch.errors import ScriptError
+
+REQUIRED = {
+    "input_fn": ("split", "batch_size", "params"),
+    "model_fn": ("features", "labels", "params", "training"),
+}
+
+
+def load_script(path: str) -> types.ModuleType:
+    """Import the script as a module; raise ScriptError naming the file on any problem."""
+    if not os.path.isfile(path):
+        raise ScriptError(f"script {path}: no such file")
+    name = "syncswitch_user_script"
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+    except Exception as exc:  # the user's code: report whatever it raised, in one line
+        raise ScriptError(f"script {path} raised on import: {type(exc).__name__}: {exc}") from exc
+    for fn_name, args in REQUIRED.items():
+        fn = getattr(module, fn_name, None)
+        if not callable(fn):
+            raise ScriptError(f"script {path} must define {fn_name}({', '.join(args)})")
+        try:
+            inspect.signature(fn).bind(*args)
+        except TypeError:
+            raise ScriptError(f"script {path}: {fn_name} must accept ({', '.join(args)})") from None
+    return module
+
+
+def num_train_examples(module, path: str, params: dict) -> int | None:
+    """The script's `num_examples("train", params)` if it defines one."""
+    fn = getattr(module, "num_examples", None)
+    if fn is None:
+        return None
+    try:
+        n = fn("train", params)
+    except Exception as exc:
+        raise ScriptError(f"script {path}: num_examples('train', params) raised {type(exc).__name__}: {exc}") from exc
+    if isinstance(n, bool) or not isinstance(n, int) or n <= 0:
+        raise ScriptError(f"script {path}: num_examples('train', params) returned {n!r}, expected a positive int")
+    return n
+
+
+def call_input_fn(module, path: str, split: str, batch_size: int, params: dict):
+    import tensorflow as tf
+
+    try:
+        ds = module.input_fn(split, batch_size, params)
+    except Exception as exc:
+        raise ScriptError(f"script {path}: input_fn({split!r}, {batch_size}, params) raised "
+                          f"{type(exc).__name__}: {exc}") from exc
+    if not isinstance(ds, tf.data.Dataset):
+        raise ScriptError(f"script {path}: input_fn({split!r}, ...) returned {type(ds).__name__}, "
+                          "expected a tf.data.Dataset of (features, labels) batches")
+    spec = ds.element_spec
+    if not isinstance(spec, tuple) or len(spec) != 2:
+        raise ScriptError(f"script {path}: input_fn({split!r}, ...) must yield (features, labels) pairs, "
+                          f"got elements {spec}")
+    return ds
+
+
+def call_model_fn(module, path: str, features, labels, params: dict, training: bool) -> dict:
+    try:
+        out = module.model_fn(features, labels, params, training)
+    except Exception as exc:
+        raise ScriptError(f"script {path}: model_fn(..., training={training}) raised "
+                          f"{type(exc).__name__}: {exc}") from exc
+    if not isinstance(out, dict) or "loss" not in out or "logits" not in out:
+        raise ScriptError(f"script {path}: model_fn must return a dict with 'loss' and 'logits', "
+                          f"got {type(out).__name__}{sorted(out) if isinstance(out, dict) else ''}")
+    loss, logits = out["loss"], out["logits"]
+    if loss.shape.rank not in (0, None):
+        raise ScriptError(f"script {path}: model_fn 'loss' must be a scalar, got shape {loss.shape}")
+    if logits.shape.rank not in (2, None):
+        raise ScriptError(f"script {path}: model_fn 'logits' must be [batch, classes], got shape {logits.shape}")
+    return out
