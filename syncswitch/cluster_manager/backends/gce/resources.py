@@ -148,12 +148,7 @@ if ! has_version; then
 fi
 # A different version would speak another control protocol than the manager: refuse to start.
 has_version || { echo "syncswitch: installed version differs from the manager's $WANT" >&2; exit 1; }
-if [ @GPU@ = 1 ]; then
-  # The image installs the NVIDIA driver at first boot; TF must see the GPU before the agent answers.
-  for _ in $(seq 120); do nvidia-smi >/dev/null 2>&1 && break; sleep 5; done
-  nvidia-smi >/dev/null || { echo "syncswitch: no NVIDIA driver after 10 minutes" >&2; exit 1; }
-fi
-IP=$(md network-interfaces/0/ip)
+@GPU_WAIT@IP=$(md network-interfaces/0/ip)
 (umask 077 && md attributes/@TOKEN_KEY@ > "$WORK/token")
 systemctl stop syncswitch-agent 2>/dev/null || true
 systemctl reset-failed syncswitch-agent 2>/dev/null || true
@@ -163,15 +158,19 @@ systemd-run --unit=syncswitch-agent --collect --setenv=TF_USE_LEGACY_KERAS=1 \
   --ps-port @PS_PORT@ --worker-port @WORKER_PORT@ --work-dir "$WORK/work" --token-file "$WORK/token"
 """
 
+_GPU_WAIT = r"""# The image installs the NVIDIA driver at first boot; TF must see the GPU before the agent answers.
+for _ in $(seq 120); do nvidia-smi >/dev/null 2>&1 && break; sleep 5; done
+nvidia-smi >/dev/null || { echo "syncswitch: no NVIDIA driver after 10 minutes" >&2; exit 1; }
+"""
+
 
 def startup_script(cfg: GceConfig, *, job_id: str, version: str) -> str:
     values = {
         "JOB": slug(job_id), "VERSION": version, "TOKEN_KEY": TOKEN_KEY,
         "INSTALL": " ".join(shlex.quote(s) for s in install_specs(cfg, version)),
-        "GPU": "1" if cfg.accelerator else "0",
         "AGENT_PORT": str(cfg.agent_port), "PS_PORT": str(cfg.ps_port), "WORKER_PORT": str(cfg.worker_port),
     }
-    script = _STARTUP
+    script = _STARTUP.replace("@GPU_WAIT@", _GPU_WAIT if cfg.accelerator else "")
     for key, value in values.items():
         script = script.replace(f"@{key}@", value)
     return script
