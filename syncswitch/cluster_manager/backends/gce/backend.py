@@ -152,7 +152,8 @@ class GceBackend(Backend):
                            f"add zones to cluster.zones or try again later")
 
     def _create_all(self, api, cfg, request, zone) -> list[tuple[int, str, str]]:
-        script = resources.startup_script(cfg, job_id=request.job_id, version=syncswitch.__version__)
+        script = resources.startup_script(cfg, job_id=request.job_id, version=syncswitch.__version__,
+                                          spare_task=request.spare_task)
         stop = threading.Event()
 
         def create(index: int) -> str | None:
@@ -266,7 +267,8 @@ class GceBackend(Backend):
         """The exact insert requests, with the token and startup script shown once as placeholders."""
         cfg = options.resolve(self.validate_options(request.options))
         project = cfg.project or env_project() or "<project: set cluster.project or GOOGLE_CLOUD_PROJECT>"
-        script = resources.startup_script(cfg, job_id=request.job_id, version=syncswitch.__version__)
+        script = resources.startup_script(cfg, job_id=request.job_id, version=syncswitch.__version__,
+                                          spare_task=request.spare_task)
         zone = cfg.zones[0]
         gpu = f" + {cfg.accelerator['count']}x {cfg.accelerator['type']}" if cfg.accelerator else ""
         total = 1 + request.num_nodes

@@ -9,6 +9,8 @@ import tempfile
 import threading
 import time
 
+from syncswitch.cluster_manager.backends.gce.resources import slug
+
 FILENAME = "gce-journal.json"
 
 # A resource is written as "creating" before its insert is sent, so a crash mid-call still leaves
@@ -100,6 +102,7 @@ def find(job_id: str, roots: list[str]) -> list[Journal]:
                 journal = Journal.load(path)
             except (OSError, ValueError, KeyError):
                 continue
-            if journal.job_id == job_id:
+            # Users may pass the job id or its slug as shown by `syncswitch cluster list`.
+            if journal.job_id == job_id or slug(journal.job_id) == slug(job_id) or slug(journal.job_id) == job_id:
                 found.append(journal)
     return found

@@ -155,7 +155,7 @@ systemctl reset-failed syncswitch-agent 2>/dev/null || true
 # A transient unit outlives this script and logs to the journal (journalctl -u syncswitch-agent).
 systemd-run --unit=syncswitch-agent --collect --setenv=TF_USE_LEGACY_KERAS=1 \
   "$PY" -m syncswitch.hooks.agent --host "$IP" --port @AGENT_PORT@ \
-  --ps-port @PS_PORT@ --worker-port @WORKER_PORT@ --work-dir "$WORK/work" --token-file "$WORK/token"
+  --ps-port @PS_PORT@ --worker-port @WORKER_PORT@ --work-dir "$WORK/work" --token-file "$WORK/token"@SPARE@
 """
 
 _GPU_WAIT = r"""# The image installs the NVIDIA driver at first boot; TF must see the GPU before the agent answers.
@@ -164,8 +164,9 @@ nvidia-smi >/dev/null || { echo "syncswitch: no NVIDIA driver after 10 minutes" 
 """
 
 
-def startup_script(cfg: GceConfig, *, job_id: str, version: str) -> str:
+def startup_script(cfg: GceConfig, *, job_id: str, version: str, spare_task: bool = False) -> str:
     values = {
+        "SPARE": "" if spare_task else " --no-spare",
         "JOB": slug(job_id), "VERSION": version, "TOKEN_KEY": TOKEN_KEY,
         "INSTALL": " ".join(shlex.quote(s) for s in install_specs(cfg, version)),
         "AGENT_PORT": str(cfg.agent_port), "PS_PORT": str(cfg.ps_port), "WORKER_PORT": str(cfg.worker_port),
