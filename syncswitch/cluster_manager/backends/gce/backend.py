@@ -56,10 +56,11 @@ class GceBackend(Backend):
 
     def __init__(self, api: ComputeClient | None = None, *, on_event: Callable[[str], None] | None = None,
                  wait_port: Callable[[str, int, float], bool] = wait_for_port,
-                 sleep: Callable[[float], None] = time.sleep, poll_s: float = 15.0):
+                 sleep: Callable[[float], None] = time.sleep, clock: Callable[[], float] = time.monotonic,
+                 poll_s: float = 15.0):
         self._api = api
         self._on_event = on_event
-        self._wait_port, self._sleep, self._poll_s = wait_port, sleep, poll_s
+        self._wait_port, self._sleep, self._clock, self._poll_s = wait_port, sleep, clock, poll_s
         self._journal: journals.Journal | None = None
         self._job_id: str | None = None
         self._cfg: options.GceConfig | None = None
@@ -89,7 +90,7 @@ class GceBackend(Backend):
         api = self._client(cfg)
         self._cfg, self._job_id, self._torn_down = cfg, request.job_id, False
         self._journal = journals.Journal.open(journals.path_in(request.run_dir), request.job_id, api.project)
-        started = time.monotonic()
+        started = self._clock()
         with _sigterm_as_interrupt():
             try:
                 self._delete_leftovers(api, request.job_id)
@@ -107,7 +108,7 @@ class GceBackend(Backend):
                         raise ClusterError(f"{exc}; and cleanup failed: {cleanup_exc}") from exc
                 raise
         self.nodes = nodes
-        self._event(f"{len(nodes)} node(s) ready in {time.monotonic() - started:.0f}s")
+        self._event(f"{len(nodes)} node(s) ready in {self._clock() - started:.0f}s")
         return ClusterInfo(request.job_id, nodes)
 
     def _delete_leftovers(self, api: ComputeClient, job_id: str) -> None:
@@ -197,7 +198,7 @@ class GceBackend(Backend):
         lock = threading.Lock()
 
         def wait_one(index: int, name: str, zone: str) -> NodeInfo:
-            deadline = time.monotonic() + cfg.boot_timeout_s
+            deadline = self._clock() + cfg.boot_timeout_s
             ip = ""
             while not stop.is_set():
                 state = api.get_instance(zone, name)
@@ -206,7 +207,7 @@ class GceBackend(Backend):
                     hint = " (spot capacity reclaimed?)" if cfg.spot else ""
                     raise ClusterError(f"node {index} ({name}) is {why} before its agent answered{hint}")
                 ip = state.internal_ip or ip
-                remaining = deadline - time.monotonic()
+                remaining = deadline - self._clock()
                 if ip and self._wait_port(ip, cfg.agent_port, max(min(self._poll_s, remaining), 0.0)):
                     with lock:
                         ready_count[0] += 1
@@ -214,7 +215,7 @@ class GceBackend(Backend):
                     return NodeInfo(index=index, host=ip, agent_address=f"{ip}:{cfg.agent_port}",
                                     ps_port=cfg.ps_port, worker_port=cfg.worker_port,
                                     resource_id=f"{zone}/{name}")
-                if time.monotonic() >= deadline:
+                if self._clock() >= deadline:
                     raise ClusterError(
                         f"node {index} ({name}, {ip or 'no IP yet'}) did not open agent port {cfg.agent_port} "
                         f"within {cfg.boot_timeout_s}s; boot log: gcloud compute instances get-serial-port-output "
