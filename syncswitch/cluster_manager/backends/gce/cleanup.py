@@ -14,6 +14,10 @@ from syncswitch.cluster_manager.backends.gce.compute import ComputeClient, GceEr
 INSTANCE, FIREWALL = "instance", "firewall"
 
 
+def _sleep(seconds: float) -> None:
+    time.sleep(seconds)  # a module-level seam, so tests of the CLI need not wait out the backoff
+
+
 @dataclasses.dataclass
 class CleanupReport:
     deleted: list[str] = dataclasses.field(default_factory=list)
@@ -34,13 +38,13 @@ def _with_retries(fn: Callable[[], bool], attempts: int, sleep: Callable[[float]
         except GceError:
             if attempt == attempts - 1:
                 raise
-            sleep(2.0 * 2 ** attempt)
+            (sleep or _sleep)(2.0 * 2 ** attempt)
     return False  # pragma: no cover - the loop always returns or raises
 
 
 def delete_resources(api: ComputeClient, items: Iterable[tuple[str, str, str]], *,
                      ledgers: Iterable[journals.Journal] = (), parallelism: int = 16,
-                     attempts: int = 3, sleep: Callable[[float], None] = time.sleep) -> CleanupReport:
+                     attempts: int = 3, sleep: Callable[[float], None] | None = None) -> CleanupReport:
     """Delete (kind, zone, name) resources: instances in parallel first, then firewall rules.
 
     Each outcome is written to every journal in `ledgers`, so a later run skips what is gone.
@@ -99,7 +103,7 @@ def job_resources(api: ComputeClient, job_id: str, ledgers: Iterable[journals.Jo
 
 def delete_job(api: ComputeClient, job_id: str, ledgers: Iterable[journals.Journal] = (), *,
                event: Callable[[str], None] = lambda msg: None, sweep: bool = True,
-               parallelism: int = 16, sleep: Callable[[float], None] = time.sleep) -> CleanupReport:
+               parallelism: int = 16, sleep: Callable[[float], None] | None = None) -> CleanupReport:
     """Find and delete every resource of `job_id` in `api.project`."""
     ledgers = list(ledgers)
     items = job_resources(api, job_id, ledgers, event, sweep)
