@@ -75,7 +75,8 @@ def converged_accuracy(accuracies: Sequence[float], tolerance: float = CONVERGEN
     Reading: a run has converged once `window` consecutive evaluations span at most `tolerance`;
     only the final plateau counts (a stable stretch before a switch or LR decay that the run later
     leaves is not convergence), so we walk back from the last evaluation over the trailing run of
-    stable windows and report the accuracy where that plateau was first reached. Fallback when the
+    stable windows and report the accuracy at the evaluation that completes the earliest of them,
+    the moment the run "is said to be converged". Fallback when the
     last `window` evaluations are not stable: the final evaluation, i.e. the model the workload
     produced (what the paper's published parser reads), flagged not converged.
     """

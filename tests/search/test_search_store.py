@@ -1,0 +1,134 @@
+"""Policy store: job signatures, persistence under $SYNCSWITCH_HOME, corrupt files left untouched."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from syncswitch import spec as specmod
+from syncswitch.errors import SyncSwitchError
+from syncswitch.search.binary_search import PilotResult
+from syncswitch.search.store import (JsonPilotCache, PolicyRecord, PolicyStore, StoreError, job_signature,
+                                     now_iso, signature_for_spec, stored_switch_at, syncswitch_home)
+
+HP = {"batch_size": 128, "learning_rate": 0.1, "momentum": 0.9}
+
+
+@pytest.fixture
+def script(tmp_path):
+    path = tmp_path / "train.py"
+    path.write_text("print('train')\n")
+    return path
+
+
+def record(signature: str, name: str = "job", switch_at: float = 0.0625) -> PolicyRecord:
+    return PolicyRecord(signature=signature, job_name=name, switch_at=switch_at, target_accuracy=0.92,
+                        achieved_mean=0.915, achieved_std=0.003, threshold=0.01, search_cost_s=1234.0,
+                        search_cost_bsp=7.6, runs=18, created=now_iso(), inputs={"workers": 8})
+
+
+def test_signature_is_stable_and_ignores_key_order(script):
+    a = job_signature(str(script), {"x": 1, "y": [1, 2]}, HP, 8, "gce")
+    b = job_signature(str(script), {"y": [1, 2], "x": 1}, dict(reversed(list(HP.items()))), 8, "gce")
+    assert a == b and len(a) == 64
+
+
+@pytest.mark.parametrize("change", ["script", "params", "hyperparameters", "workers", "backend"])
+def test_any_signature_input_change_invalidates(script, change):
+    base = dict(params={"depth": 32}, hyperparameters=HP, workers=8, backend="gce")
+    before = job_signature(str(script), **base)
+    if change == "script":
+        script.write_text("print('train harder')\n")
+    else:
+        base[change] = {"params": {"depth": 50}, "hyperparameters": {**HP, "learning_rate": 0.2},
+                        "workers": 16, "backend": "local"}[change]
+    assert job_signature(str(script), **base) != before
+
+
+def test_missing_script_is_a_clear_error(tmp_path):
+    with pytest.raises(StoreError, match="nothere.py"):
+        job_signature(str(tmp_path / "nothere.py"), {}, HP, 2, "local")
+
+
+def test_put_get_list_delete_roundtrip(syncswitch_home):
+    store = PolicyStore()
+    assert store.path == syncswitch_home / "policies.json" == syncswitch_home.joinpath("policies.json")
+    assert store.list() == [] and store.get("a" * 64) is None
+    store.put(record("a" * 64, "alpha"))
+    store.put(record("b" * 64, "beta", 0.125))
+    assert [r.job_name for r in PolicyStore().list()] == ["alpha", "beta"]
+    assert PolicyStore().get("b" * 64).switch_at == 0.125
+    assert store.resolve("bbbbbb").job_name == "beta" and store.resolve("alpha").signature == "a" * 64
+    assert store.delete("alpha").signature == "a" * 64
+    assert [r.job_name for r in store.list()] == ["beta"]
+    with pytest.raises(StoreError, match="no stored policy"):
+        store.delete("alpha")
+    leftovers = [p.name for p in syncswitch_home.iterdir() if p.name.endswith(".tmp")]
+    assert leftovers == []
+
+
+def test_default_home_is_dot_syncswitch(monkeypatch, tmp_path):
+    monkeypatch.delenv("SYNCSWITCH_HOME")
+    monkeypatch.setenv("HOME", str(tmp_path))
+    assert syncswitch_home() == tmp_path / ".syncswitch"
+
+
+@pytest.mark.parametrize("content", ["{not json", "[1, 2]", '{"policies": [1]}'])
+def test_corrupt_store_gives_a_clear_error_and_is_not_overwritten(syncswitch_home, content):
+    path = syncswitch_home / "policies.json"
+    path.parent.mkdir(parents=True)
+    path.write_text(content)
+    store = PolicyStore()
+    for action in (store.list, lambda: store.get("a" * 64), lambda: store.put(record("a" * 64))):
+        with pytest.raises(SyncSwitchError) as info:
+            action()
+        message = str(info.value)
+        assert str(path) in message and "corrupt" in message and "\n" not in message
+    assert path.read_text() == content
+
+
+def test_ambiguous_prefix_is_refused(syncswitch_home):
+    store = PolicyStore()
+    store.put(record("abcd1" + "0" * 59, "one"))
+    store.put(record("abcd2" + "0" * 59, "two"))
+    with pytest.raises(StoreError, match="matches 2 policies"):
+        store.resolve("abcd")
+
+
+def test_spec_signature_changes_with_workers_and_workload(job_file):
+    base = specmod.load(str(job_file))
+    sig, inputs = signature_for_spec(base)
+    assert inputs["workers"] == 2 and inputs["backend"] == "local" and "script_sha256" in inputs
+    assert signature_for_spec(specmod.load(str(job_file)))[0] == sig
+    assert signature_for_spec(specmod.load(str(job_file), ["cluster.workers=4"]))[0] != sig
+    assert signature_for_spec(specmod.load(str(job_file), ["workload.epochs=2"]))[0] != sig
+    assert signature_for_spec(specmod.load(str(job_file), ["hyperparameters.learning_rate=0.1"]))[0] != sig
+    # the schedule being searched for is not part of the job's identity
+    assert signature_for_spec(specmod.load(str(job_file), ["policy.switch_at=0.5"]))[0] == sig
+
+
+def test_changed_job_does_not_reuse_a_stored_policy(job_file):
+    job_spec = specmod.load(str(job_file))
+    sig, _ = signature_for_spec(job_spec)
+    PolicyStore().put(record(sig, "tiny", 0.0625))
+    assert stored_switch_at(job_spec) == 0.0625
+    assert stored_switch_at(specmod.load(str(job_file), ["cluster.workers=3"])) is None
+    script = job_file.parent / "train.py"
+    script.write_text(script.read_text() + "# edited\n")
+    assert stored_switch_at(specmod.load(str(job_file))) is None
+
+
+def test_pilot_cache_persists_and_survives_reload(tmp_path):
+    path = tmp_path / "pilots" / "sig.json"
+    cache = JsonPilotCache(path)
+    cache[(0.5, 0)] = PilotResult(0.91, 100.0, "/runs/a")
+    cache[(0.25, 1)] = PilotResult(None, 50.0, None)
+    again = JsonPilotCache(path)
+    assert again[(0.5, 0)] == PilotResult(0.91, 100.0, "/runs/a")
+    assert again[(0.25, 1)].converged_accuracy is None
+    assert sorted(again) == [(0.25, 1), (0.5, 0)] and len(again) == 2
+    assert json.loads(path.read_text())["version"] == 1
+    path.write_text("garbage")
+    with pytest.raises(StoreError, match="pilot cache"):
+        JsonPilotCache(path)
