@@ -4,6 +4,8 @@ A plain TensorFlow script: syncswitch calls input_fn and model_fn; nothing here 
 """
 
 import functools
+import os
+import tempfile
 
 import numpy as np
 import tensorflow as tf
@@ -11,14 +13,25 @@ import tensorflow as tf
 
 @functools.lru_cache(maxsize=None)
 def _data(num_samples, seed):
+    # Generating takes seconds per process; every node needs the same arrays, so cache them on disk.
+    cache = os.path.join(tempfile.gettempdir(), f"mnist1d-{num_samples}-{seed}.npz")
+    try:
+        with np.load(cache) as d:
+            return d["x"], d["y"], d["x_test"], d["y_test"]
+    except (OSError, KeyError, ValueError):
+        pass
     from mnist1d.data import get_dataset_args, make_dataset
 
     args = get_dataset_args()
     args.num_samples = num_samples
     args.seed = seed
     d = make_dataset(args)  # generated procedurally, no download
-    return (d["x"].astype(np.float32), d["y"].astype(np.int64),
-            d["x_test"].astype(np.float32), d["y_test"].astype(np.int64))
+    arrays = dict(x=d["x"].astype(np.float32), y=d["y"].astype(np.int64),
+                  x_test=d["x_test"].astype(np.float32), y_test=d["y_test"].astype(np.int64))
+    tmp = f"{cache}.{os.getpid()}.tmp.npz"
+    np.savez(tmp, **arrays)
+    os.replace(tmp, cache)
+    return arrays["x"], arrays["y"], arrays["x_test"], arrays["y_test"]
 
 
 def num_examples(split, params):

@@ -44,11 +44,11 @@ class TaskProcess:
         self.log_path = log_path
         env = dict(os.environ)
         env.pop("SYNCSWITCH_TOKEN", None)  # the task needs no secret
-        preexec = (lambda: os.nice(nice)) if nice else None
+        env["SYNCSWITCH_NICE"] = str(nice)  # applied by the task: preexec_fn would fork beside gRPC threads
         self.proc = subprocess.Popen(
             [sys.executable, "-u", "-m", "syncswitch.hooks.task"], stdin=subprocess.PIPE,
             stdout=subprocess.PIPE, stderr=open(log_path, "ab"), cwd=work_dir, env=env,
-            preexec_fn=preexec, text=True, bufsize=1)
+            text=True, bufsize=1)
         self.launched = False
         self._on_event = on_event
         self._write_lock = threading.Lock()

@@ -118,29 +118,27 @@ def build(launch: dict, module, cluster) -> TrainGraph:
             learning_rate = decayed_rate(lr_base, progress, decay.get("boundaries", []), decay.get("factors", []))
             optimizer = v1.train.MomentumOptimizer(learning_rate, momentum)
 
-            grads_by_batch = {}
-            loss = None
-            for batch in sorted(set(batch_by_protocol.values())):
-                ds = scriptmod.call_input_fn(module, path, "train", batch, params)
-                ds = ds.shard(n, index)  # each worker reads every n-th batch
-                options = tf.data.Options()
-                options.threading.private_threadpool_size = max(1, launch.get("intra_threads", 1))
-                ds = ds.with_options(options)
-                features, labels = v1.data.make_one_shot_iterator(ds).get_next()
-                out = scriptmod.call_model_fn(module, path, features, labels, params, True)
-                update_ops = v1.get_collection(v1.GraphKeys.UPDATE_OPS)
-                with tf.control_dependencies(update_ops):
-                    batch_loss = tf.identity(out["loss"], name=f"loss_b{batch}")
-                grads_by_batch[batch] = optimizer.compute_gradients(batch_loss)
-                loss = batch_loss if loss is None else loss
-            if not any(g is not None for g, _ in next(iter(grads_by_batch.values()))):
+            # One input pipeline and one model: the user's model_fn must be called once so its
+            # variables exist once; protocols built into one graph therefore share the per-worker batch.
+            batches = {batch_by_protocol[p] for p in protocols}
+            if len(batches) != 1:
+                raise ValueError(f"protocols {protocols} built into one graph need one per-worker batch, "
+                                 f"got {sorted(batches)}; use switch_mode relaunch")
+            batch = batches.pop()
+            ds = scriptmod.call_input_fn(module, path, "train", batch, params)
+            ds = ds.shard(n, index)  # each worker reads every n-th batch
+            options = tf.data.Options()
+            options.threading.private_threadpool_size = max(1, launch.get("intra_threads", 1))
+            ds = ds.with_options(options)
+            features, labels = v1.data.make_one_shot_iterator(ds).get_next()
+            out = scriptmod.call_model_fn(module, path, features, labels, params, True)
+            with tf.control_dependencies(v1.get_collection(v1.GraphKeys.UPDATE_OPS)):
+                loss = tf.identity(out["loss"], name="train_loss")
+            grads = [(g, v) for g, v in optimizer.compute_gradients(loss) if g is not None]
+            if not grads:
                 raise scriptmod.ScriptError(f"script {path}: model_fn's loss depends on no trainable variable")
-            engines = {}
-            for protocol in protocols:
-                batch = batch_by_protocol[protocol]
-                grads = [(g, v) for g, v in grads_by_batch[batch] if g is not None]
-                engines.update(build_engines([protocol], optimizer, grads, global_step, samples,
-                                             batch_by_protocol, n, is_chief))
+            engines = build_engines(protocols, optimizer, grads, global_step, samples, batch_by_protocol,
+                                    n, is_chief)
             lr_in = v1.placeholder(tf.float32, [], name="lr_in")
             momentum_in = v1.placeholder(tf.float32, [], name="momentum_in")
             set_lr = lr_base.assign(lr_in)

@@ -112,7 +112,8 @@ class Task:
             emit({"event": "ready", "samples": state.samples, "fraction": state.fraction,
                   "total_samples": state.total, "global_step": int(step)})
         else:
-            emit({"event": "paused", "phase": state.phase, "fraction": state.fraction, "samples": state.samples})
+            emit({"event": "paused", "phase": state.phase, "fraction": state.fraction, "samples": state.samples,
+                  "phase_steps": state.phase_steps})
         while True:
             cmd = self.commands.get()
             kind = cmd["cmd"]
@@ -213,6 +214,7 @@ def _read_commands(task_holder: dict, commands: "queue.Queue[dict]") -> None:
 
 
 def main() -> None:
+    os.nice(int(os.environ.get("SYNCSWITCH_NICE", "0")))
     import tensorflow as tf  # noqa: F401 - warm the import before the launch request arrives
 
     tf.compat.v1.disable_eager_execution()
@@ -239,8 +241,11 @@ def main() -> None:
         emit({"event": "error", "message": f"{type(exc).__name__}: {exc}".splitlines()[0][:500]})
         code = 1
     finally:
-        sys.stderr.flush()
-        _EVENTS.flush()
+        try:
+            sys.stderr.flush()
+            _EVENTS.flush()
+        except OSError:
+            pass  # the agent already closed our pipe
         # Explicit exit: a SyncReplicasOptimizer chief can hang in session teardown.
         os._exit(code)
 

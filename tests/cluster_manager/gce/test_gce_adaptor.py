@@ -86,12 +86,14 @@ def test_list_filters_by_label_again_client_side():
 
 def test_journal_round_trip_and_find(tmp_path):
     run = tmp_path / "runs" / "r1"
-    ledger = journal.Journal.open(journal.path_in(str(run)), "My_Job", "proj-1")
+    ledger, previous = journal.Journal.open(journal.path_in(str(run)), "My_Job", "proj-1")
+    assert previous is None
     ledger.record("instance", "n0", journal.CREATING, zone="us-west1-b")
     ledger.record("instance", "n0", journal.CREATED, zone="us-west1-b")
     ledger.record("firewall", "fw", journal.DELETED)
-    again = journal.Journal.open(journal.path_in(str(run)), "My_Job", "proj-1")
-    assert [e["name"] for e in again.live()] == ["n0"]
+    again, previous = journal.Journal.open(journal.path_in(str(run)), "My_Job", "proj-1")
+    assert previous is None and [e["name"] for e in again.live()] == ["n0"]
+    assert again.owner_status() == journal.ALIVE
     assert os.listdir(run) == [journal.FILENAME]
     from syncswitch.cluster_manager.backends.gce.resources import slug
     for key in ("My_Job", slug("My_Job")):
@@ -102,7 +104,8 @@ def test_journal_round_trip_and_find(tmp_path):
 def test_corrupt_journal_is_kept_aside(tmp_path):
     path = tmp_path / journal.FILENAME
     path.write_text("{not json")
-    ledger = journal.Journal.open(str(path), "job", "proj-1")
+    ledger, previous = journal.Journal.open(str(path), "job", "proj-1")
+    assert previous is None
     ledger.record("instance", "n0", journal.CREATING, zone="z")
     assert json.loads(path.read_text())["job_id"] == "job"
     assert any(p.name.startswith(journal.FILENAME + ".corrupt-") for p in tmp_path.iterdir())
@@ -131,3 +134,14 @@ def test_wait_for_port():
     finally:
         server.close()
     assert not wait_for_port("127.0.0.1", port, 0.3, interval=0.05)
+
+
+def test_owner_status():
+    done = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    gone = journal.Journal("x", "job", "p", owner={"host": socket.gethostname(), "pid": int(done.stdout)})
+    assert gone.owner_status() == journal.DEAD
+    recycled = journal.Journal("x", "job", "p", owner={**journal.current_owner(), "started": 1.0})
+    assert recycled.owner_status() == journal.DEAD
+    elsewhere = journal.Journal("x", "job", "p", owner={"host": "another-host", "pid": os.getpid()})
+    assert elsewhere.owner_status() == journal.UNKNOWN
+    assert journal.Journal("x", "job", "p").owner_status() == journal.ALIVE

@@ -185,10 +185,58 @@ def test_cluster_down_from_journal_after_crash(cloud, make_backend, make_request
     assert set(_states(request).values()) == {"deleted"}
 
 
-def test_journal_of_another_job_is_kept_aside(cloud, backend, make_request, tmp_path):
-    run = tmp_path / "run"
-    run.mkdir()
-    (run / journals.FILENAME).write_text(json.dumps({"job_id": "other", "project": "test-proj", "resources": []}))
-    backend.provision(make_request(1, run_dir=run))
-    assert _journal(make_request(1, run_dir=run))["job_id"] == "job-1"
-    assert any(name.startswith(journals.FILENAME + ".") for name in os.listdir(run))
+def _set_owner(request, **owner):
+    path = journals.path_in(request.run_dir)
+    with open(path, encoding="utf-8") as fh:
+        doc = json.load(fh)
+    doc["owner"] = owner
+    with open(path, "w", encoding="utf-8") as fh:
+        json.dump(doc, fh)
+
+
+def _dead_pid():
+    import subprocess
+    import sys
+
+    return int(subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                              capture_output=True, text=True).stdout)
+
+
+def test_rerun_into_the_same_run_folder_with_a_new_job_id(cloud, make_backend, events, make_request):
+    # The manager gives every submission a fresh job id; a re-run may reuse the crashed run's folder.
+    crashed = make_request(3, job_id="job-old", parallelism=1)
+    _crash_after_inserts(cloud, 2)
+    with pytest.raises(BaseException):
+        _crashed_backend(make_backend).provision(crashed)
+    cloud.hooks.clear()
+    make_backend().provision(make_request(1, job_id="job-new"))
+    assert [name for name in cloud.instance_names()] == ["syncswitch-job-new-n0"]
+    assert list(cloud.firewalls) == ["syncswitch-job-new-fw"]
+    assert any("leftover resource(s) of job job-old" in e for e in events)
+    kept = os.path.join(crashed.run_dir, journals.FILENAME + ".job-old")
+    assert {r["state"] for r in json.load(open(kept))["resources"]} == {"deleted"}
+
+
+def test_rerun_deletes_what_a_dead_sibling_run_left(cloud, make_backend, events, make_request, tmp_path):
+    crashed = make_request(2, job_id="job-old", run_dir=tmp_path / "runs" / "a", parallelism=1)
+    _crash_after_inserts(cloud, 1)
+    with pytest.raises(BaseException):
+        _crashed_backend(make_backend).provision(crashed)
+    cloud.hooks.clear()
+    _set_owner(crashed, host=__import__("socket").gethostname(), pid=_dead_pid())
+    make_backend().provision(make_request(1, job_id="job-new", run_dir=tmp_path / "runs" / "b"))
+    assert cloud.instance_names() == ["syncswitch-job-new-n0"]
+    assert any("leftover resource(s) of job job-old" in e for e in events)
+
+
+def test_live_or_foreign_siblings_are_only_reported(cloud, make_backend, events, make_request, tmp_path):
+    running = make_request(1, job_id="job-running", run_dir=tmp_path / "runs" / "a")
+    make_backend().provision(running)  # owned by this (live) process
+    foreign = make_request(1, job_id="job-foreign", run_dir=tmp_path / "runs" / "b")
+    make_backend().provision(foreign)
+    _set_owner(foreign, host="laptop-of-someone-else", pid=1)
+    events.clear()
+    make_backend().provision(make_request(1, job_id="job-new", run_dir=tmp_path / "runs" / "c"))
+    assert len(cloud.instances) == 3
+    notes = [e for e in events if "live resource(s) of job" in e]
+    assert len(notes) == 1 and "job-foreign" in notes[0] and "cluster down --job job-foreign" in notes[0]

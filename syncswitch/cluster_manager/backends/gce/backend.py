@@ -89,11 +89,12 @@ class GceBackend(Backend):
         cfg = options.resolve(self.validate_options(request.options))
         api = self._client(cfg)
         self._cfg, self._job_id, self._torn_down = cfg, request.job_id, False
-        self._journal = journals.Journal.open(journals.path_in(request.run_dir), request.job_id, api.project)
+        self._journal, previous = journals.Journal.open(journals.path_in(request.run_dir), request.job_id,
+                                                        api.project)
         started = self._clock()
         with _sigterm_as_interrupt():
             try:
-                self._delete_leftovers(api, request.job_id)
+                self._delete_leftovers(api, request, previous)
                 zones = quota.check(api, cfg, request.num_nodes, self._event)
                 self._create_firewall(api, cfg, request.job_id)
                 created = self._create_in_some_zone(api, cfg, request, zones)
@@ -111,16 +112,29 @@ class GceBackend(Backend):
         self._event(f"{len(nodes)} node(s) ready in {self._clock() - started:.0f}s")
         return ClusterInfo(request.job_id, nodes)
 
-    def _delete_leftovers(self, api: ComputeClient, job_id: str) -> None:
-        """Resources of an earlier run of this job (a crashed manager), from its journal and label."""
-        items = cleanup.job_resources(api, job_id, [self._journal], self._event)
-        # The firewall name is always probed; only an actual deletion counts as a leftover.
-        report = cleanup.delete_resources(api, items, ledgers=[self._journal], sleep=self._sleep)
-        if report.deleted:
-            self._event(f"deleted {len(report.deleted)} leftover resource(s) of job {job_id} from an earlier run: "
-                        + ", ".join(report.deleted))
-        if report.failed:
-            raise ClusterError(f"could not delete leftovers of job {job_id}: {'; '.join(report.failed)}")
+    def _delete_leftovers(self, api: ComputeClient, request: ProvisionRequest,
+                          previous: journals.Journal | None) -> None:
+        """Delete what earlier, crashed runs left: this job's, this run folder's, dead siblings'."""
+        dead, unsure = journals.orphans_near(request.run_dir)
+        earlier = [j for j in [previous, *dead] if j is not None]
+        plans = [(request.job_id, self._journal)] + [(j.job_id, j) for j in earlier if j.project == api.project]
+        for job_id, ledger in plans:
+            items = cleanup.job_resources(api, job_id, [ledger], self._event)
+            report = cleanup.delete_resources(api, items, ledgers=[ledger], sleep=self._sleep)
+            # The firewall name is always probed; only an actual deletion counts as a leftover.
+            if report.deleted:
+                self._event(f"deleted {len(report.deleted)} leftover resource(s) of job {job_id} from an "
+                            f"earlier run whose manager is gone: {', '.join(report.deleted)}")
+            if report.failed and ledger is self._journal:
+                # Same names as the nodes about to be created: going on would collide.
+                raise ClusterError(f"could not delete leftovers of job {job_id}: {'; '.join(report.failed)}")
+            if report.failed:
+                self._event(f"could not delete leftovers of job {job_id} ({'; '.join(report.failed)}); "
+                            f"retry with `syncswitch cluster down --job {job_id} --project {api.project}`")
+        for ledger in [j for j in earlier if j.project != api.project] + unsure:
+            self._event(f"{ledger.path} lists {len(ledger.live())} live resource(s) of job {ledger.job_id} in "
+                        f"project {ledger.project}; if that job no longer runs, delete them with `syncswitch "
+                        f"cluster down --job {ledger.job_id} --project {ledger.project}`")
 
     def _create_firewall(self, api: ComputeClient, cfg: options.GceConfig, job_id: str) -> None:
         body = resources.firewall_body(cfg, project=api.project, job_id=job_id)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import glob
 import json
 import os
+import socket
 import tempfile
 import threading
 import time
@@ -16,17 +17,32 @@ FILENAME = "gce-journal.json"
 # A resource is written as "creating" before its insert is sent, so a crash mid-call still leaves
 # a trace; only "deleted" entries are known to be gone.
 CREATING, CREATED, FAILED, DELETING, DELETED = "creating", "created", "failed", "deleting", "deleted"
+ALIVE, DEAD, UNKNOWN = "alive", "dead", "unknown"
 
 
 def path_in(run_dir: str) -> str:
     return os.path.join(run_dir, FILENAME)
 
 
-class Journal:
-    """Resources of one job in one project; safe to update from several threads."""
+def _process_started(pid: int) -> float | None:
+    try:
+        import psutil
 
-    def __init__(self, path: str, job_id: str, project: str):
+        return psutil.Process(pid).create_time()
+    except Exception:  # no such process, or no psutil: the caller treats None as "not running"
+        return None
+
+
+def current_owner() -> dict:
+    return {"host": socket.gethostname(), "pid": os.getpid(), "started": _process_started(os.getpid())}
+
+
+class Journal:
+    """Resources of one job in one project, and the manager process that owns them; thread-safe."""
+
+    def __init__(self, path: str, job_id: str, project: str, owner: dict | None = None):
         self.path, self.job_id, self.project = path, job_id, project
+        self.owner = owner if owner is not None else current_owner()
         self.entries: dict[str, dict] = {}  # key "kind/zone/name" -> entry
         self._lock = threading.Lock()
 
@@ -38,25 +54,43 @@ class Journal:
     def load(cls, path: str) -> "Journal":
         with open(path, encoding="utf-8") as fh:
             doc = json.load(fh)
-        journal = cls(path, doc["job_id"], doc["project"])
+        journal = cls(path, doc["job_id"], doc["project"], owner=doc.get("owner") or {})
         for entry in doc.get("resources", []):
             journal.entries[cls.key(entry["kind"], entry["name"], entry.get("zone", ""))] = entry
         return journal
 
     @classmethod
-    def open(cls, path: str, job_id: str, project: str) -> "Journal":
-        """The journal at `path` if it belongs to this job and project (a re-run), else a new one."""
+    def open(cls, path: str, job_id: str, project: str) -> tuple["Journal", "Journal | None"]:
+        """(this job's journal at `path`, the journal an earlier job left there or None).
+
+        The earlier journal is renamed first, never overwritten, so its leftovers stay on record
+        until the caller has deleted them.
+        """
+        previous = None
         if os.path.exists(path):
             try:
                 old = cls.load(path)
             except (OSError, ValueError, KeyError):
-                old = None  # unreadable: keep it aside rather than lose its record of leftovers
-                os.replace(path, f"{path}.corrupt-{int(time.time())}")
-            if old is not None and old.job_id == job_id and old.project == project:
-                return old
-            if old is not None:
-                os.replace(path, f"{path}.{old.project}.{int(time.time())}")
-        return cls(path, job_id, project)
+                os.replace(path, f"{path}.corrupt-{int(time.time())}")  # keep it for a human to read
+            else:
+                if old.job_id == job_id and old.project == project:
+                    old.owner = current_owner()  # a re-run of the same job takes the journal over
+                    return old, None
+                old.path = f"{path}.{slug(old.job_id)}"
+                os.replace(path, old.path)
+                previous = old
+        return cls(path, job_id, project), previous
+
+    def owner_status(self) -> str:
+        """Whether the manager that wrote this journal still runs (only knowable on its host)."""
+        if not self.owner or self.owner.get("host") != socket.gethostname():
+            return UNKNOWN
+        started = _process_started(int(self.owner.get("pid", -1)))
+        recorded = self.owner.get("started")
+        if started is None:
+            return DEAD
+        # A recycled pid belongs to a process started later than the one recorded.
+        return ALIVE if recorded is None or abs(started - recorded) < 1.0 else DEAD
 
     def record(self, kind: str, name: str, state: str, zone: str = "", **extra) -> None:
         with self._lock:
@@ -72,7 +106,7 @@ class Journal:
                     if e["state"] != DELETED and (kind is None or e["kind"] == kind)]
 
     def _write(self) -> None:
-        doc = {"job_id": self.job_id, "project": self.project,
+        doc = {"job_id": self.job_id, "project": self.project, "owner": self.owner,
                "resources": sorted(self.entries.values(), key=lambda e: (e["kind"], e["zone"], e["name"]))}
         directory = os.path.dirname(os.path.abspath(self.path))
         os.makedirs(directory, exist_ok=True)
@@ -89,20 +123,44 @@ class Journal:
             raise
 
 
+def _journal_files(folder: str) -> list[str]:
+    return sorted(p for p in glob.glob(os.path.join(folder, FILENAME + "*"))
+                  if ".corrupt-" not in p and not os.path.basename(p).startswith("."))
+
+
+def _load_all(paths: list[str]) -> list[Journal]:
+    out = []
+    for path in paths:
+        try:
+            out.append(Journal.load(path))
+        except (OSError, ValueError, KeyError):
+            continue
+    return out
+
+
 def find(job_id: str, roots: list[str]) -> list[Journal]:
-    """Journals of `job_id` in the given run folders or in their direct subfolders (runs/<name>/)."""
-    found, seen = [], set()
+    """Journals of `job_id` in the given run folders or their direct subfolders (runs/<name>/)."""
+    paths, seen = [], set()
     for root in roots:
-        for path in [path_in(root)] + sorted(glob.glob(os.path.join(root, "*", FILENAME))):
+        for path in _journal_files(root) + [p for d in sorted(glob.glob(os.path.join(root, "*")))
+                                            for p in _journal_files(d)]:
             real = os.path.realpath(path)
-            if real in seen or not os.path.isfile(path):
-                continue
-            seen.add(real)
-            try:
-                journal = Journal.load(path)
-            except (OSError, ValueError, KeyError):
-                continue
-            # Users may pass the job id or its slug as shown by `syncswitch cluster list`.
-            if journal.job_id == job_id or slug(journal.job_id) == slug(job_id) or slug(journal.job_id) == job_id:
-                found.append(journal)
-    return found
+            if real not in seen:
+                seen.add(real)
+                paths.append(path)
+    wanted = {job_id, slug(job_id)}
+    # Users may pass the job id or its slug as `syncswitch cluster list` shows it.
+    return [j for j in _load_all(paths) if j.job_id in wanted or slug(j.job_id) in wanted]
+
+
+def orphans_near(run_dir: str) -> tuple[list[Journal], list[Journal]]:
+    """Journals with live resources in sibling run folders: (manager dead, manager maybe running)."""
+    own = os.path.realpath(run_dir)
+    parent = os.path.dirname(own)
+    paths = [p for d in sorted(glob.glob(os.path.join(parent, "*"))) if os.path.realpath(d) != own
+             for p in _journal_files(d)]
+    dead, unsure = [], []
+    for journal in _load_all(paths):
+        if journal.live():
+            (dead if journal.owner_status() == DEAD else unsure).append(journal)
+    return dead, [j for j in unsure if j.owner_status() == UNKNOWN]

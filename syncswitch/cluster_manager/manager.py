@@ -1,0 +1,373 @@
+"""Run one job: provision, launch, drive the protocol phases and switches, evaluate, write results, tear down."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import json
+import os
+import secrets
+import signal
+import time
+
+from syncswitch import __version__
+from syncswitch.cluster_manager import events as ev
+from syncswitch.cluster_manager.agent_client import Actuator, AgentClient
+from syncswitch.cluster_manager.backends import ProvisionRequest, get_backend
+from syncswitch.cluster_manager.evaluator import converged_accuracy, time_to_accuracy
+from syncswitch.cluster_manager.outputs import RunOutputs
+from syncswitch.cluster_manager.progress import ProgressBar, summary_table
+from syncswitch.errors import ClusterError, DivergedError, SyncSwitchError
+from syncswitch.policies import CONFIGURATION_POLICIES
+
+STATUS_EXIT = {"completed": 0, "failed": 1, "diverged": 3, "interrupted": 130}
+READY_TIMEOUT_S = 300.0
+
+
+def default_run_dir(name: str) -> str:
+    stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
+    return os.path.join("runs", f"{name}-{stamp}-{secrets.token_hex(2)}")
+
+
+def exit_code(summary: dict) -> int:
+    return STATUS_EXIT.get(summary.get("status"), 1)
+
+
+def dry_run(spec) -> str:
+    backend = get_backend(spec.cluster.backend)()
+    request = ProvisionRequest(job_id="dry-run", num_nodes=spec.cluster.workers, token="<generated>",
+                               run_dir=default_run_dir(spec.name), options=spec.cluster.options)
+    phases = ", ".join(f"{p.protocol} until {p.until:g}" for p in spec.policy.schedule)
+    return f"{backend.dry_run(request)}\nschedule: {phases} ({spec.policy.switch_mode})"
+
+
+def submit(spec, output_dir: str | None = None, progress: bool = True) -> dict:
+    """Run `spec` to the end; returns the summary (also written to the run folder)."""
+    return JobRun(spec, output_dir or default_run_dir(spec.name), progress).run()
+
+
+class _Interrupted(BaseException):
+    """SIGTERM/SIGINT while running; BaseException so no handler in between swallows it."""
+
+
+class JobRun:
+    """One submission's lifecycle and the state the event handler keeps."""
+
+    def __init__(self, spec, run_dir: str, progress: bool):
+        self.spec = spec
+        self.run_dir = os.path.abspath(run_dir)
+        if os.path.exists(os.path.join(self.run_dir, "summary.json")):
+            raise SyncSwitchError(f"--output-dir {run_dir} already holds a run (summary.json); choose another")
+        self.job_id = f"{spec.name}-{secrets.token_hex(4)}"
+        self.bar = ProgressBar(progress)
+        policy = CONFIGURATION_POLICIES.get(spec.policy.configuration)()
+        n = spec.cluster.workers
+        self.phases = [(p, policy.configure(p.protocol, spec.hyperparameters, n)) for p in spec.policy.schedule]
+        for i in range(1, len(self.phases)):
+            self.phases[i] = (self.phases[i][0], policy.on_switch(self.phases[i - 1][1], self.phases[i][1]))
+        self.mode = spec.policy.switch_mode
+        if self.mode == "in-place" and len({c.per_worker_batch for _, c in self.phases}) > 1:
+            self.mode = "relaunch"  # one graph holds one input pipeline
+        # per-phase state filled by the event handler
+        self.ready: dict[int, dict] = {}
+        self.entered: set[int] = set()
+        self.saved: list[dict] = []
+        self.first_steps: dict[int, dict[int, float]] = {}
+        self.paused: dict[int, dict[int, tuple[float, dict]]] = {}
+        self.released: set[int] = set()
+        self.latest: dict[int, dict] = {}
+        self.evaluations: list[dict] = []
+        self.pending_evals = 0
+        self.current_phase = -1
+        self.first_step_time: float | None = None
+        self.t_submit = time.time()
+        self.total_samples = None
+        self.evaluator = None
+        self.early_checkpoints: list[dict] = []
+
+    # -- event handling --------------------------------------------------------------------
+    def handle(self, source, event: dict, received: float) -> None:
+        kind = event.get("event")
+        if source == ev.EVALUATOR:
+            if kind == "evaluation":
+                self.pending_evals -= 1
+                self.evaluations.append(event)
+                self.outputs.record({"kind": "evaluation", **event})
+                self.outputs.scalar("test/accuracy", event["accuracy"], int(event["fraction"] * 1e6),
+                                    self.t_submit + event["time_s"])
+                self.bar.accuracy = event["accuracy"]
+                return
+            if kind in ("evaluator_ready", "evaluator_done"):
+                return
+            if kind == "exit" and self.pending_evals <= 0:
+                return
+            ev.raise_for_event(source, event, self.feed.stopping)
+            return
+        if kind == "metrics":
+            self.latest[source] = event
+            self.outputs.record({"kind": "metrics", "t": received - self.t_submit, **event})
+            step = int(event["fraction"] * 1e6)
+            for key in ("loss", "examples_per_s", "step_time_s"):
+                self.outputs.scalar(f"worker{source}/{key}", event[key], step, received)
+            ex = sum(m["examples_per_s"] for m in self.latest.values())
+            self.bar.update(max(m["fraction"] for m in self.latest.values()), event["protocol"], ex, event["loss"])
+        elif kind == "ready":
+            self.ready[source] = event
+            self.total_samples = event["total_samples"]
+        elif kind == "entered":
+            self.entered.add(event["phase"])
+        elif kind == "first_step":
+            self.first_steps.setdefault(event["phase"], {})[source] = received
+            if self.first_step_time is None:
+                self.first_step_time = received
+        elif kind == "paused":
+            paused = self.paused.setdefault(event["phase"], {})
+            paused[source] = (received, event)
+            phase = event["phase"]
+            if self.phases[phase][0].protocol == "bsp" and phase not in self.released:
+                # Workers still inside a BSP step wait for a gradient that will not come: free them.
+                self.released.add(phase)
+                self.clients[0].control({"cmd": "release"})
+        elif kind == "saved":
+            self.saved.append(event)
+        elif kind == "checkpoint":
+            self.evaluate(event)
+        else:
+            ev.raise_for_event(source, event, self.feed.stopping)
+        if kind not in ("metrics",):
+            self.outputs.record({"kind": kind, "source": source, "t": received - self.t_submit, **event})
+
+    def evaluate(self, checkpoint: dict) -> None:
+        if self.evaluator is None:
+            self.early_checkpoints.append(checkpoint)
+            return
+        if self.evaluator.poll() is not None:
+            return
+        t0 = self.first_step_time or checkpoint["time"]
+        job = {"path": checkpoint["path"], "fraction": min(checkpoint["fraction"], 1.0),
+               "time_s": checkpoint["time"] - t0}
+        self.evaluator.stdin.write(json.dumps(job) + "\n")
+        self.evaluator.stdin.flush()
+        self.pending_evals += 1
+
+    # -- lifecycle ---------------------------------------------------------------------------
+    def run(self) -> dict:
+        os.makedirs(self.run_dir, exist_ok=True)
+        self.outputs = RunOutputs(self.run_dir)
+        self.feed = ev.EventFeed(self.handle)
+        self.status, self.message = "failed", None
+        self.switches: list[dict] = []
+        self.phase_log: list[dict] = []
+        self.backend = get_backend(self.spec.cluster.backend)()
+        self.clients: list[AgentClient] = []
+        previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+
+        def interrupt(signum, frame):
+            raise _Interrupted()
+
+        for sig in previous:
+            signal.signal(sig, interrupt)
+        error: SyncSwitchError | None = None
+        try:
+            self._run()
+            self.status = "completed"
+        except _Interrupted:
+            self.status, self.message = "interrupted", "interrupted by signal"
+        except KeyboardInterrupt:
+            self.status, self.message = "interrupted", "interrupted"
+        except DivergedError as exc:
+            self.status, self.message, error = "diverged", str(exc), exc
+        except SyncSwitchError as exc:
+            self.status, self.message, error = "failed", str(exc), exc
+        finally:
+            # Teardown must finish even if a second Ctrl-C arrives.
+            for sig in previous:
+                signal.signal(sig, signal.SIG_IGN)
+            try:
+                self._teardown()
+            finally:
+                for sig, handler in previous.items():
+                    signal.signal(sig, handler)
+        summary = self.summary()
+        self.outputs.write_summary(summary)
+        self.outputs.close()
+        self.bar.close()
+        if error is not None and self.status == "failed":
+            raise error
+        if self.status == "diverged":
+            self.bar.message(f"diverged: {self.message}")
+        if self.bar.enabled:
+            self.bar.message(summary_table(summary))
+        return summary
+
+    def _run(self) -> None:
+        spec = self.spec
+        n = spec.cluster.workers
+        self.bar.message(f"syncswitch: job {self.job_id} on {n} {spec.cluster.backend} node(s), "
+                         f"schedule {' -> '.join(f'{p.protocol}@{p.until:g}' for p, _ in self.phases)}, "
+                         f"output {self.run_dir}")
+        token = secrets.token_urlsafe(24)
+        request = ProvisionRequest(self.job_id, n, token, self.run_dir, spec.cluster.options,
+                                   spare_task=self.mode == "relaunch" and len(self.phases) > 1)
+        cluster = self.backend.provision(request)
+        self.cluster = cluster
+        self.clients = [AgentClient(node.index, node.agent_address, token) for node in cluster.nodes]
+        self.actuator = Actuator(self.clients)
+        for client in self.clients:
+            self.feed.follow_agent(client)
+        with open(spec.script, "rb") as fh:
+            self.script_source = fh.read()
+        self._launch_all(start_phase=0)
+        for k in range(len(self.phases)):
+            if k == 0:
+                self._enter_and_go(0)
+                n = len(self.clients)
+                self.feed.wait_until(lambda: len(self.first_steps.get(0, {})) == n, "the first training steps")
+                # Started only now: its TensorFlow import would otherwise delay the first step.
+                self.evaluator = ev.start_evaluator(
+                    {"script_path": spec.script, "params": spec.params, "batch_size": spec.evaluation.batch_size},
+                    os.path.join(self.run_dir, "evaluator.log"))
+                self.feed.follow_process(ev.EVALUATOR, self.evaluator)
+                for checkpoint in self.early_checkpoints:
+                    self.evaluate(checkpoint)
+            else:
+                self._switch(k)
+            self._run_phase(k)
+        self.t_end = max(t for t, _ in self.paused[len(self.phases) - 1].values())
+        self.clients[0].checkpoint("final")
+        self.feed.wait_until(lambda: self.saved and self.saved[-1].get("reason") == "final", "the final checkpoint")
+        final = self.saved[-1]
+        self.evaluate({"path": final["path"], "fraction": final["fraction"], "time": self.t_end})
+        self.evaluator.stdin.close()
+        self.feed.wait_until(lambda: self.pending_evals <= 0, "the last evaluations", timeout_s=600)
+
+    def _launch(self, client: AgentClient, start_phase: int) -> None:
+        spec = self.spec
+        hp = spec.hyperparameters
+        launch = {
+            "task_index": client.index, "num_workers": len(self.clients),
+            "ps_hosts": self.cluster.ps_hosts(), "worker_hosts": self.cluster.worker_hosts(),
+            "params": spec.params, "seed": spec.seed,
+            "hyperparameters": {"lr_decay": {"boundaries": list(hp.lr_decay.boundaries),
+                                             "factors": list(hp.lr_decay.factors)}},
+            "workload": dataclasses.asdict(spec.workload),
+            "phases": [{"protocol": p.protocol, "until": p.until, "config": dataclasses.asdict(c),
+                        "build": self.mode == "in-place" or k == start_phase}
+                       for k, (p, c) in enumerate(self.phases)],
+            "start_phase": start_phase,
+            "checkpoint_dir": os.path.join(self.run_dir, "checkpoints"),
+            "eval_every": spec.evaluation.every,
+            "intra_threads": 1, "inter_threads": 2, "metrics_interval_s": 0.5, "window": 20,
+        }
+        client.launch(os.path.basename(spec.script), self.script_source, launch)
+
+    def _launch_all(self, start_phase: int) -> None:
+        self.ready.clear()
+        self.actuator.map(lambda c: self._launch(c, start_phase))
+        self.feed.wait_until(lambda: len(self.ready) == len(self.clients), "every node's training task to start",
+                             timeout_s=READY_TIMEOUT_S)
+
+    def _enter_and_go(self, k: int) -> None:
+        phase, config = self.phases[k]
+        self.current_phase = k
+        self.clients[0].control({"cmd": "enter_phase", "phase": k, "protocol": phase.protocol,
+                                 "config": dataclasses.asdict(config)})
+        self.feed.wait_until(lambda: k in self.entered, f"the chief to enter phase {k}", timeout_s=60)
+        go = {"cmd": "go", "phase": k, "protocol": phase.protocol, "until": phase.until}
+        self.actuator.map(lambda c: c.control(go))
+
+    def _run_phase(self, k: int) -> None:
+        n = len(self.clients)
+        self.feed.wait_until(lambda: len(self.first_steps.get(k, {})) == n, f"phase {k} to start")
+        self.feed.wait_until(lambda: len(self.paused.get(k, {})) == n, f"phase {k} to reach its end")
+        paused = self.paused[k]
+        start = min(self.first_steps[k].values())
+        end = max(t for t, _ in paused.values())
+        start_fraction = self.phase_log[-1]["end_fraction"] if self.phase_log else \
+            min(r["fraction"] for r in self.ready.values())
+        end_fraction = max(e["fraction"] for _, e in paused.values())
+        samples = (end_fraction - start_fraction) * (self.total_samples or 0)
+        phase, config = self.phases[k]
+        self.phase_log.append({
+            "protocol": phase.protocol, "start_fraction": start_fraction, "end_fraction": end_fraction,
+            "wall_time_s": end - start, "samples": int(round(samples)),
+            "steps": sum(e.get("phase_steps", 0) for _, e in paused.values()),
+            "examples_per_s": samples / (end - start) if end > start else None,
+            "config": dataclasses.asdict(config),
+        })
+
+    def _switch(self, k: int) -> None:
+        previous, upcoming = self.phases[k - 1][0], self.phases[k][0]
+        decision = min(t for t, _ in self.paused[k - 1].values())
+        at_fraction = max(e["fraction"] for _, e in self.paused[k - 1].values())
+        if self.mode == "in-place":
+            self._enter_and_go(k)
+        else:
+            # The paper's mechanism: durable checkpoint, relaunch every task in parallel, restore.
+            saved = len(self.saved)
+            self.clients[0].checkpoint("switch")
+            self.feed.wait_until(lambda: len(self.saved) > saved, "the switch checkpoint", timeout_s=120)
+            self.feed.stopping = True  # the old tasks' exits are expected
+            self._launch_all(start_phase=k)
+            self.feed.stopping = False
+            self._enter_and_go(k)
+        n = len(self.clients)
+        self.feed.wait_until(lambda: len(self.first_steps.get(k, {})) == n, f"phase {k} to start")
+        resumed = max(self.first_steps[k].values())
+        self.switches.append({"from": previous.protocol, "to": upcoming.protocol, "at_fraction": at_fraction,
+                              "mode": self.mode, "overhead_s": resumed - decision})
+
+    def _teardown(self) -> None:
+        self.feed.stopping = True
+        if self.evaluator is not None and self.evaluator.poll() is None:
+            self.evaluator.kill()
+            self.evaluator.wait()
+        if self.clients:
+            try:
+                self.actuator.map(lambda c: c.shutdown())
+            except SyncSwitchError:
+                pass  # the backend kills what did not stop
+            for client in self.clients:
+                client.close()
+            self.actuator.close()
+        self.backend.teardown()
+
+    # -- results -----------------------------------------------------------------------------
+    def summary(self) -> dict:
+        spec = self.spec
+        evaluations = sorted(self.evaluations, key=lambda e: e["fraction"])
+        accuracies = [e["accuracy"] for e in evaluations]
+        converged, at = converged_accuracy(accuracies)
+        target = spec.evaluation.target_accuracy
+        start = self.first_step_time
+        end = getattr(self, "t_end", None)
+        switch_at = None
+        protocols = [p.protocol for p, _ in self.phases]
+        if protocols == ["bsp"]:
+            switch_at = 1.0
+        elif protocols == ["asp"]:
+            switch_at = 0.0
+        elif protocols == ["bsp", "asp"]:
+            switch_at = self.phases[0][0].until
+        return {
+            "job": spec.name, "job_id": self.job_id, "spec": spec.path, "run_dir": self.run_dir,
+            "backend": spec.cluster.backend, "workers": spec.cluster.workers, "status": self.status,
+            "message": self.message,
+            "schedule": self.phase_log, "switches": self.switches, "switch_mode": self.mode,
+            "switch_at": switch_at,
+            "timing_policy": {"source": spec.policy.source, "switch_at": switch_at},
+            "total_time_s": (end - start) if (start and end) else None,
+            "init_time_s": (start - self.t_submit) if start else None,
+            "wall_time_s": time.time() - self.t_submit,
+            "total_samples": self.total_samples,
+            "final_accuracy": accuracies[-1] if accuracies and self.status == "completed" else None,
+            "converged_accuracy": converged if self.status == "completed" else None,
+            "converged_at_fraction": evaluations[at]["fraction"] if at is not None else None,
+            "time_to_accuracy_s": time_to_accuracy(evaluations, target),
+            "target_accuracy": target,
+            "evaluations": [{k: e[k] for k in ("fraction", "time_s", "accuracy", "loss")} for e in evaluations],
+            "hyperparameters": dataclasses.asdict(spec.hyperparameters),
+            "configuration_policy": spec.policy.configuration,
+            "started_at": datetime.datetime.fromtimestamp(self.t_submit).isoformat(timespec="seconds"),
+            "syncswitch_version": __version__,
+        }
