@@ -285,3 +285,21 @@ class JsonPilotCache(MutableMapping):
 
 def pilot_cache_for(signature: str) -> JsonPilotCache:
     return JsonPilotCache(syncswitch_home() / "pilots" / f"{signature}.json")
+
+
+def apply_stored_policy(job_spec, store: PolicyStore | None = None):
+    """The spec `submit` should run: a job with no explicit schedule takes its stored switch point.
+
+    Only `policy.source == "default"` is replaced (an explicit spec or CLI schedule always wins);
+    the returned spec's `policy.source` is then "store", which the summary's timing_policy records.
+    """
+    if getattr(job_spec.policy, "source", None) != "default":
+        return job_spec
+    switch_at = stored_switch_at(job_spec, store)
+    if switch_at is None:
+        return job_spec
+    from syncswitch.spec import switch_at_schedule
+
+    policy = dataclasses.replace(job_spec.policy, schedule=switch_at_schedule(switch_at, "stored policy switch_at"),
+                                 source="store")
+    return job_spec.with_policy(policy)
