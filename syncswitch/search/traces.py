@@ -214,23 +214,21 @@ def read_run_folder(folder: str) -> TraceRun:
         order = order or (("bsp", "asp") if 0 < share < 1 else ("bsp",) if share == 1 else ("asp",))
     if share is None:
         raise TraceError(f"{path}: needs switch_at or a schedule to place the run on [ASP, BSP]")
-    evals = doc.get("evaluations") or []
-    accs = [e.get("accuracy") for e in evals if isinstance(e, dict)]
+    evals = [e for e in doc.get("evaluations") or [] if isinstance(e, dict)]
+    status = str(doc.get("status", "completed")).lower()
+    complete = status == "completed"
     acc = doc.get("converged_accuracy")
     if acc is None:
-        acc, conv = converged_accuracy([a for a in accs if isinstance(a, (int, float))])
+        acc, conv = converged_accuracy([e.get("accuracy") for e in evals if isinstance(e.get("accuracy"), (int, float))])
     else:
         acc, conv = _num(acc, path, "converged_accuracy", 0.0, 1.0), True
     total = doc.get("total_time_s")
     if total is None:
-        times = [e.get("time_s") for e in evals if isinstance(e, dict) and isinstance(e.get("time_s"), (int, float))]
-        total = max(times, default=None)
-    if total is None:
+        total = max((e["time_s"] for e in evals if isinstance(e.get("time_s"), (int, float))), default=None)
+    if total is None and complete:
         raise TraceError(f"{path}: needs total_time_s (or timed evaluations) to cost the run")
-    status = str(doc.get("status", "completed")).lower()
-    complete = status not in ("failed", "diverged", "interrupted", "cancelled", "canceled", "error", "running")
-    return TraceRun(share, order or ("bsp", "asp"), acc, _num(total, path, "total_time_s", 0.0), complete,
-                    conv, folder)
+    total = 0.0 if total is None else _num(total, path, "total_time_s", 0.0)
+    return TraceRun(share, order or ("bsp", "asp"), acc, total, complete, conv, folder)
 
 
 def _run_folders(root: str) -> list[str]:

@@ -164,3 +164,13 @@ def test_wall_time_is_measured_from_the_first_row(tmp_path):
     (tmp_path / "a.csv").write_text("Wall time,Step,Value\n1000,0,0.1\n1100,10,0.5\n1400,20,0.6\n")
     times, accs, steps = traces.read_csv_log(str(tmp_path / "a.csv"))
     assert times == [0.0, 100.0, 400.0] and accs == [0.1, 0.5, 0.6] and steps == [0, 10, 20]
+
+
+def test_failed_run_folder_without_time_is_skipped_not_fatal(tmp_path):
+    folder = tmp_path / "runs" / "crashed"
+    folder.mkdir(parents=True)
+    (folder / "summary.json").write_text(json.dumps({"schedule": [], "evaluations": [], "switch_at": 0.5,
+                                                     "converged_accuracy": None, "total_time_s": None,
+                                                     "status": "failed"}))
+    run = traces.read_run_folder(str(folder))
+    assert not run.usable and run.total_time_s == 0.0
