@@ -192,7 +192,9 @@ def simulate_cmd(manifest, settings, trials, threshold, max_settings, seed, one_
     from syncswitch.search import simulate as sim
     from syncswitch.search import traces
 
-    parsed = [sim.parse_setting(s) for s in settings] or list(sim.TABLE_IV_SETTINGS)
+    # "--setting 'no,1,1 yes,0,2'" works too: each value may hold several settings
+    parsed = [sim.parse_setting(s) for v in settings for s in v.replace(";", " ").split()]
+    parsed = parsed or list(sim.TABLE_IV_SETTINGS)
     report = sim.simulate(traces.load(manifest), parsed, trials=trials, threshold=threshold,
                           max_settings=max_settings, seed=seed, two_sided=not one_sided)
     if fmt == "json":

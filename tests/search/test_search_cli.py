@@ -159,3 +159,10 @@ def test_policy_commands_on_a_corrupt_store(runner, syncswitch_home):
 def test_search_help_lists_the_simulate_subcommand(runner):
     result = runner.invoke(search, ["--help"])
     assert result.exit_code == 0 and "simulate" in result.output
+
+
+def test_simulate_accepts_several_settings_in_one_value(runner, setup1_manifest):
+    result = runner.invoke(search, ["simulate", str(setup1_manifest), "--setting", "no,1,1 yes,0,1",
+                                    "--trials", "20", "--format", "json"])
+    assert result.exit_code == 0, result.output
+    assert [(r["recurring"], r["bsp_runs"]) for r in json.loads(result.output)] == [(False, 1), (True, 0)]
