@@ -6,13 +6,11 @@ Real-cloud tests are opt-in with SYNCSWITCH_GCE_TESTS=1 (see test_gce_real_cloud
 from __future__ import annotations
 
 import pytest
-from gce_fake import FakeCloud
+from gce_fake import TOKEN, FakeCloud
 
 from syncswitch.cluster_manager.backends.base import ProvisionRequest
 from syncswitch.cluster_manager.backends.gce import GceBackend
 from syncswitch.cluster_manager.backends.gce.compute import sdk_override
-
-TOKEN = "s3cret-job-token"
 
 
 @pytest.fixture(autouse=True)

@@ -10,6 +10,8 @@ from typing import Callable
 
 from syncswitch.cluster_manager.backends.gce.compute import Sdk
 
+TOKEN = "s3cret-job-token"  # the job token every fake request carries
+
 # ------------------------------------------------------------------ google.api_core.exceptions
 
 

@@ -6,7 +6,7 @@ import json
 
 import pytest
 from click.testing import CliRunner
-from conftest import TOKEN
+from gce_fake import TOKEN
 
 from syncswitch.cli import cli
 from syncswitch.cluster_manager.backends.gce import GceBackend, compute
