@@ -86,7 +86,7 @@ class TaskProcess:
 class Agent:
     """Domain logic: one current task, a warm spare for relaunches, and a replayable event log."""
 
-    def __init__(self, work_dir: str, ps_port: int, worker_port: int, spare: bool = True):
+    def __init__(self, work_dir: str, ps_port: int, worker_port: int, spare: bool = True, prewarm: bool = True):
         self.work_dir = work_dir
         self.ps_port = ps_port
         self.worker_port = worker_port
@@ -97,7 +97,8 @@ class Agent:
         self.spare: TaskProcess | None = None
         self.closed = False
         os.makedirs(work_dir, exist_ok=True)
-        self.spare = TaskProcess(work_dir, self._on_event)
+        if prewarm:  # TF imports for seconds: start now, while the manager provisions the other nodes
+            self.spare = TaskProcess(work_dir, self._on_event)
 
     def _on_event(self, task: TaskProcess, line: str) -> None:
         if task is not self.task and '"warm"' not in line:
@@ -243,7 +244,10 @@ def make_server(agent: Agent, token: str, host: str, port: int, on_shutdown=lamb
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=16), interceptors=[TokenInterceptor(token)],
                          options=[("grpc.so_reuseport", 0)])
     pb_grpc.add_NodeAgentServicer_to_server(AgentServicer(agent, on_shutdown), server)
-    bound = server.add_insecure_port(f"{host}:{port}")
+    try:
+        bound = server.add_insecure_port(f"{host}:{port}")
+    except RuntimeError:  # newer grpcio raises where older ones returned 0
+        bound = 0
     if bound == 0:
         raise OSError(f"cannot listen on {host}:{port} (address in use?)")
     return server, bound

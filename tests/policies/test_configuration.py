@@ -1,0 +1,36 @@
+"""Configuration policies: shared conformance for every registered one, and the paper's scaling rule."""
+
+import pytest
+
+from syncswitch.policies import CONFIGURATION_POLICIES, PhaseConfig
+from syncswitch.spec import Hyperparameters
+
+HP = Hyperparameters(batch_size=32, learning_rate=0.05, momentum=0.9)
+
+
+@pytest.mark.parametrize("name", CONFIGURATION_POLICIES.names())
+@pytest.mark.parametrize("protocol", ["bsp", "asp"])
+@pytest.mark.parametrize("workers", [1, 4, 16])
+def test_conformance(name, protocol, workers):
+    policy = CONFIGURATION_POLICIES.get(name)()
+    config = policy.configure(protocol, HP, workers)
+    assert isinstance(config, PhaseConfig) and config.protocol == protocol
+    assert config.per_worker_batch >= 1 and config.learning_rate > 0 and 0 <= config.momentum < 1
+    assert config.global_batch == config.per_worker_batch * (workers if protocol == "bsp" else 1)
+    assert policy.on_switch(config, config) == config  # the default hook keeps the configuration
+
+
+def test_paper_rule():
+    policy = CONFIGURATION_POLICIES.get("paper")()
+    bsp = policy.configure("bsp", HP, 8)
+    asp = policy.configure("asp", HP, 8)
+    assert (bsp.global_batch, bsp.learning_rate, bsp.momentum) == (256, pytest.approx(0.4), 0.9)
+    assert (asp.global_batch, asp.learning_rate, asp.momentum) == (32, 0.05, 0.9)
+    assert bsp.per_worker_batch == asp.per_worker_batch == 32
+
+
+def test_unknown_policy_lists_valid_names():
+    from syncswitch.errors import SpecError
+
+    with pytest.raises(SpecError, match="valid: fixed, paper"):
+        CONFIGURATION_POLICIES.get("elastik")
