@@ -186,8 +186,10 @@ class ResNet32:
             for block in range(BLOCKS_PER_STAGE):
                 stride = 2 if stage > 0 and block == 0 else 1
                 prefix = f"stage{stage}_block{block}"
-                layers = {"conv1": _conv(filters, stride, f"{prefix}_conv1"), "bn1": BatchNorm(name=f"{prefix}_bn1"),
-                          "conv2": _conv(filters, 1, f"{prefix}_conv2"), "bn2": BatchNorm(name=f"{prefix}_bn2")}
+                layers = {"conv1": _conv(filters, stride, f"{prefix}_conv1"),
+                          "bn1": BatchNorm(name=f"{prefix}_bn1"),
+                          "conv2": _conv(filters, 1, f"{prefix}_conv2"),
+                          "bn2": BatchNorm(name=f"{prefix}_bn2")}
                 if stride != 1:
                     layers["proj"] = _conv(filters, stride, f"{prefix}_proj", kernel=1)
                     layers["proj_bn"] = BatchNorm(name=f"{prefix}_proj_bn")
@@ -195,7 +197,8 @@ class ResNet32:
         self.head = tf.keras.layers.Dense(CLASSES, kernel_initializer="he_normal", name="logits")
 
     def kernels(self):
-        convs = [self.stem] + [layer for b in self.blocks for key, layer in b.items() if "conv" in key or key == "proj"]
+        convs = [self.stem] + [layer for b in self.blocks for key, layer in b.items()
+                               if key in ("conv1", "conv2", "proj")]
         return [layer.kernel for layer in convs] + [self.head.kernel]
 
     def __call__(self, images, training):
@@ -212,22 +215,18 @@ class ResNet32:
 # One model per graph: model_fn may be called more than once while one graph is built (one input
 # pipeline per batch size), and every call must share the same variables.
 _MODELS = weakref.WeakKeyDictionary()
+_EAGER_MODEL = []
 
 
 def _model():
     if tf.executing_eagerly():
-        return _MODELS.setdefault(_EAGER, ResNet32())
+        if not _EAGER_MODEL:
+            _EAGER_MODEL.append(ResNet32())
+        return _EAGER_MODEL[0]
     graph = tf.compat.v1.get_default_graph()
     if graph not in _MODELS:
         _MODELS[graph] = ResNet32()
     return _MODELS[graph]
-
-
-class _EagerKey:
-    pass
-
-
-_EAGER = _EagerKey()
 
 
 def model_fn(features, labels, params, training):

@@ -224,7 +224,8 @@ class FakeCloud:
             return queue.pop(0) if queue else None
 
     def _instance_message(self, zone: str, inst: dict) -> Instance:
-        return Instance({**inst["body"], "zone": f"https://www.googleapis.com/compute/v1/projects/{self.project}/zones/{zone}",
+        url = f"https://www.googleapis.com/compute/v1/projects/{self.project}/zones/{zone}"
+        return Instance({**inst["body"], "zone": url,
                          "status": inst["status"], "creation_timestamp": "2026-01-01T00:00:00.000-08:00",
                          "network_interfaces": [{**inst["body"]["network_interfaces"][0], "network_i_p": inst["ip"]}]})
 

@@ -76,8 +76,8 @@ def test_no_project_anywhere():
 def test_list_filters_by_label_again_client_side():
     cloud = FakeCloud()
     api = compute.ComputeClient(sdk=cloud.sdk())
-    cloud.instances[("us-west1-b", "other")] = {"body": {"name": "other", "labels": {"syncswitch-job": "b"},
-                                                         "network_interfaces": [{}]}, "status": "RUNNING", "ip": "10.0.0.9"}
+    body = {"name": "other", "labels": {"syncswitch-job": "b"}, "network_interfaces": [{}]}
+    cloud.instances[("us-west1-b", "other")] = {"body": body, "status": "RUNNING", "ip": "10.0.0.9"}
     assert api.list_instances("syncswitch-job", "a") == []
     [inst] = api.list_instances("syncswitch-job")
     assert (inst.name, inst.zone, inst.internal_ip, inst.labels) == ("other", "us-west1-b", "10.0.0.9",

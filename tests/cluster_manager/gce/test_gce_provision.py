@@ -19,7 +19,8 @@ def _metadata(body):
 def test_instance_and_firewall_requests(cloud, backend, make_request):
     info = backend.provision(make_request(2, zone="us-west1-b", machine_type="n1-standard-8",
                                           accelerator={"type": "nvidia-tesla-t4", "count": 1}, disk_size_gb=120,
-                                          network="ml-vpc", subnetwork="ml-west", service_account="sa@p.iam.gserviceaccount.com",
+                                          network="ml-vpc", subnetwork="ml-west",
+                                          service_account="sa@p.iam.gserviceaccount.com",
                                           scopes=["cloud-platform"], labels={"team": "ml"}))
     assert cloud.methods("firewalls.insert") == ["firewalls.insert"]
     fw = cloud.bodies("firewalls.insert")[0]

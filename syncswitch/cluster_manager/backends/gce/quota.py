@@ -77,7 +77,7 @@ def check(api: ComputeClient, cfg: GceConfig, nodes: int, event: Callable[[str],
         if not checked[region]:
             usable.append(zone)
     if not usable:
-        raise ClusterError(f"not enough quota for {nodes} node(s) of {cfg.machine_type}"
-                           f"{' + ' + str(cfg.accelerator['count']) + 'x ' + cfg.accelerator['type'] if cfg.accelerator else ''}"
-                           f" in project {api.project}: {' | '.join(problems)}; {hint}")
+        gpu = f" + {cfg.accelerator['count']}x {cfg.accelerator['type']}" if cfg.accelerator else ""
+        raise ClusterError(f"not enough quota for {nodes} node(s) of {cfg.machine_type}{gpu} in project "
+                           f"{api.project}: {' | '.join(problems)}; {hint}")
     return tuple(usable)
