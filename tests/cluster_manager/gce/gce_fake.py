@@ -285,16 +285,19 @@ class FakeCloud:
                 return Operation("delete", instance)
 
             def aggregated_list(self, request):
-                cloud._enter("instances.aggregated_list", project=request.project, filter=request.filter)
-                m = re.fullmatch(r'labels\.([\w-]+)(?::\*| = "([^"]*)")', request.filter)
-                assert m, f"filter the fake does not understand: {request.filter!r}"
-                key, value = m.group(1), m.group(2)
+                expr = getattr(request, "filter", "")
+                cloud._enter("instances.aggregated_list", project=request.project, filter=expr)
+                m = re.fullmatch(r"labels\.([\w-]+)(?::\*| = ([a-z0-9_-]+))", expr)
+                if expr and not m:
+                    raise BadRequest(f"Invalid value for field 'filter': '{expr}'. Invalid list filter expression.",
+                                     errors=[{"reason": "invalid", "message": "bad filter"}])
+                key, value = (m.group(1), m.group(2)) if m else (None, None)
                 with cloud._lock:
                     zones = sorted({z for z, _ in cloud.instances} | {"us-central1-a"})
                     pages = []
                     for zone in zones:
                         hits = [cloud._instance_message(zone, inst) for (z, _), inst in sorted(cloud.instances.items())
-                                if z == zone and key in inst["body"].get("labels", {})
+                                if z == zone and (key is None or key in inst["body"].get("labels", {}))
                                 and (value is None or inst["body"]["labels"][key] == value)]
                         # Like the real API, zones without matches come back too, with no instances.
                         pages.append((f"zones/{zone}", Message({"instances": hits} if hits else {})))

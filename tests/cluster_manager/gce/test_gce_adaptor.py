@@ -145,3 +145,26 @@ def test_owner_status():
     elsewhere = journal.Journal("x", "job", "p", owner={"host": "another-host", "pid": os.getpid()})
     assert elsewhere.owner_status() == journal.UNKNOWN
     assert journal.Journal("x", "job", "p").owner_status() == journal.ALIVE
+
+
+def test_rejected_label_filter_falls_back_to_a_full_listing():
+    cloud = FakeCloud()
+    api = compute.ComputeClient(sdk=cloud.sdk())
+    body = {"name": "n0", "labels": {"syncswitch-job": "a"}, "network_interfaces": [{}]}
+    cloud.instances[("us-west1-b", "n0")] = {"body": body, "status": "RUNNING", "ip": "10.0.0.2"}
+    cloud.fail_next("instances.aggregated_list", BadRequest("Invalid list filter expression",
+                                                            errors=[{"reason": "invalid", "message": "x"}]))
+    assert [i.name for i in api.list_instances("syncswitch-job", "a")] == ["n0"]
+    assert [kw["filter"] for m, kw in cloud.calls if m == "instances.aggregated_list"] == [
+        "labels.syncswitch-job = a", ""]
+
+
+def test_clients_are_per_thread():
+    cloud = FakeCloud()
+    api = compute.ComputeClient(sdk=cloud.sdk())
+    seen = []
+    thread = threading.Thread(target=lambda: seen.append(api._client("InstancesClient")))
+    thread.start()
+    thread.join()
+    assert api._client("InstancesClient") is api._client("InstancesClient")
+    assert seen[0] is not api._client("InstancesClient")

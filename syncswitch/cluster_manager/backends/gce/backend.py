@@ -57,7 +57,7 @@ class GceBackend(Backend):
     def __init__(self, api: ComputeClient | None = None, *, on_event: Callable[[str], None] | None = None,
                  wait_port: Callable[[str, int, float], bool] = wait_for_port,
                  sleep: Callable[[float], None] = time.sleep, clock: Callable[[], float] = time.monotonic,
-                 poll_s: float = 15.0):
+                 poll_s: float = 10.0):
         self._api = api
         self._on_event = on_event
         self._wait_port, self._sleep, self._clock, self._poll_s = wait_port, sleep, clock, poll_s

@@ -151,21 +151,21 @@ class ComputeClient:
         if not self.project:
             raise ClusterError("no GCP project: set cluster.project, pass --project, or export GOOGLE_CLOUD_PROJECT")
         self.op_timeout = op_timeout
-        self._clients: dict[str, Any] = {}
-        self._lock = threading.Lock()
+        self._local = threading.local()
 
     def _client(self, name: str):
-        # Client construction reads credentials; do it once per kind and report a missing login plainly.
-        with self._lock:
-            if name not in self._clients:
-                try:
-                    self._clients[name] = getattr(self.sdk.compute_v1, name)()
-                except Exception as exc:
-                    if type(exc).__name__ == "DefaultCredentialsError":
-                        raise ClusterError("no Google Cloud credentials: run `gcloud auth application-default "
-                                           "login` or set GOOGLE_APPLICATION_CREDENTIALS") from None
-                    raise
-            return self._clients[name]
+        # One client per thread and kind: the REST transport's HTTP session is not meant to be shared
+        # by the threads that create and delete nodes in parallel.
+        clients = self._local.__dict__.setdefault("clients", {})
+        if name not in clients:
+            try:
+                clients[name] = getattr(self.sdk.compute_v1, name)()
+            except Exception as exc:
+                if type(exc).__name__ == "DefaultCredentialsError":
+                    raise ClusterError("no Google Cloud credentials: run `gcloud auth application-default "
+                                       "login` or set GOOGLE_APPLICATION_CREDENTIALS") from None
+                raise
+        return clients[name]
 
     def _call(self, fn, *args, wait: bool = True, **kwargs):
         # GoogleAPIError also covers RetryError, which polling raises when its deadline passes.
@@ -210,9 +210,16 @@ class ComputeClient:
 
     def list_instances(self, label: str, value: str | None = None) -> list[InstanceState]:
         """Instances in every zone carrying `label` (with `value`, when given)."""
-        expr = f"labels.{label}:*" if value is None else f'labels.{label} = "{value}"'
+        expr = f"labels.{label}:*" if value is None else f"labels.{label} = {value}"
         request = self.sdk.compute_v1.AggregatedListInstancesRequest(project=self.project, filter=expr)
-        pages = self._call(self._client("InstancesClient").aggregated_list, request=request, wait=False)
+        try:
+            pages = self._call(self._client("InstancesClient").aggregated_list, request=request, wait=False)
+        except GceError as exc:
+            if exc.status != 400:
+                raise
+            # A filter the API rejects must not hide leftovers: list everything, filter below.
+            request = self.sdk.compute_v1.AggregatedListInstancesRequest(project=self.project)
+            pages = self._call(self._client("InstancesClient").aggregated_list, request=request, wait=False)
         out = []
         for scope, scoped in pages:
             for inst in getattr(scoped, "instances", None) or ():

@@ -1,0 +1,80 @@
+"""Real 2-worker local clusters: BSP, ASP and an in-place switch train above chance and leave nothing running."""
+
+import json
+import os
+
+import pytest
+from click.testing import CliRunner
+
+from syncswitch import spec as specmod
+from syncswitch.cli import cli
+from syncswitch.cluster_manager import manager
+
+pytestmark = pytest.mark.cluster
+
+JOB = """
+name: digits
+script: EXAMPLES/digits_mlp.py
+hyperparameters: {batch_size: 16, learning_rate: 0.05, momentum: 0.9}
+workload: {epochs: 4}
+cluster: {backend: local, workers: 2}
+evaluation: {every: 0.25}
+"""
+
+
+def _run(write_spec, tmp_path, overrides):
+    job = specmod.load(write_spec(JOB), overrides)
+    return manager.submit(job, output_dir=str(tmp_path / "run"), progress=False)
+
+
+def _check_common(summary, tmp_path):
+    assert summary["status"] == "completed", summary["message"]
+    assert summary["final_accuracy"] > 0.5  # 10 classes: chance is 0.1
+    assert summary["converged_accuracy"] > 0.5
+    for key in ("job", "backend", "workers", "schedule", "switches", "total_time_s", "time_to_accuracy_s",
+                "target_accuracy", "init_time_s"):
+        assert key in summary
+    run = tmp_path / "run"
+    assert json.loads((run / "summary.json").read_text())["status"] == "completed"
+    assert (run / "metrics.jsonl").stat().st_size > 0
+    assert os.listdir(run / "tensorboard")
+    assert any(name.endswith(".index") for name in os.listdir(run / "checkpoints"))
+    assert summary["evaluations"][-1]["fraction"] >= 1.0
+
+
+@pytest.mark.parametrize("protocol", ["bsp", "asp"])
+def test_single_protocol_run(write_spec, tmp_path, no_leftovers, protocol):
+    summary = _run(write_spec, tmp_path, [f"policy.schedule=[{{protocol: {protocol}}}]",
+                                          "evaluation.target_accuracy=0.5"])
+    _check_common(summary, tmp_path)
+    assert [p["protocol"] for p in summary["schedule"]] == [protocol]
+    assert summary["switches"] == []
+    phase = summary["schedule"][0]
+    assert phase["start_fraction"] == 0.0 and phase["end_fraction"] >= 1.0
+    assert phase["samples"] >= summary["total_samples"]
+    assert summary["time_to_accuracy_s"] is not None and summary["time_to_accuracy_s"] <= summary["total_time_s"]
+
+
+def test_in_place_switch(write_spec, tmp_path, no_leftovers):
+    summary = _run(write_spec, tmp_path, ["policy.switch_at=0.5"])
+    _check_common(summary, tmp_path)
+    assert [p["protocol"] for p in summary["schedule"]] == ["bsp", "asp"]
+    (switch,) = summary["switches"]
+    assert (switch["from"], switch["to"], switch["mode"]) == ("bsp", "asp", "in-place")
+    assert 0.5 <= switch["at_fraction"] < 0.55 and switch["overhead_s"] > 0
+    # progress is continuous across the switch: the ASP phase starts where BSP stopped
+    assert summary["schedule"][1]["start_fraction"] == summary["schedule"][0]["end_fraction"]
+    assert summary["timing_policy"] == {"source": "spec", "switch_at": 0.5}
+
+
+def test_script_error_is_one_line_and_cleans_up(write_spec, tmp_path, no_leftovers):
+    script = tmp_path / "broken.py"
+    script.write_text("def input_fn(split, batch_size, params):\n    raise ValueError('no data here')\n\n"
+                      "def model_fn(features, labels, params, training):\n    pass\n\n"
+                      "def num_examples(split, params):\n    return 10\n")
+    path = write_spec(JOB.replace("EXAMPLES/digits_mlp.py", str(script)))
+    result = CliRunner().invoke(cli, ["submit", path, "--output-dir", str(tmp_path / "run"), "--quiet"])
+    assert result.exit_code == 2
+    assert "input_fn('train', 16, params) raised ValueError: no data here" in result.output
+    assert "Traceback" not in result.output
+    assert json.loads((tmp_path / "run" / "summary.json").read_text())["status"] == "failed"
