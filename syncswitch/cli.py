@@ -90,6 +90,9 @@ def submit(job, protocol, switch_at, switch_mode, workers, target_accuracy, sets
 
     overrides = spec_overrides(protocol, workers, switch_at, switch_mode, target_accuracy, sets)
     job_spec = specmod.load(job, overrides)
+    from syncswitch.search.store import apply_stored_policy
+
+    job_spec = apply_stored_policy(job_spec)  # a recurring job reuses its searched switch point
     if dry_run:
         click.echo(manager.dry_run(job_spec))
         return

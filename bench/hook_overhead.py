@@ -1,0 +1,82 @@
+"""Hook overhead: step throughput of the ASP update op with syncswitch's session hooks over the same graph without.
+
+Runs one node (PS + worker servers in this process) and alternates blocks of steps with and without
+the hooks, so machine noise hits both sides alike. Prints JSON with the ratio (target: >= 0.97).
+"""
+
+import argparse
+import json
+import os
+import queue
+import socket
+import statistics
+import sys
+import time
+
+os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--script", default=os.path.join(ROOT, "examples", "mnist1d_cnn.py"))
+    parser.add_argument("--blocks", type=int, default=6)
+    parser.add_argument("--steps", type=int, default=200)
+    args = parser.parse_args()
+
+    import tensorflow as tf
+
+    from syncswitch.hooks import graph as graphmod
+    from syncswitch.hooks import script as scriptmod
+    from syncswitch.hooks.session_hooks import ControlHook, HookList, MetricsHook, TrainState
+    from syncswitch.hooks.task import Task
+
+    v1 = tf.compat.v1
+    v1.disable_eager_execution()
+    config = {"per_worker_batch": 32, "global_batch": 32, "learning_rate": 0.01, "momentum": 0.9}
+    launch = {"task_index": 0, "num_workers": 1, "ps_hosts": [f"127.0.0.1:{free_port()}"],
+              "worker_hosts": [f"127.0.0.1:{free_port()}"], "script_path": args.script, "params": {}, "seed": 0,
+              "hyperparameters": {"lr_decay": {}}, "workload": {"samples": 10**9},
+              "phases": [{"protocol": "asp", "until": 1.0, "config": config}], "start_phase": 0,
+              "checkpoint_dir": "/tmp/syncswitch-bench-ckpt", "eval_every": 0}
+    task = Task(launch, queue.Queue())
+    g = task.g
+    state = task.state
+    state.protocol, state.phase, state.boundary = "asp", 0, 1.0
+    metrics = MetricsHook(state, g.engines, g.loss, lambda e: None, batch_by_protocol={"asp": 32})
+    hooks = HookList([metrics, ControlHook(state, task)])
+    with g.graph.as_default():
+        creator = v1.train.ChiefSessionCreator(scaffold=g.scaffold, master=task.worker_server.target,
+                                               config=task.config)
+        hooked = v1.train.MonitoredSession(session_creator=creator, hooks=[hooks])
+        raw = hooks.hooks[1].session
+        train_op = g.engines["asp"].train_op
+        hooked.run(train_op)
+        raw.run(train_op)
+        rates = {"with_hooks": [], "without_hooks": []}
+        for _ in range(args.blocks):
+            for name, run in (("without_hooks", lambda: raw.run(train_op)), ("with_hooks", lambda: hooked.run(train_op))):
+                t0 = time.perf_counter()
+                for _ in range(args.steps):
+                    run()
+                rates[name].append(args.steps / (time.perf_counter() - t0))
+    ratios = [w / wo for w, wo in zip(rates["with_hooks"], rates["without_hooks"])]
+    print(json.dumps({"hook_overhead_ratio": statistics.median(ratios), "ratio_min": min(ratios),
+                      "ratio_max": max(ratios), "steps_per_s_with": statistics.median(rates["with_hooks"]),
+                      "steps_per_s_without": statistics.median(rates["without_hooks"])}, indent=2))
+    sys.stdout.flush()
+    os._exit(0)  # servers cannot be shut down in-process
+
+
+if __name__ == "__main__":
+    main()
