@@ -12,23 +12,6 @@ import sys
 import time
 
 
-def converged_accuracy(accuracies: list[float], tolerance: float = 0.001, window: int = 5):
-    """The paper's converged accuracy: the first point after which five evaluations change by <= 0.1%.
-
-    Returns (accuracy, index) of the last evaluation in the first window whose spread is within
-    `tolerance` (absolute, on 0..1 accuracies); when no window is that stable, the mean of the
-    last `window` evaluations and None, so noisy small test sets still get a figure.
-    """
-    if not accuracies:
-        return None, None
-    for end in range(window, len(accuracies) + 1):
-        chunk = accuracies[end - window:end]
-        if max(chunk) - min(chunk) <= tolerance + 1e-12:
-            return accuracies[end - 1], end - 1
-    tail = accuracies[-window:]
-    return sum(tail) / len(tail), None
-
-
 def time_to_accuracy(evaluations: list[dict], target: float | None):
     """Seconds of training until the test accuracy first reached `target` (None if never)."""
     if target is None:

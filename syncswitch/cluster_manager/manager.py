@@ -14,11 +14,12 @@ from syncswitch import __version__
 from syncswitch.cluster_manager import events as ev
 from syncswitch.cluster_manager.agent_client import Actuator, AgentClient
 from syncswitch.cluster_manager.backends import ProvisionRequest, get_backend
-from syncswitch.cluster_manager.evaluator import converged_accuracy, time_to_accuracy
+from syncswitch.cluster_manager.evaluator import time_to_accuracy
 from syncswitch.cluster_manager.outputs import RunOutputs
 from syncswitch.cluster_manager.progress import ProgressBar, summary_table
 from syncswitch.errors import ClusterError, DivergedError, SyncSwitchError
 from syncswitch.policies import CONFIGURATION_POLICIES
+from syncswitch.search.traces import converged_accuracy
 
 STATUS_EXIT = {"completed": 0, "failed": 1, "diverged": 3, "interrupted": 130}
 READY_TIMEOUT_S = 300.0
@@ -337,7 +338,7 @@ class JobRun:
         spec = self.spec
         evaluations = sorted(self.evaluations, key=lambda e: e["fraction"])
         accuracies = [e["accuracy"] for e in evaluations]
-        converged, at = converged_accuracy(accuracies)
+        converged, stable = converged_accuracy(accuracies)
         target = spec.evaluation.target_accuracy
         start = self.first_step_time
         end = getattr(self, "t_end", None)
@@ -362,7 +363,7 @@ class JobRun:
             "total_samples": self.total_samples,
             "final_accuracy": accuracies[-1] if accuracies and self.status == "completed" else None,
             "converged_accuracy": converged if self.status == "completed" else None,
-            "converged_at_fraction": evaluations[at]["fraction"] if at is not None else None,
+            "converged": stable,  # False: the last five evaluations were not within 0.1%
             "time_to_accuracy_s": time_to_accuracy(evaluations, target),
             "target_accuracy": target,
             "evaluations": [{k: e[k] for k in ("fraction", "time_s", "accuracy", "loss")} for e in evaluations],

@@ -1,21 +1,19 @@
-"""Converged accuracy (paper: no change over 0.1% across five evaluations) and time-to-accuracy."""
-
-import pytest
-
-from syncswitch.cluster_manager.evaluator import converged_accuracy, time_to_accuracy
+"""Converged accuracy (paper: no change over 0.1% across five evaluations; one definition for runs and traces) and TTA."""
 
 
-def test_first_stable_window_defines_converged_accuracy():
-    accs = [0.5, 0.7, 0.80, 0.8005, 0.801, 0.8008, 0.8002, 0.85]
-    value, index = converged_accuracy(accs)
-    assert (value, index) == (0.8002, 6)
+from syncswitch.cluster_manager.evaluator import time_to_accuracy
+from syncswitch.search.traces import converged_accuracy
 
 
-def test_never_stable_falls_back_to_mean_of_last_five():
-    accs = [0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7]
-    value, index = converged_accuracy(accs)
-    assert index is None and value == pytest.approx(0.5)
-    assert converged_accuracy([]) == (None, None)
+def test_final_plateau_defines_converged_accuracy():
+    # A plateau before an LR decay that the run later leaves is not convergence.
+    accs = [0.5, 0.70, 0.7002, 0.7001, 0.7003, 0.7, 0.80, 0.8005, 0.801, 0.8008, 0.8002, 0.8004]
+    assert converged_accuracy(accs) == (0.8002, True)
+
+
+def test_never_stable_falls_back_to_the_final_evaluation():
+    assert converged_accuracy([0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7]) == (0.7, False)
+    assert converged_accuracy([]) == (None, False)
 
 
 def test_time_to_accuracy():
