@@ -83,7 +83,7 @@ def test_script_error_is_one_line_and_cleans_up(write_spec, tmp_path, no_leftove
 def test_divergence_stops_the_run(write_spec, tmp_path, no_leftovers):
     path = write_spec(JOB)
     result = CliRunner().invoke(cli, ["submit", path, "--protocol", "asp", "--set",
-                                      "hyperparameters.learning_rate=1e30", "--output-dir",
+                                      "hyperparameters.learning_rate=1.0e+30", "--output-dir",
                                       str(tmp_path / "run"), "--quiet"])
     assert result.exit_code == 3, result.output
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
