@@ -100,10 +100,11 @@ def start_evaluator(config: dict, log_path: str) -> subprocess.Popen:
     """The evaluator as a separate, lower-priority process (it must not slow the training nodes)."""
     import os
 
-    proc = subprocess.Popen([sys.executable, "-u", "-m", "syncswitch.cluster_manager.evaluator"],
-                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=open(log_path, "ab"),
-                            text=True, bufsize=1, start_new_session=True,
-                            env=dict(os.environ, SYNCSWITCH_NICE="5"))
+    with open(log_path, "ab") as log:
+        proc = subprocess.Popen([sys.executable, "-u", "-m", "syncswitch.cluster_manager.evaluator"],
+                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log,
+                                text=True, bufsize=1, start_new_session=True,
+                                env=dict(os.environ, SYNCSWITCH_NICE="5"))
     proc.stdin.write(json.dumps(config) + "\n")
     proc.stdin.flush()
     return proc

@@ -45,10 +45,10 @@ class TaskProcess:
         env = dict(os.environ)
         env.pop("SYNCSWITCH_TOKEN", None)  # the task needs no secret
         env["SYNCSWITCH_NICE"] = str(nice)  # applied by the task: preexec_fn would fork beside gRPC threads
-        self.proc = subprocess.Popen(
-            [sys.executable, "-u", "-m", "syncswitch.hooks.task"], stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE, stderr=open(log_path, "ab"), cwd=work_dir, env=env,
-            text=True, bufsize=1)
+        with open(log_path, "ab") as log:  # the child keeps its own descriptor
+            self.proc = subprocess.Popen(
+                [sys.executable, "-u", "-m", "syncswitch.hooks.task"], stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE, stderr=log, cwd=work_dir, env=env, text=True, bufsize=1)
         self.launched = False
         self._on_event = on_event
         self._write_lock = threading.Lock()
@@ -104,8 +104,7 @@ class Agent:
         if task is not self.task and '"warm"' not in line:
             return  # a replaced task's last words are not this node's news
         if '"warm"' in line and task is not self.task:
-            task.warm_at = time.time()
-            return
+            return  # a spare finished importing TF; nothing to report until it is launched
         with self.cond:
             self.events.append(line)
             self.cond.notify_all()
