@@ -278,8 +278,8 @@ class JobRun:
         self.actuator.map(lambda c: c.control(go))
 
     def _run_phase(self, k: int) -> None:
+        # Callers have already waited for every worker's first step of phase k.
         n = len(self.clients)
-        self.feed.wait_until(lambda: len(self.first_steps.get(k, {})) == n, f"phase {k} to start")
         self.feed.wait_until(lambda: len(self.paused.get(k, {})) == n, f"phase {k} to reach its end")
         paused = self.paused[k]
         start = min(self.first_steps[k].values())
