@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import collections
 import json
+import os
+import secrets
+import threading
 from concurrent import futures
 
 import grpc
@@ -51,6 +55,60 @@ class AgentClient:
     def shutdown(self) -> None:
         self._call("Shutdown", pb.ShutdownRequest(), timeout_s=5)
 
+    def fetch_checkpoint(self, prefix: str, dest_dir: str, timeout_s: float = 600.0) -> str:
+        """Copy the node's checkpoint at `prefix` into `dest_dir`; returns the local prefix.
+
+        Files arrive under temporary names and are renamed once all have arrived, the .index last:
+        a reader that restores from the local prefix never sees part of a checkpoint.
+        """
+        base = os.path.basename(prefix.rstrip("/"))
+        os.makedirs(dest_dir, exist_ok=True)
+        tag = secrets.token_hex(4)
+        temps: dict[str, str] = {}   # file name -> temporary path
+        done: set[str] = set()
+        handle, current, stream = None, None, None
+        try:
+            stream = self._stub.FetchCheckpoint(pb.FetchCheckpointRequest(prefix=prefix), metadata=self._metadata,
+                                                timeout=timeout_s)
+            for chunk in stream:
+                name = chunk.name
+                if name != os.path.basename(name) or not name.startswith(base + ".") or name in done:
+                    raise ClusterError(f"node {self.index} agent {self.address}: unexpected file {name!r} "
+                                       f"in checkpoint {prefix}")
+                if name != current:
+                    if handle is not None:
+                        raise ClusterError(f"node {self.index} agent {self.address}: {current} of checkpoint "
+                                           f"{prefix} ended without its last chunk")
+                    temps[name] = os.path.join(dest_dir, f".{name}.{tag}.part")
+                    handle, current = open(temps[name], "wb"), name
+                if chunk.offset != handle.tell():
+                    raise ClusterError(f"node {self.index} agent {self.address}: {name} of checkpoint {prefix}: "
+                                       f"chunk at offset {chunk.offset}, expected {handle.tell()}")
+                handle.write(chunk.data)
+                if chunk.last:
+                    handle.close()
+                    handle, current = None, None
+                    done.add(name)
+            index = base + ".index"
+            if handle is not None or index not in done:
+                raise ClusterError(f"node {self.index} agent {self.address}: checkpoint {prefix} arrived incomplete")
+            for name in sorted(done, key=lambda n: n == index):  # the .index last
+                os.replace(temps.pop(name), os.path.join(dest_dir, name))
+            return os.path.join(dest_dir, base)
+        except grpc.RpcError as exc:
+            raise ClusterError(f"node {self.index} agent {self.address}: FetchCheckpoint {prefix} failed: "
+                               f"{exc.code().name}: {exc.details()}") from None
+        finally:
+            if stream is not None:
+                stream.cancel()  # a no-op once the stream has ended; frees the call after an early exit
+            if handle is not None:
+                handle.close()
+            for path in temps.values():
+                try:
+                    os.unlink(path)
+                except OSError:
+                    pass
+
     def events(self, from_seq: int = 0):
         """Yield (seq, event dict) until the stream ends; raises ClusterError if the agent goes away."""
         stream = self._stub.StreamEvents(pb.StreamEventsRequest(from_seq=from_seq), metadata=self._metadata)
@@ -96,3 +154,54 @@ class Actuator:
 
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
+
+
+class CheckpointShipper:
+    """Copies a node's checkpoints into a local folder on a background thread, strictly in submission order.
+
+    For clusters whose nodes share no filesystem with the manager: the event handler must not block on
+    a copy, and the evaluator must see checkpoints in the order they were written. The thread exists only
+    while work is queued.
+    """
+
+    def __init__(self, client: AgentClient, dest_dir: str, on_error):
+        self.client = client
+        self.dest_dir = dest_dir
+        self.on_error = on_error        # called with a message when a copy fails
+        self._items: collections.deque = collections.deque()
+        self._lock = threading.Lock()
+        self._busy = False
+
+    def ship(self, prefix: str, deliver) -> None:
+        """Copy the checkpoint at `prefix`, then call deliver(local_prefix)."""
+        def run():
+            try:
+                local = self.client.fetch_checkpoint(prefix, self.dest_dir)
+            except Exception as exc:  # noqa: BLE001 - reported to the manager's event loop
+                self.on_error(f"cannot copy checkpoint {prefix} from node {self.client.index}: {exc}")
+                return
+            deliver(local)
+        self._enqueue(run)
+
+    def then(self, fn) -> None:
+        """Call fn() once everything shipped so far has been delivered."""
+        self._enqueue(fn)
+
+    def _enqueue(self, fn) -> None:
+        with self._lock:
+            self._items.append(fn)
+            if not self._busy:
+                self._busy = True
+                threading.Thread(target=self._drain, daemon=True, name="checkpoint-shipper").start()
+
+    def _drain(self) -> None:
+        while True:
+            with self._lock:
+                if not self._items:
+                    self._busy = False
+                    return
+                fn = self._items.popleft()
+            try:
+                fn()
+            except Exception as exc:  # noqa: BLE001 - one failed step must not stall the ones queued after it
+                self.on_error(f"checkpoint shipping: {type(exc).__name__}: {exc}")

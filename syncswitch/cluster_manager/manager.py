@@ -147,6 +147,28 @@ class JobRun:
         t0 = self.first_step_time or checkpoint["time"]
         job = {"path": checkpoint["path"], "fraction": min(checkpoint["fraction"], 1.0),
                "time_s": checkpoint["time"] - t0}
+        if not self.cluster.shared_filesystem:
+            # The chief wrote it on its own disk: copy it into the run folder first, on the shipper's
+            # thread (not this event loop's), which hands the checkpoints to the evaluator in order.
+            if getattr(self, "shipper", None) is None:
+                from syncswitch.cluster_manager.agent_client import CheckpointShipper
+
+                self.shipper = CheckpointShipper(
+                    self.clients[0], os.path.join(self.run_dir, "checkpoints"),
+                    on_error=lambda message: self.feed.queue.put(
+                        (ev.EVALUATOR, {"event": "error", "message": message}, time.time())))
+            evaluator = self.evaluator
+
+            def deliver(local_path: str) -> None:
+                try:
+                    evaluator.stdin.write(json.dumps(dict(job, path=local_path)) + "\n")
+                    evaluator.stdin.flush()
+                except (OSError, ValueError):
+                    pass  # the evaluator has exited; its exit event reaches the event loop
+
+            self.shipper.ship(checkpoint["path"], deliver)
+            self.pending_evals += 1
+            return
         self.evaluator.stdin.write(json.dumps(job) + "\n")
         self.evaluator.stdin.flush()
         self.pending_evals += 1
@@ -239,7 +261,10 @@ class JobRun:
         self.feed.wait_until(lambda: self.saved and self.saved[-1].get("reason") == "final", "the final checkpoint")
         final = self.saved[-1]
         self.evaluate({"path": final["path"], "fraction": final["fraction"], "time": self.t_end})
-        self.evaluator.stdin.close()
+        if getattr(self, "shipper", None) is not None:
+            self.shipper.then(self.evaluator.stdin.close)  # after the copies still on their way
+        else:
+            self.evaluator.stdin.close()
         self.feed.wait_until(lambda: self.pending_evals <= 0, "the last evaluations", timeout_s=600)
 
     def _launch(self, client: AgentClient, start_phase: int) -> None:
@@ -256,7 +281,8 @@ class JobRun:
                         "build": self.mode == "in-place" or k == start_phase}
                        for k, (p, c) in enumerate(self.phases)],
             "start_phase": start_phase,
-            "checkpoint_dir": os.path.join(self.run_dir, "checkpoints"),
+            # Without a shared filesystem the agent picks a node-local folder (its work dir's checkpoints/).
+            "checkpoint_dir": os.path.join(self.run_dir, "checkpoints") if self.cluster.shared_filesystem else None,
             "eval_every": spec.evaluation.every,
             "intra_threads": 1, "inter_threads": 2, "metrics_interval_s": 0.5, "window": 20,
         }

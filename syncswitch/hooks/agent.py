@@ -8,6 +8,7 @@ with the job token in $SYNCSWITCH_TOKEN or --token-file.
 from __future__ import annotations
 
 import argparse
+import glob
 import hmac
 import json
 import os
@@ -25,6 +26,7 @@ from syncswitch.hooks.protos import agent_pb2 as pb
 from syncswitch.hooks.protos import agent_pb2_grpc as pb_grpc
 
 TOKEN_HEADER = "x-syncswitch-token"
+CHUNK_BYTES = 1 << 20  # FetchCheckpoint's chunk size: well under gRPC's 4 MiB message limit
 
 
 class AgentError(Exception):
@@ -33,6 +35,12 @@ class AgentError(Exception):
     def __init__(self, code: grpc.StatusCode, message: str):
         super().__init__(message)
         self.code = code
+
+
+def _inside(path: str, root: str) -> bool:
+    """Whether `path`, links resolved, is `root` or lies below it."""
+    real, base = os.path.realpath(path), os.path.realpath(root)
+    return real == base or real.startswith(base.rstrip(os.sep) + os.sep)
 
 
 class TaskProcess:
@@ -86,8 +94,10 @@ class TaskProcess:
 class Agent:
     """Domain logic: one current task, a warm spare for relaunches, and a replayable event log."""
 
-    def __init__(self, work_dir: str, ps_port: int, worker_port: int, spare: bool = True, prewarm: bool = True):
-        self.work_dir = work_dir
+    def __init__(self, work_dir: str, ps_port: int, worker_port: int, spare: bool = True, prewarm: bool = True,
+                 chunk_bytes: int = CHUNK_BYTES):
+        self.work_dir = os.path.abspath(work_dir)
+        self.chunk_bytes = chunk_bytes
         self.ps_port = ps_port
         self.worker_port = worker_port
         self.keep_spare = spare
@@ -96,9 +106,9 @@ class Agent:
         self.task: TaskProcess | None = None
         self.spare: TaskProcess | None = None
         self.closed = False
-        os.makedirs(work_dir, exist_ok=True)
+        os.makedirs(self.work_dir, exist_ok=True)
         if prewarm:  # TF imports for seconds: start now, while the manager provisions the other nodes
-            self.spare = TaskProcess(work_dir, self._on_event)
+            self.spare = TaskProcess(self.work_dir, self._on_event)
 
     def _on_event(self, task: TaskProcess, line: str) -> None:
         if task is not self.task and '"warm"' not in line:
@@ -118,7 +128,7 @@ class Agent:
         with open(path + ".tmp", "wb") as fh:
             fh.write(source)
         os.replace(path + ".tmp", path)
-        launch = dict(launch, script_path=path)
+        launch = dict(launch, script_path=path, checkpoint_dir=self.checkpoint_dir(launch.get("checkpoint_dir")))
         old, self.task = self.task, None  # its exit is expected: keep it off the event log
         if old is not None:
             old.stop()
@@ -133,6 +143,57 @@ class Agent:
             # Niced so the spare's TF import does not slow the running task much.
             self.spare = TaskProcess(self.work_dir, self._on_event, nice=10)
         return pb.LaunchTaskReply(pid=task.proc.pid, warm_s=time.time() - task.started)
+
+    def checkpoint_dir(self, requested: str | None) -> str:
+        """Where the task writes checkpoints: an absolute path is the manager's (a shared filesystem);
+        none or a relative one is node-local, under the work dir, the same for every relaunch."""
+        if requested and os.path.isabs(requested):
+            return requested
+        path = os.path.normpath(os.path.join(self.work_dir, requested or "checkpoints"))
+        if not _inside(path, self.work_dir):
+            raise AgentError(grpc.StatusCode.INVALID_ARGUMENT,
+                             f"checkpoint_dir {requested!r} leaves the agent's work dir")
+        os.makedirs(path, exist_ok=True)
+        return path
+
+    def checkpoint_files(self, prefix: str) -> list[str]:
+        """The files of the checkpoint at `prefix`, data files first and the .index last.
+
+        Only files inside the work dir are served, whatever links or `..` the prefix holds.
+        """
+        if not prefix or "\0" in prefix:
+            raise AgentError(grpc.StatusCode.INVALID_ARGUMENT, "no checkpoint prefix given")
+        full = os.path.normpath(os.path.join(self.work_dir, prefix))
+        if not _inside(full, self.work_dir):
+            raise AgentError(grpc.StatusCode.PERMISSION_DENIED,
+                             f"{prefix} is outside the agent's work dir; only its checkpoints are served")
+        index = full + ".index"
+        if not os.path.isfile(index):
+            raise AgentError(grpc.StatusCode.NOT_FOUND, f"no checkpoint at {prefix} ({index} is missing)")
+        files = sorted(glob.glob(glob.escape(full) + ".data-*-of-*")) + [index]
+        for path in files:
+            if not _inside(path, self.work_dir):
+                raise AgentError(grpc.StatusCode.PERMISSION_DENIED, f"{path} links outside the agent's work dir")
+        return files
+
+    def fetch_checkpoint(self, prefix: str):
+        """FileChunks of every file of a checkpoint; validation errors raise before the first chunk."""
+        files = self.checkpoint_files(prefix)
+
+        def chunks():
+            for path in files:
+                name = os.path.basename(path)
+                with open(path, "rb") as fh:
+                    size, offset = os.fstat(fh.fileno()).st_size, 0
+                    while True:
+                        data = fh.read(min(self.chunk_bytes, size - offset))
+                        if offset + len(data) < size and not data:
+                            raise AgentError(grpc.StatusCode.DATA_LOSS, f"{path} shrank while being read")
+                        yield pb.FileChunk(name=name, offset=offset, data=data, last=offset + len(data) >= size)
+                        offset += len(data)
+                        if offset >= size:
+                            break
+        return chunks()
 
     def command(self, cmd: dict) -> None:
         if self.task is None:
@@ -176,6 +237,11 @@ class Agent:
             self.cond.notify_all()
 
 
+# Streaming methods need a streaming refusal; read from the service so a new method cannot be missed.
+_SERVER_STREAMING = frozenset(f"/{m.containing_service.full_name}/{m.name}"
+                              for m in pb.DESCRIPTOR.services_by_name["NodeAgent"].methods if m.server_streaming)
+
+
 class TokenInterceptor(grpc.ServerInterceptor):
     """Refuses every call that does not carry the job token."""
 
@@ -192,8 +258,7 @@ class TokenInterceptor(grpc.ServerInterceptor):
         presented = dict(handler_call_details.invocation_metadata or ()).get(TOKEN_HEADER, "")
         if hmac.compare_digest(presented.encode(), self._token):
             return continuation(handler_call_details)
-        streaming = handler_call_details.method.endswith("/StreamEvents")
-        return self._deny_stream if streaming else self._deny
+        return self._deny_stream if handler_call_details.method in _SERVER_STREAMING else self._deny
 
 
 class AgentServicer(pb_grpc.NodeAgentServicer):
@@ -232,6 +297,16 @@ class AgentServicer(pb_grpc.NodeAgentServicer):
 
     def StreamEvents(self, request, context):
         yield from self.agent.stream(request.from_seq, context)
+
+    def FetchCheckpoint(self, request, context):
+        chunks = self._call(context, self.agent.fetch_checkpoint, request.prefix)
+        try:
+            yield from chunks
+        except AgentError as exc:
+            context.abort(exc.code, str(exc))
+        except OSError as exc:  # a file went away or could not be read mid-stream
+            code = grpc.StatusCode.NOT_FOUND if isinstance(exc, FileNotFoundError) else grpc.StatusCode.INTERNAL
+            context.abort(code, f"reading checkpoint {request.prefix}: {exc}")
 
     def Shutdown(self, request, context):
         threading.Thread(target=self.on_shutdown, daemon=True).start()

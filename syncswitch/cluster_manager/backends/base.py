@@ -37,6 +37,9 @@ class ClusterInfo:
 
     job_id: str
     nodes: tuple[NodeInfo, ...]
+    # Whether the nodes see the manager's files (the run folder) at the same paths. If not, tasks write
+    # checkpoints under their agent's work dir and the manager copies them over for evaluation.
+    shared_filesystem: bool = False
 
     def ps_hosts(self) -> list[str]:
         return [f"{n.host}:{n.ps_port}" for n in self.nodes]

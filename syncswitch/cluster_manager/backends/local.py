@@ -11,9 +11,15 @@ import time
 
 from syncswitch.cluster_manager.backends import BACKENDS
 from syncswitch.cluster_manager.backends.base import Backend, ClusterInfo, NodeInfo, ProvisionRequest
-from syncswitch.errors import ClusterError
+from syncswitch.errors import ClusterError, SpecError
 
 HOST = "127.0.0.1"
+
+
+def _bool(value, field: str) -> bool:
+    if not isinstance(value, bool):
+        raise SpecError(f"{field}={value!r}: must be true or false")
+    return value
 
 
 def free_ports(count: int) -> list[int]:
@@ -34,7 +40,9 @@ def free_ports(count: int) -> list[int]:
 class LocalBackend(Backend):
     """Agents as child processes of the manager, each in its own process group for a clean kill."""
 
-    option_validators = {}
+    # shared_filesystem: false makes the nodes behave like remote ones for checkpoints: the tasks write them
+    # in their own work dirs and the manager copies them over the agents' FetchCheckpoint (for tests).
+    option_validators = {"shared_filesystem": _bool}
 
     def __init__(self, ready_timeout_s: float = 60.0):
         self.ready_timeout_s = ready_timeout_s
@@ -82,7 +90,8 @@ class LocalBackend(Backend):
                         time.sleep(0.05)
             finally:
                 client.close()
-        return ClusterInfo(request.job_id, tuple(nodes))
+        shared = request.options.get("shared_filesystem", True)
+        return ClusterInfo(request.job_id, tuple(nodes), shared_filesystem=shared)
 
     def teardown(self) -> None:
         procs, self.procs = self.procs, []

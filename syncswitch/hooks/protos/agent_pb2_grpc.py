@@ -69,6 +69,11 @@ class NodeAgentStub:
                 request_serializer=agent__pb2.ShutdownRequest.SerializeToString,
                 response_deserializer=agent__pb2.ShutdownReply.FromString,
                 _registered_method=True)
+        self.FetchCheckpoint = channel.unary_stream(
+                '/syncswitch.agent.v1.NodeAgent/FetchCheckpoint',
+                request_serializer=agent__pb2.FetchCheckpointRequest.SerializeToString,
+                response_deserializer=agent__pb2.FileChunk.FromString,
+                _registered_method=True)
 
 
 class NodeAgentServicer:
@@ -122,6 +127,14 @@ class NodeAgentServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def FetchCheckpoint(self, request, context):
+        """The files of one checkpoint the task wrote on this node (for managers that share no filesystem with it):
+        data files first, the .index last, each in order as chunks of at most 1 MiB.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_NodeAgentServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -159,6 +172,11 @@ def add_NodeAgentServicer_to_server(servicer, server):
                     servicer.Shutdown,
                     request_deserializer=agent__pb2.ShutdownRequest.FromString,
                     response_serializer=agent__pb2.ShutdownReply.SerializeToString,
+            ),
+            'FetchCheckpoint': grpc.unary_stream_rpc_method_handler(
+                    servicer.FetchCheckpoint,
+                    request_deserializer=agent__pb2.FetchCheckpointRequest.FromString,
+                    response_serializer=agent__pb2.FileChunk.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -350,6 +368,33 @@ class NodeAgent:
             '/syncswitch.agent.v1.NodeAgent/Shutdown',
             agent__pb2.ShutdownRequest.SerializeToString,
             agent__pb2.ShutdownReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def FetchCheckpoint(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/syncswitch.agent.v1.NodeAgent/FetchCheckpoint',
+            agent__pb2.FetchCheckpointRequest.SerializeToString,
+            agent__pb2.FileChunk.FromString,
             options,
             channel_credentials,
             insecure,

@@ -110,7 +110,7 @@ class GceBackend(Backend):
                 raise
         self.nodes = nodes
         self._event(f"{len(nodes)} node(s) ready in {self._clock() - started:.0f}s")
-        return ClusterInfo(request.job_id, nodes)
+        return ClusterInfo(request.job_id, nodes, shared_filesystem=False)  # checkpoints are copied over gRPC
 
     def _delete_leftovers(self, api: ComputeClient, request: ProvisionRequest,
                           previous: journals.Journal | None) -> None:
