@@ -37,7 +37,8 @@ def friendly_errors(fn):
     return wrapper
 
 
-def spec_overrides(protocol, workers, switch_at, switch_mode, target_accuracy, sets) -> list[str]:
+def spec_overrides(protocol, workers, switch_at, switch_mode, target_accuracy, sets,
+                   straggler_policy=None) -> list[str]:
     """Translate CLI shortcuts into `--set` assignments applied before validation."""
     out = list(sets)
     if protocol and switch_at is not None:
@@ -52,17 +53,23 @@ def spec_overrides(protocol, workers, switch_at, switch_mode, target_accuracy, s
         out.append(f"policy.switch_mode={switch_mode}")
     if target_accuracy is not None:
         out.append(f"evaluation.target_accuracy={target_accuracy}")
+    if straggler_policy:
+        out.append(f"stragglers.policy={straggler_policy}")
     return out
 
 
 def job_options(fn):
     """Options shared by every command that runs a job."""
+    from syncswitch.policies import STRAGGLER_POLICIES
+
     options = [
         click.option("--protocol", type=click.Choice(["bsp", "asp"]), help="Run one protocol for the whole workload."),
         click.option("--switch-at", type=float, help="Shortcut for the schedule [bsp until F, asp]."),
         click.option("--switch-mode", type=click.Choice(["in-place", "relaunch"]), help="How a switch is actuated."),
         click.option("--workers", type=int, help="Number of nodes (one PS and one worker each)."),
         click.option("--target-accuracy", type=float, help="Time-to-accuracy threshold."),
+        click.option("--straggler-policy", type=click.Choice(STRAGGLER_POLICIES.names()),
+                     help="How to react to stragglers during the BSP share."),
         click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help="Override a spec field (dotted key, YAML value)."),
     ]
     for option in reversed(options):
@@ -83,12 +90,13 @@ def cli():
 @click.option("--quiet", is_flag=True, help="No progress bar.")
 @click.option("--dry-run", is_flag=True, help="Print what would be provisioned and exit.")
 @friendly_errors
-def submit(job, protocol, switch_at, switch_mode, workers, target_accuracy, sets, output_dir, quiet, dry_run):
+def submit(job, protocol, switch_at, switch_mode, workers, target_accuracy, straggler_policy, sets, output_dir,
+           quiet, dry_run):
     """Run JOB (a YAML job spec) on a parameter-server cluster."""
     from syncswitch import spec as specmod
     from syncswitch.cluster_manager import manager
 
-    overrides = spec_overrides(protocol, workers, switch_at, switch_mode, target_accuracy, sets)
+    overrides = spec_overrides(protocol, workers, switch_at, switch_mode, target_accuracy, sets, straggler_policy)
     job_spec = specmod.load(job, overrides)
     from syncswitch.search.store import apply_stored_policy
 

@@ -6,16 +6,27 @@ import copy
 import dataclasses
 import math
 import os
+import random
 from typing import Any
 
 import yaml
 
+from syncswitch.cluster_manager import profiler
 from syncswitch.errors import SpecError
 from syncswitch.registry import did_you_mean
 
 PROTOCOLS = ("bsp", "asp")
 SWITCH_MODES = ("in-place", "relaunch")
 DEFAULT_SWITCH_AT = 0.25
+SLOWDOWN_METHODS = ("delay", "netem")
+# Paper VI-B3: mild = 1 straggler, 1 occurrence, 10 ms; moderate = 2 stragglers, 4 occurrences,
+# 30 ms. The paper gives no duration, only a 100 s cap per occurrence; 20 s lets several
+# occurrences fit in the BSP share of a short job. A mapping scenario starts from its `preset`
+# (default mild) and overrides fields of it.
+SCENARIO_PRESETS = {
+    "mild": {"stragglers": 1, "occurrences": 1, "delay_ms": 10.0, "duration_s": 20.0},
+    "moderate": {"stragglers": 2, "occurrences": 4, "delay_ms": 30.0, "duration_s": 20.0},
+}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -74,6 +85,33 @@ class EvaluationSpec:
 
 
 @dataclasses.dataclass(frozen=True)
+class Injection:
+    """Slow `worker` down by `delay_ms` for `duration_s` seconds from fraction `at` of the workload.
+
+    Starts are fractions and durations seconds, so the spec cannot rule out that two slowdowns of
+    one worker overlap in time; the injector starts one that comes due while the same worker is
+    still slowed when that slowdown ends.
+    """
+
+    worker: int
+    at: float
+    duration_s: float
+    delay_ms: float
+
+
+@dataclasses.dataclass(frozen=True)
+class StragglerSpec:
+    """The `stragglers` section: how to react to stragglers, how to detect them, what to inject."""
+
+    policy: str = "none"
+    window_s: float = profiler.DEFAULT_WINDOW_S
+    consecutive: int = profiler.DEFAULT_CONSECUTIVE
+    method: str = "delay"       # delay: per-step sleep on the worker; netem: tc netem in the node's netns
+    injections: tuple[Injection, ...] = ()  # ordered by start
+    min_gap: float = profiler.DEFAULT_MIN_GAP
+
+
+@dataclasses.dataclass(frozen=True)
 class JobSpec:
     name: str
     script: str  # absolute path
@@ -86,6 +124,7 @@ class JobSpec:
     seed: int
     path: str  # the spec file, absolute
     raw: dict  # the validated document after overrides, for the summary and signatures
+    stragglers: StragglerSpec = StragglerSpec()
 
     def with_policy(self, policy: PolicySpec) -> "JobSpec":
         return dataclasses.replace(self, policy=policy)
@@ -256,8 +295,131 @@ def _evaluation(doc: Any) -> EvaluationSpec:
     )
 
 
+def expand_scenario(workers: int, stragglers: int, occurrences: int, delay_ms: float, duration_s: float,
+                    seed: int, within: tuple[float, float]) -> tuple[Injection, ...]:
+    """Deterministic injections: `occurrences` slowdowns spread over `within`, on `stragglers` workers.
+
+    Worker 0, the chief, stays healthy: it also runs the BSP token queue runner and writes the
+    checkpoints, so slowing it would slow every worker instead of making one straggler. `within`
+    is cut into one slot per occurrence and each starts in the first half of its slot at random;
+    workers take the slots in turn, so a worker's starts are at least half a slot apart.
+    """
+    rng = random.Random(seed)
+    chosen = rng.sample(range(1, workers), stragglers)
+    lo, hi = within
+    slot = (hi - lo) / occurrences
+    return tuple(Injection(chosen[i % stragglers], round(lo + slot * (i + rng.random() / 2), 6),
+                           float(duration_s), float(delay_ms))
+                 for i in range(occurrences))
+
+
+def _bsp_share(schedule: tuple[Phase, ...]) -> tuple[float, float]:
+    # The span of the first BSP phase: transient stragglers only matter until the BSP share is done.
+    start = 0.0
+    for phase in schedule:
+        if phase.protocol == "bsp":
+            return (start, phase.until)
+        start = phase.until
+    return (0.0, 1.0)
+
+
+def _scenario(value: Any, workers: int, schedule: tuple[Phase, ...], seed: int) -> tuple[Injection, ...]:
+    field = "stragglers.scenario"
+    if isinstance(value, str):
+        value = {"preset": value}
+    doc = _mapping(value, field)
+    _check_keys(doc, ("preset", "stragglers", "occurrences", "delay_ms", "duration_s", "seed", "within"),
+                f"{field}.")
+    preset = doc.get("preset", "mild")
+    if preset not in SCENARIO_PRESETS:
+        raise SpecError(f"{field}={preset!r}: unknown preset{did_you_mean(preset, SCENARIO_PRESETS)}; "
+                        f"valid: {', '.join(SCENARIO_PRESETS)}")
+    doc = {**SCENARIO_PRESETS[preset], **doc}
+    if workers < 2:
+        raise _fail("cluster.workers", workers, f"{field} needs 2 or more workers (worker 0 stays healthy)")
+    count = _number(doc["stragglers"], f"{field}.stragglers", lo=1, hi=workers - 1, integer=True)
+    occurrences = _number(doc["occurrences"], f"{field}.occurrences", lo=count, integer=True)
+    if "within" in doc:
+        within = _fraction_list(doc["within"], f"{field}.within")
+        if len(within) != 2 or within[0] >= within[1]:
+            raise _fail(f"{field}.within", list(within), "must be [start, end] with start < end")
+    else:
+        within = _bsp_share(schedule)
+    return expand_scenario(
+        workers, count, occurrences,
+        delay_ms=_number(doc["delay_ms"], f"{field}.delay_ms", lo=0.0, lo_open=True),
+        duration_s=_number(doc["duration_s"], f"{field}.duration_s", lo=0.0, lo_open=True),
+        seed=_number(doc.get("seed", seed), f"{field}.seed", lo=0, integer=True),
+        within=(within[0], within[1]),
+    )
+
+
+def _injections(value: Any, workers: int) -> tuple[Injection, ...]:
+    if not isinstance(value, (list, tuple)):
+        raise _fail("stragglers.inject", value, "must be a list of {worker, at, duration_s, delay_ms}")
+    out: list[Injection] = []
+    for i, item in enumerate(value):
+        where = f"stragglers.inject[{i}]"
+        item = _mapping(item, where)
+        keys = ("worker", "at", "duration_s", "delay_ms")
+        _check_keys(item, keys, f"{where}.")
+        for key in keys:
+            if key not in item:
+                raise SpecError(f"{where}.{key} is required")
+        worker = _number(item["worker"], f"{where}.worker", integer=True)
+        if not 0 <= worker < workers:
+            raise _fail(f"{where}.worker", item["worker"], f"must be in [0, {workers}) (cluster.workers={workers})")
+        at = _number(item["at"], f"{where}.at", lo=0.0, hi=1.0)
+        if at >= 1.0:
+            raise _fail(f"{where}.at", item["at"], "must be < 1.0 (a fraction of the workload)")
+        if any(o.worker == worker and o.at == at for o in out):
+            raise _fail(f"{where}.at", item["at"], f"worker {worker} already has a slowdown starting there")
+        out.append(Injection(worker, at,
+                             _number(item["duration_s"], f"{where}.duration_s", lo=0.0, lo_open=True),
+                             _number(item["delay_ms"], f"{where}.delay_ms", lo=0.0, lo_open=True)))
+    return tuple(sorted(out, key=lambda inj: (inj.at, inj.worker)))
+
+
+def _stragglers(doc: Any, workers: int, schedule: tuple[Phase, ...], seed: int) -> StragglerSpec:
+    from syncswitch.policies import STRAGGLER_POLICIES
+
+    doc = _mapping(doc, "stragglers")
+    _check_keys(doc, ("policy", "detection", "method", "inject", "scenario"), "stragglers.")
+    policy = doc.get("policy", "none")
+    STRAGGLER_POLICIES.get(policy, field="stragglers.policy")
+    if policy != "none" and workers < profiler.MIN_WORKERS:
+        raise _fail("stragglers.policy", policy, f"needs cluster.workers >= {profiler.MIN_WORKERS} (got {workers}): "
+                    "mean - std cannot single out a straggler among fewer workers")
+    detection = _mapping(doc.get("detection"), "stragglers.detection")
+    _check_keys(detection, ("window_s", "consecutive", "min_gap"), "stragglers.detection.")
+    method = doc.get("method", "delay")
+    if method not in SLOWDOWN_METHODS:
+        raise SpecError(f"stragglers.method={method!r}: unknown{did_you_mean(method, SLOWDOWN_METHODS)}; "
+                        f"valid: {', '.join(SLOWDOWN_METHODS)}")
+    if "inject" in doc and "scenario" in doc:
+        raise SpecError("stragglers.inject and stragglers.scenario are exclusive: give one")
+    if "inject" in doc:
+        injections = _injections(doc["inject"], workers)
+    elif "scenario" in doc:
+        injections = _scenario(doc["scenario"], workers, schedule, seed)
+    else:
+        injections = ()
+    return StragglerSpec(
+        policy=policy,
+        # Metrics arrive every 0.5 s: a shorter window would often be empty.
+        window_s=_number(detection.get("window_s", profiler.DEFAULT_WINDOW_S), "stragglers.detection.window_s",
+                         lo=0.5),
+        consecutive=_number(detection.get("consecutive", profiler.DEFAULT_CONSECUTIVE),
+                            "stragglers.detection.consecutive", lo=1, integer=True),
+        method=method,
+        injections=injections,
+        min_gap=_number(detection.get("min_gap", profiler.DEFAULT_MIN_GAP), "stragglers.detection.min_gap",
+                        lo=0.0, hi=0.99),
+    )
+
+
 TOP_KEYS = ("name", "script", "params", "hyperparameters", "workload", "cluster", "policy",
-            "evaluation", "seed")
+            "evaluation", "seed", "stragglers")
 
 
 def validate(doc: Any, path: str) -> JobSpec:
@@ -275,18 +437,26 @@ def validate(doc: Any, path: str) -> JobSpec:
     if not os.path.isfile(script_path):
         raise _fail("script", script, f"no such file {script_path}")
     params = _mapping(doc.get("params"), "params")
+    hyperparameters = _hyperparameters(doc.get("hyperparameters"))
+    workload = _workload(doc.get("workload"))
+    cluster = _cluster(doc.get("cluster"))
+    policy = _policy(doc.get("policy"))
+    evaluation = _evaluation(doc.get("evaluation"))
+    seed = _number(doc.get("seed", 0), "seed", lo=0, integer=True)
     return JobSpec(
         name=name,
         script=script_path,
         params=params,
-        hyperparameters=_hyperparameters(doc.get("hyperparameters")),
-        workload=_workload(doc.get("workload")),
-        cluster=_cluster(doc.get("cluster")),
-        policy=_policy(doc.get("policy")),
-        evaluation=_evaluation(doc.get("evaluation")),
-        seed=_number(doc.get("seed", 0), "seed", lo=0, integer=True),
+        hyperparameters=hyperparameters,
+        workload=workload,
+        cluster=cluster,
+        policy=policy,
+        evaluation=evaluation,
+        seed=seed,
         path=os.path.abspath(path),
         raw=doc,
+        # Expanded against the spec's schedule: a stored policy applied later does not move them.
+        stragglers=_stragglers(doc.get("stragglers"), cluster.workers, policy.schedule, seed),
     )
 
 

@@ -11,7 +11,8 @@ def test_unknown_key_is_one_line_exit_2(write_spec):
     result = CliRunner().invoke(cli, ["submit", path])
     assert result.exit_code == 2
     assert result.output.strip() == ("error: unknown key evaluaton (did you mean 'evaluation'?); valid: name, "
-                                     "script, params, hyperparameters, workload, cluster, policy, evaluation, seed")
+                                     "script, params, hyperparameters, workload, cluster, policy, evaluation, seed, "
+                                     "stragglers")
     assert "Traceback" not in result.output
 
 
@@ -37,3 +38,15 @@ def test_bad_override_value(write_spec):
     result = CliRunner().invoke(cli, ["submit", write_spec(MINIMAL), "--workers", "0", "--dry-run"])
     assert result.exit_code == 2
     assert result.output.strip() == "error: cluster.workers=0: must be >= 1"
+
+
+def test_straggler_policy_option(write_spec):
+    from syncswitch.cli import spec_overrides
+
+    assert spec_overrides(None, None, None, None, None, (), "elastic") == ["stragglers.policy=elastic"]
+    result = CliRunner().invoke(cli, ["submit", write_spec(MINIMAL), "--straggler-policy", "elastik", "--dry-run"])
+    assert result.exit_code == 2 and "'elastic', 'greedy', 'none'" in result.output
+    result = CliRunner().invoke(cli, ["submit", write_spec(MINIMAL), "--straggler-policy", "greedy", "--dry-run"])
+    assert result.exit_code == 2
+    assert result.output.strip() == ("error: stragglers.policy='greedy': needs cluster.workers >= 3 (got 2): "
+                                     "mean - std cannot single out a straggler among fewer workers")

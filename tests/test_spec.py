@@ -98,3 +98,83 @@ def test_set_override_parses_yaml_and_creates_sections(write_spec):
 def test_lr_decay_needs_matching_factors(write_spec):
     with pytest.raises(SpecError, match=r"lr_decay.factors=\[0.1\]: needs one factor per boundary \(2\)"):
         specmod.load(write_spec(MINIMAL), ["hyperparameters.lr_decay={boundaries: [0.5, 0.7], factors: [0.1]}"])
+
+
+# ----------------------------------------------------------------------------- stragglers
+
+FOUR = MINIMAL + "cluster: {workers: 4}\n"
+
+
+def test_stragglers_default_to_none_without_injections(write_spec):
+    s = specmod.load(write_spec(MINIMAL)).stragglers
+    assert (s.policy, s.window_s, s.consecutive, s.method, s.injections) == ("none", 2.0, 2, "delay", ())
+
+
+def test_stragglers_section(write_spec):
+    job = specmod.load(write_spec(FOUR + """
+stragglers:
+  policy: elastic
+  detection: {window_s: 3, consecutive: 3}
+  method: netem
+  inject:
+    - {worker: 2, at: 0.1, duration_s: 15, delay_ms: 10}
+    - {worker: 1, at: 0.05, duration_s: 30, delay_ms: 30}
+"""))
+    s = job.stragglers
+    assert (s.policy, s.window_s, s.consecutive, s.method) == ("elastic", 3.0, 3, "netem")
+    assert s.injections == (specmod.Injection(1, 0.05, 30.0, 30.0), specmod.Injection(2, 0.1, 15.0, 10.0))
+
+
+@pytest.mark.parametrize("override, message", [
+    ("stragglers.policy=elastik", "unknown straggler policy stragglers.policy='elastik' (did you mean 'elastic'?); "
+                                  "valid: elastic, greedy, none"),
+    ("stragglers.inject=[{worker: 4, at: 0.1, duration_s: 5, delay_ms: 10}]",
+     "stragglers.inject[0].worker=4: must be in [0, 4) (cluster.workers=4)"),
+    ("stragglers.inject=[{worker: 1, at: 1.0, duration_s: 5, delay_ms: 10}]",
+     "stragglers.inject[0].at=1.0: must be < 1.0"),
+    ("stragglers.inject=[{worker: 1, at: 0.1, duration_s: 0, delay_ms: 10}]",
+     "stragglers.inject[0].duration_s=0: must be > 0"),
+    ("stragglers.inject=[{worker: 1, at: 0.1, duration_s: 5}]", "stragglers.inject[0].delay_ms is required"),
+    ("stragglers.method=tc", "stragglers.method='tc': unknown; valid: delay, netem"),
+    ("stragglers.detection.window=3", "unknown key stragglers.detection.window (did you mean 'window_s'?)"),
+    ("stragglers.scenario=severe", "stragglers.scenario='severe': unknown preset; valid: mild, moderate"),
+    ("stragglers.scenario={stragglers: 4}", "stragglers.scenario.stragglers=4: must be <= 3"),
+    ("stragglers.scenario={within: [0.3, 0.1]}", "stragglers.scenario.within=[0.3, 0.1]: must be [start, end]"),
+])
+def test_bad_straggler_fields_are_named(write_spec, override, message):
+    with pytest.raises(SpecError) as info:
+        specmod.load(write_spec(FOUR), [override])
+    assert message in str(info.value) and "\n" not in str(info.value)
+
+
+def test_inject_and_scenario_are_exclusive(write_spec):
+    with pytest.raises(SpecError, match="stragglers.inject and stragglers.scenario are exclusive"):
+        specmod.load(write_spec(FOUR), ["stragglers.scenario=mild",
+                                        "stragglers.inject=[{worker: 1, at: 0.1, duration_s: 5, delay_ms: 10}]"])
+
+
+def test_a_policy_needs_three_workers(write_spec):
+    with pytest.raises(SpecError, match=r"stragglers.policy='greedy': needs cluster.workers >= 3 \(got 2\)"):
+        specmod.load(write_spec(MINIMAL), ["stragglers.policy=greedy"])
+
+
+def test_scenario_presets_follow_the_paper_within_the_bsp_share(write_spec):
+    mild = specmod.load(write_spec(FOUR), ["stragglers.scenario=mild"]).stragglers.injections
+    assert len(mild) == 1 and mild[0].delay_ms == 10.0 and 0.0 <= mild[0].at < 0.25
+    moderate = specmod.load(write_spec(FOUR), ["stragglers.scenario=moderate", "policy.switch_at=0.5"])
+    injections = moderate.stragglers.injections
+    assert len(injections) == 4 and {i.delay_ms for i in injections} == {30.0}
+    assert len({i.worker for i in injections}) == 2 and all(0.0 <= i.at < 0.5 for i in injections)
+
+
+def test_scenario_is_deterministic_and_spares_the_chief(write_spec):
+    scenario = "stragglers.scenario={stragglers: 3, occurrences: 6, delay_ms: 20, duration_s: 10, within: [0.1, 0.4]}"
+    path = write_spec(MINIMAL + "cluster: {workers: 8}\n")
+    first = specmod.load(path, [scenario]).stragglers.injections
+    assert first == specmod.load(path, [scenario]).stragglers.injections
+    assert first != specmod.load(path, [scenario, "seed=1"]).stragglers.injections
+    assert len({i.worker for i in first}) == 3 and 0 not in {i.worker for i in first}
+    assert [i.at for i in first] == sorted(i.at for i in first) and all(0.1 <= i.at < 0.4 for i in first)
+    for worker in {i.worker for i in first}:  # a worker's slowdowns start at least half a slot apart
+        starts = [i.at for i in first if i.worker == worker]
+        assert all(b - a >= 0.025 for a, b in zip(starts, starts[1:]))

@@ -27,3 +27,55 @@ class ConfigurationPolicy(abc.ABC):
     def on_switch(self, previous: PhaseConfig, upcoming: PhaseConfig) -> PhaseConfig:
         """Adjust the upcoming phase's configuration at a switch; default keeps it."""
         return upcoming
+
+
+@dataclasses.dataclass(frozen=True)
+class PolicyContext:
+    """What a straggler policy sees when the detector reports; it reflects the state after the event."""
+
+    now_s: float
+    protocol: str               # protocol now running: "bsp" | "asp"
+    stragglers: frozenset       # workers currently detected (a cleared worker is no longer in it)
+    idle: frozenset             # workers this policy removed from the sync group
+    num_workers: int
+    bsp_share_done: bool        # the schedule's BSP share is complete: ASP from here on is immune
+    scheduled: str = "bsp"      # protocol the schedule calls for now; greedy returns to it
+
+
+ACTION_KINDS = ("switch", "shrink", "grow")
+
+
+@dataclasses.dataclass(frozen=True)
+class Action:
+    """One thing a straggler policy asks the manager to do."""
+
+    kind: str                       # "switch" | "shrink" | "grow"
+    protocol: str | None = None     # for switch: the protocol to switch to
+    workers: tuple[int, ...] = ()   # for shrink/grow
+    reason: str = ""
+
+    def __post_init__(self):
+        if self.kind not in ACTION_KINDS:
+            raise ValueError(f"Action.kind={self.kind!r}: must be one of {', '.join(ACTION_KINDS)}")
+        if (self.kind == "switch") != (self.protocol is not None):
+            raise ValueError(f"Action.protocol={self.protocol!r}: required for switch and only for switch")
+        if (self.kind == "switch") == bool(self.workers):
+            raise ValueError(f"Action.workers={self.workers!r}: required for shrink/grow and only for them")
+
+
+class StragglerPolicy(abc.ABC):
+    """Reacts to straggler detections during the BSP share (paper IV-B2); hooks default to doing nothing.
+
+    Policies are pure decisions: the manager applies the returned actions and passes the resulting
+    state back in the next context, so a hook called again with the same context must not ask twice.
+    """
+
+    name: str = ""
+
+    def on_detected(self, worker: int, ctx: PolicyContext) -> list[Action]:
+        """`worker` was just detected as a straggler."""
+        return []
+
+    def on_cleared(self, worker: int, ctx: PolicyContext) -> list[Action]:
+        """`worker` is no longer a straggler."""
+        return []
