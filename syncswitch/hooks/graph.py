@@ -107,7 +107,9 @@ def build(launch: dict, module, cluster) -> TrainGraph:
             ps_strategy=GreedyByteStrategy(n))
         with v1.device(setter):
             global_step = v1.train.get_or_create_global_step()
-            with v1.variable_scope("syncswitch"):
+            # Colocated with the global step: the BSP token queue lives there, so reading the
+            # counter after a token costs no cross-task hop.
+            with v1.variable_scope("syncswitch"), v1.colocate_with(global_step):
                 samples = v1.get_variable("samples", [], tf.int64, v1.zeros_initializer(), trainable=False)
                 lr_base = v1.get_variable("lr_base", [], tf.float32,
                                           v1.constant_initializer(first["learning_rate"]), trainable=False)

@@ -32,8 +32,9 @@ class CountingOptimizer(v1.train.Optimizer):
     def apply_gradients(self, grads_and_vars, global_step=None, name=None):
         update = self._inner.apply_gradients(grads_and_vars, global_step=global_step)
         with tf.control_dependencies([update]):
-            counted = self._samples.assign_add(tf.constant(self._per_update, tf.int64))
-        return tf.group(update, counted, name=name or f"{self._name}_apply")
+            # The counter's new value, produced where the counter lives: fetching it costs no extra hop.
+            self.counted = self._samples.assign_add(tf.constant(self._per_update, tf.int64))
+        return tf.group(update, self.counted, name=name or f"{self._name}_apply")
 
     def get_slot(self, var, name):
         return self._inner.get_slot(var, name)
@@ -52,10 +53,9 @@ class ProtocolEngine(abc.ABC):
     train_op: tf.Operation
     samples_after: tf.Tensor  # the global sample counter, read after this worker's step
 
-    def _finish(self, train_op, samples) -> None:
+    def _finish(self, train_op, samples_after) -> None:
         self.train_op = train_op
-        with tf.control_dependencies([train_op]):
-            self.samples_after = tf.identity(samples.read_value(), name=f"{self.name}_samples_after")
+        self.samples_after = samples_after
 
     def enter_chief(self, session) -> None:
         """Run on the chief, with every worker paused, before the phase starts."""
@@ -74,7 +74,8 @@ class AsyncEngine(ProtocolEngine):
 
     def __init__(self, optimizer, grads_and_vars, global_step, samples, per_worker_batch: int):
         counting = CountingOptimizer(optimizer, samples, per_worker_batch, "asp")
-        self._finish(counting.apply_gradients(grads_and_vars, global_step, name="asp_train"), samples)
+        train_op = counting.apply_gradients(grads_and_vars, global_step, name="asp_train")
+        self._finish(train_op, counting.counted)
 
 
 class SyncReplicasEngine(ProtocolEngine):
@@ -91,7 +92,13 @@ class SyncReplicasEngine(ProtocolEngine):
         counting = CountingOptimizer(optimizer, samples, per_worker_batch * num_workers, "bsp")
         self._opt = v1.train.SyncReplicasOptimizer(
             counting, replicas_to_aggregate=num_workers, total_num_replicas=num_workers, name="bsp_sync")
-        self._finish(self._opt.apply_gradients(grads_and_vars, global_step), samples)
+        train_op = self._opt.apply_gradients(grads_and_vars, global_step)
+        # Read the counter right after this worker's token arrives, on the counter's own device:
+        # the token is only handed out once the aggregated update (and its count) is applied.
+        token = _find_op(train_op, "QueueDequeueV2")
+        with tf.device(samples.device), tf.control_dependencies([token]):
+            samples_after = tf.identity(samples.read_value(), name="bsp_samples_after")
+        self._finish(train_op, samples_after)
         self._is_chief = is_chief
         self._queue_runner_started = False
         queue = self._opt._sync_token_queue  # noqa: SLF001 - no public handle for the token queue
@@ -120,6 +127,20 @@ class SyncReplicasEngine(ProtocolEngine):
 
     def release(self, session) -> None:
         session.run(self._release_op)
+
+
+def _find_op(start, op_type: str) -> tf.Operation:
+    """The nearest upstream op of `op_type` (SyncReplicasOptimizer keeps its token dequeue private)."""
+    seen, frontier = set(), [start if isinstance(start, tf.Operation) else start.op]
+    while frontier:
+        op = frontier.pop(0)
+        if op.type == op_type:
+            return op
+        for parent in [t.op for t in op.inputs] + list(op.control_inputs):
+            if parent.name not in seen:
+                seen.add(parent.name)
+                frontier.append(parent)
+    raise ValueError(f"no {op_type} op upstream of {start.name}")
 
 
 def build_engines(protocols, optimizer, grads_and_vars, global_step, samples, batch_by_protocol,

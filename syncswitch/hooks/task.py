@@ -140,8 +140,8 @@ class Task:
 
     # -- the loop -------------------------------------------------------------------------
     def run(self) -> int:
-        tf, v1 = self.tf, self.tf.compat.v1
         from syncswitch.hooks.session_hooks import ControlHook, HookList, MetricsHook
+        from syncswitch.hooks.step_loop import StepRunner
 
         g = self.g
         batch_by_protocol = {p["protocol"]: p["config"]["per_worker_batch"] for p in self.launch["phases"]}
@@ -149,15 +149,23 @@ class Task:
                               interval_s=self.launch.get("metrics_interval_s", 0.5),
                               batch_by_protocol=batch_by_protocol)
         control = ControlHook(self.state, self)
+        hooks = HookList([metrics, control])
         with g.graph.as_default():
+            hooks.begin()
             creator = _session_creator(self.is_chief, g.scaffold, self.worker_server.target, self.config,
                                        self.checkpoint_dir)
-            sess = v1.train.MonitoredSession(session_creator=creator, hooks=[HookList([metrics, control])])
-            self._raw_session = control.session
-            if not self.pause(control.session, initial=True):
+            session = creator.create_session()
+            hooks.after_create_session(session, None)
+            self._raw_session = session
+            runner = StepRunner(session, hooks)
+            for protocol, engine in g.engines.items():
+                self.state.protocol = protocol
+                runner.prepare(engine.train_op)
+            self.state.protocol = None
+            if not self.pause(session, initial=True):
                 return 0
-            while not sess.should_stop():
-                sess.run(g.engines[self.state.protocol].train_op)
+            while runner.step(g.engines[self.state.protocol].train_op):
+                pass
         if self.state.diverged_loss is not None:
             emit({"event": "diverged", "loss": self.state.diverged_loss, "fraction": self.state.fraction,
                   "worker": self.index})
