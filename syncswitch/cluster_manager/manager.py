@@ -285,6 +285,8 @@ class JobRun:
             "checkpoint_dir": os.path.join(self.run_dir, "checkpoints") if self.cluster.shared_filesystem else None,
             "eval_every": spec.evaluation.every,
             "intra_threads": 1, "inter_threads": 2, "metrics_interval_s": 0.5, "window": 20,
+            # Verification mode: the chief reports variable digests at save and restore.
+            "report_variables": os.environ.get("SYNCSWITCH_REPORT_VARIABLES") == "1",
         }
         client.launch(os.path.basename(spec.script), self.script_source, launch)
 

@@ -103,14 +103,26 @@ class Task:
         return self.g.saver.save(session, os.path.join(self.checkpoint_dir, "model.ckpt"), global_step=step,
                                  write_meta_graph=False)
 
+    def variable_digests(self, session) -> dict:
+        """SHA-256 of every checkpointed variable's value: lets tests prove a restore is exact."""
+        import hashlib
+
+        variables = self.g.graph.get_collection(self.tf.compat.v1.GraphKeys.GLOBAL_VARIABLES)
+        values = session.run(variables)
+        return {v.op.name: hashlib.sha256(repr((a.dtype.str, a.shape)).encode() + a.tobytes()).hexdigest()
+                for v, a in zip(variables, values)}
+
     def pause(self, session, initial: bool = False) -> bool:
         """Block at a phase boundary handling commands; True to resume, False to stop."""
         g, state = self.g, self.state
         if initial:
             samples, step = session.run([g.samples, g.global_step])
             state.samples = int(samples)
-            emit({"event": "ready", "samples": state.samples, "fraction": state.fraction,
-                  "total_samples": state.total, "global_step": int(step)})
+            ready = {"event": "ready", "samples": state.samples, "fraction": state.fraction,
+                     "total_samples": state.total, "global_step": int(step)}
+            if self.is_chief and self.launch.get("report_variables"):
+                ready["variables"] = self.variable_digests(session)
+            emit(ready)
         else:
             emit({"event": "paused", "phase": state.phase, "fraction": state.fraction, "samples": state.samples,
                   "phase_steps": state.phase_steps})
@@ -122,12 +134,17 @@ class Task:
             if kind == "enter_phase":
                 self.apply_config(session, cmd["config"])
                 g.engines[cmd["protocol"]].enter_chief(session)
-                emit({"event": "entered", "phase": cmd["phase"]})
+                lr, momentum = session.run([g.learning_rate, g.momentum])
+                emit({"event": "entered", "phase": cmd["phase"], "learning_rate": float(lr),
+                      "momentum": float(momentum)})
             elif kind == "save":
                 path = self.save(session)
                 samples = int(session.run(g.samples))
-                emit({"event": "saved", "path": path, "reason": cmd.get("reason", ""),
-                      "fraction": samples / state.total, "samples": samples})
+                saved = {"event": "saved", "path": path, "reason": cmd.get("reason", ""),
+                         "fraction": samples / state.total, "samples": samples}
+                if self.launch.get("report_variables"):
+                    saved["variables"] = self.variable_digests(session)
+                emit(saved)
             elif kind == "go":
                 state.protocol = cmd["protocol"]
                 state.phase = cmd["phase"]

@@ -88,3 +88,50 @@ def test_divergence_stops_the_run(write_spec, tmp_path, no_leftovers):
     assert result.exit_code == 3, result.output
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert summary["status"] == "diverged" and "training diverged" in summary["message"]
+
+
+def _records(tmp_path, kind):
+    with open(tmp_path / "run" / "metrics.jsonl", encoding="utf-8") as fh:
+        return [r for r in map(json.loads, fh) if r.get("kind") == kind]
+
+
+def _check_learning_rate(summary, tmp_path):
+    """Each phase starts with its configured rate times the decay factor the progress has reached."""
+    decay = summary["hyperparameters"]["lr_decay"]
+    for record in _records(tmp_path, "entered"):
+        phase = summary["schedule"][record["phase"]]
+        factor = 1.0
+        for boundary, value in zip(decay["boundaries"], decay["factors"]):
+            if phase["start_fraction"] >= boundary:
+                factor = value
+        assert record["learning_rate"] == pytest.approx(phase["config"]["learning_rate"] * factor, rel=1e-6)
+        assert record["momentum"] == pytest.approx(phase["config"]["momentum"], rel=1e-6)
+
+
+def test_relaunch_switch_restores_exactly(write_spec, tmp_path, no_leftovers, monkeypatch):
+    monkeypatch.setenv("SYNCSWITCH_REPORT_VARIABLES", "1")
+    summary = _run(write_spec, tmp_path, ["policy.switch_at=0.5", "policy.switch_mode=relaunch",
+                                          "hyperparameters.lr_decay={boundaries: [0.25], factors: [0.5]}"])
+    _check_common(summary, tmp_path)
+    (switch,) = summary["switches"]
+    assert (switch["from"], switch["to"], switch["mode"]) == ("bsp", "asp", "relaunch")
+    assert summary["schedule"][1]["start_fraction"] == summary["schedule"][0]["end_fraction"]
+    _check_learning_rate(summary, tmp_path)
+    # Parameters, momentum slots, global step and counters after the relaunch equal those saved before it.
+    (saved,) = [r for r in _records(tmp_path, "saved") if r["reason"] == "switch"]
+    restored = [r for r in _records(tmp_path, "ready") if r["source"] == 0][-1]
+    assert restored["variables"] == saved["variables"]
+    names = set(saved["variables"])
+    assert any(name.endswith("/Momentum") for name in names)  # optimizer slots are covered
+    assert {"global_step", "syncswitch/samples"} <= names
+    assert restored["samples"] == saved["samples"]
+
+
+def test_in_place_asp_to_bsp(write_spec, tmp_path, no_leftovers):
+    summary = _run(write_spec, tmp_path, ["policy.schedule=[{protocol: asp, until: 0.4}, {protocol: bsp}]"])
+    _check_common(summary, tmp_path)
+    assert [p["protocol"] for p in summary["schedule"]] == ["asp", "bsp"]
+    (switch,) = summary["switches"]
+    assert (switch["from"], switch["to"], switch["mode"]) == ("asp", "bsp", "in-place")
+    assert summary["schedule"][1]["start_fraction"] == summary["schedule"][0]["end_fraction"]
+    _check_learning_rate(summary, tmp_path)
