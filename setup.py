@@ -28,7 +28,7 @@ setup(
     ],
     extras_require={
         "test": ["pytest>=7", "pytest-timeout>=2.1", "grpcio-tools>=1.60,<2"],
-        "gce": ["google-cloud-compute>=1.14,<2"],
+        "gce": ["google-cloud-compute>=1.47,<2"],  # 1.47: the first that allows protobuf 7
     },
     entry_points={"console_scripts": ["syncswitch=syncswitch.cli:main"]},
 )
