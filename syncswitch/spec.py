@@ -481,6 +481,11 @@ def apply_override(doc: dict, assignment: str) -> None:
             raise SpecError(f"--set {key}: {'.'.join(parts[:i + 1])} is not a mapping")
         node = child
     node[parts[-1]] = value
+    # The schedule's two spellings are exclusive in a file, but an override of one replaces the
+    # other: `--switch-at 0.4` on a job whose file has a schedule means "use this switch point".
+    replaced = {"policy.switch_at": "schedule", "policy.schedule": "switch_at"}.get(key.strip())
+    if replaced:
+        node.pop(replaced, None)
 
 
 def load(path: str, overrides: list[str] | tuple[str, ...] = ()) -> JobSpec:

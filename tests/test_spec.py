@@ -178,3 +178,11 @@ def test_scenario_is_deterministic_and_spares_the_chief(write_spec):
     for worker in {i.worker for i in first}:  # a worker's slowdowns start at least half a slot apart
         starts = [i.at for i in first if i.worker == worker]
         assert all(b - a >= 0.025 for a, b in zip(starts, starts[1:]))
+
+
+def test_switch_at_override_replaces_the_files_schedule(write_spec):
+    path = write_spec(MINIMAL + "policy: {schedule: [{protocol: bsp, until: 0.25}, {protocol: asp}]}\n")
+    job = specmod.load(path, ["policy.switch_at=0.6"])
+    assert [(p.protocol, p.until) for p in job.policy.schedule] == [("bsp", 0.6), ("asp", 1.0)]
+    job = specmod.load(path, ["policy.switch_at=0.6", "policy.schedule=[{protocol: asp}]"])
+    assert [(p.protocol, p.until) for p in job.policy.schedule] == [("asp", 1.0)]
