@@ -62,19 +62,20 @@ def main():
                                                config=task.config)
         raw = creator.create_session()
         hooks.after_create_session(raw, None)
-        runner = StepRunner(raw, hooks)
-        train_op = g.engines["asp"].train_op
-        runner.prepare(train_op)
+        runner = StepRunner(raw, hooks, state)
+        engine = g.engines["asp"]
+        train_op = engine.train_op
+        runner.prepare(engine)
         bare_callable = raw.make_callable(train_op)
         # The hooks' fetches without their Python: splits the overhead into TF and Python parts.
-        fetch_callable = raw.make_callable([train_op, hooks.before_run(None).fetches])
-        runner.step(train_op)
+        fetch_callable = raw.make_callable([train_op, engine.samples_after, hooks.before_run(None).fetches])
+        runner.step(engine)
         raw.run(train_op)
         bare_callable()
         # The syncswitch loop against a user's plain `session.run(train_op)` loop and against the
         # fastest hook-free loop TF offers (a callable), blocks interleaved so noise hits all alike.
         sides = (("session_run", lambda: raw.run(train_op)), ("callable", bare_callable),
-                 ("fetches_only", fetch_callable), ("with_hooks", lambda: runner.step(train_op)))
+                 ("fetches_only", fetch_callable), ("with_hooks", lambda: runner.step(engine)))
         rates = {name: [] for name, _ in sides}
         for _ in range(args.blocks):
             for name, run in sides:

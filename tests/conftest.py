@@ -3,6 +3,7 @@
 import os
 import textwrap
 import time
+import uuid
 
 import psutil
 import pytest
@@ -11,25 +12,35 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 EXAMPLES = os.path.join(ROOT, "examples")
 
 
-def syncswitch_processes(since: float):
+MARKER = "SYNCSWITCH_TEST_RUN"
+
+
+def syncswitch_processes(marker: str):
+    """Processes started under this test: children inherit the marker in their environment, even
+    after their parent died, and other sessions' syncswitch runs on this machine do not carry it."""
     found = []
-    for proc in psutil.process_iter(["pid", "cmdline", "create_time"]):
+    for proc in psutil.process_iter(["pid", "cmdline"]):
         cmd = " ".join(proc.info["cmdline"] or [])
-        if proc.info["create_time"] >= since - 1 and ("syncswitch.hooks" in cmd or "syncswitch.cluster_manager" in cmd):
-            if proc.pid != os.getpid():
+        if proc.pid == os.getpid() or ("syncswitch.hooks" not in cmd and "syncswitch.cluster_manager" not in cmd):
+            continue
+        try:
+            if proc.environ().get(MARKER) == marker:
                 found.append((proc.pid, cmd))
+        except psutil.Error:
+            continue
     return found
 
 
 @pytest.fixture
-def no_leftovers():
+def no_leftovers(monkeypatch):
     """Fails the test if an agent, task or evaluator it started is still running afterwards."""
-    start = time.time()
+    marker = uuid.uuid4().hex
+    monkeypatch.setenv(MARKER, marker)
     yield
     deadline = time.time() + 10
-    while syncswitch_processes(start) and time.time() < deadline:
+    while syncswitch_processes(marker) and time.time() < deadline:
         time.sleep(0.2)
-    left = syncswitch_processes(start)
+    left = syncswitch_processes(marker)
     for pid, _ in left:
         try:
             psutil.Process(pid).kill()

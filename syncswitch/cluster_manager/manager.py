@@ -17,7 +17,8 @@ from syncswitch.cluster_manager.backends import ProvisionRequest, get_backend
 from syncswitch.cluster_manager.evaluator import time_to_accuracy
 from syncswitch.cluster_manager.outputs import RunOutputs
 from syncswitch.cluster_manager.progress import ProgressBar, summary_table
-from syncswitch.errors import ClusterError, DivergedError, SyncSwitchError
+from syncswitch.cluster_manager.stragglers import StragglerController, greedy_interrupt, greedy_resume
+from syncswitch.errors import ClusterError, DivergedError, SpecError, SyncSwitchError
 from syncswitch.policies import CONFIGURATION_POLICIES
 from syncswitch.search.traces import converged_accuracy
 
@@ -61,14 +62,28 @@ class JobRun:
             raise SyncSwitchError(f"--output-dir {run_dir} already holds a run (summary.json); choose another")
         self.job_id = f"{spec.name}-{secrets.token_hex(4)}"
         self.bar = ProgressBar(progress)
-        policy = CONFIGURATION_POLICIES.get(spec.policy.configuration)()
+        self.config_policy = CONFIGURATION_POLICIES.get(spec.policy.configuration)()
         n = spec.cluster.workers
-        self.phases = [(p, policy.configure(p.protocol, spec.hyperparameters, n)) for p in spec.policy.schedule]
+        self.phases = [(p, self.config_for(p.protocol)) for p in spec.policy.schedule]
         for i in range(1, len(self.phases)):
-            self.phases[i] = (self.phases[i][0], policy.on_switch(self.phases[i - 1][1], self.phases[i][1]))
+            self.phases[i] = (self.phases[i][0],
+                              self.config_policy.on_switch(self.phases[i - 1][1], self.phases[i][1]))
         self.mode = spec.policy.switch_mode
         if self.mode == "in-place" and len({c.per_worker_batch for _, c in self.phases}) > 1:
             self.mode = "relaunch"  # one graph holds one input pipeline
+        stragglers = spec.stragglers
+        if stragglers.policy == "greedy" and self.mode != "in-place":
+            raise SpecError("stragglers.policy='greedy' switches protocols in place; it needs "
+                            "policy.switch_mode='in-place' and one per-worker batch size for BSP and ASP")
+        if stragglers.method != "delay":
+            raise SpecError(f"stragglers.method={stragglers.method!r}: the {spec.cluster.backend} backend runs "
+                            "every node in one network namespace, so only method 'delay' is available")
+        self.stragglers = StragglerController(stragglers, n, self._send)
+        self.greedy_owed: float | None = None
+        self.greedy_tail: list | None = None
+        self.policy_switch: dict[int, tuple[float, dict]] = {}
+        self.joined: set[int] = set()
+        self.idle_entries: dict[int, dict] = {}
         # per-phase state filled by the event handler
         self.ready: dict[int, dict] = {}
         self.entered: set[int] = set()
@@ -85,6 +100,12 @@ class JobRun:
         self.total_samples = None
         self.evaluator = None
         self.early_checkpoints: list[dict] = []
+
+    def config_for(self, protocol: str):
+        return self.config_policy.configure(protocol, self.spec.hyperparameters, self.spec.cluster.workers)
+
+    def _send(self, worker: int, command: dict) -> None:
+        self.clients[worker].control(command)
 
     # -- event handling --------------------------------------------------------------------
     def handle(self, source, event: dict, received: float) -> None:
@@ -111,7 +132,9 @@ class JobRun:
             for key in ("loss", "examples_per_s", "step_time_s"):
                 self.outputs.scalar(f"worker{source}/{key}", event[key], step, received)
             ex = sum(m["examples_per_s"] for m in self.latest.values())
-            self.bar.update(max(m["fraction"] for m in self.latest.values()), event["protocol"], ex, event["loss"])
+            fraction = max(m["fraction"] for m in self.latest.values())
+            self.bar.update(fraction, event["protocol"], ex, event["loss"])
+            self._on_metrics(source, event, received, fraction)
         elif kind == "ready":
             self.ready[source] = event
             self.total_samples = event["total_samples"]
@@ -121,14 +144,27 @@ class JobRun:
             self.first_steps.setdefault(event["phase"], {})[source] = received
             if self.first_step_time is None:
                 self.first_step_time = received
+                self.stragglers.t0 = received  # straggler times count from the first step, like evaluations
         elif kind == "paused":
             paused = self.paused.setdefault(event["phase"], {})
             paused[source] = (received, event)
             phase = event["phase"]
+            idle = self.stragglers.idle
+            if idle and phase not in self.joined and len(paused) >= len(self.clients) - len(idle):
+                # Every active worker is at the boundary: the idled ones join them there.
+                self.joined.add(phase)
+                for worker in idle - set(paused):
+                    self._send(worker, {"cmd": "join"})
             if self.phases[phase][0].protocol == "bsp" and phase not in self.released:
                 # Workers still inside a BSP step wait for a gradient that will not come: free them.
                 self.released.add(phase)
                 self.clients[0].control({"cmd": "release"})
+        elif kind == "idle":
+            entry, decided = self.idle_entries.pop(source, (None, None))
+            if entry is not None:  # the action's cost: until its last straggler left the group
+                entry["overhead_s"] = max(entry["overhead_s"] or 0.0, received - decided)
+        elif kind in ("group", "resumed"):
+            pass
         elif kind == "saved":
             self.saved.append(event)
         elif kind == "checkpoint":
@@ -137,6 +173,53 @@ class JobRun:
             ev.raise_for_event(source, event, self.feed.stopping)
         if kind not in ("metrics",):
             self.outputs.record({"kind": kind, "source": source, "t": received - self.t_submit, **event})
+
+    def _on_metrics(self, source: int, event: dict, received: float, fraction: float) -> None:
+        ctl = self.stragglers
+        ctl.on_progress(fraction, received)
+        k = self.current_phase
+        if k < 0 or k >= len(self.phases):
+            return
+        scheduled = "bsp" if self.greedy_tail is not None else self.phases[k][0].protocol
+        found, actions = ctl.on_metrics(source, event, received, self.phases[k][0].protocol, scheduled)
+        for item in found:
+            record = dataclasses.asdict(item)
+            self.outputs.record({"kind": "straggler", "t": received - self.t_submit, **record})
+            self.outputs.scalar(f"stragglers/worker{item.worker}", 1.0 if item.kind == "detected" else 0.0,
+                                int(fraction * 1e6), received)
+            self.bar.message(f"straggler {item.kind}: worker {item.worker} ({item.throughput:.2f} steps/s, "
+                             f"threshold {item.threshold:.2f})")
+        for action in actions:
+            if action.kind == "shrink":
+                self._shrink(action, received)
+            elif action.kind == "switch":
+                self._policy_switch(action, received, fraction)
+
+    def _shrink(self, action, now: float) -> None:
+        """Elastic: aggregate only the healthy workers' gradients; the stragglers idle until the switch."""
+        size = len(self.clients) - len(self.stragglers.idle)
+        entry = self.stragglers.record_action(action, now, group_size=size)
+        self._send(0, {"cmd": "set_group", "size": size})
+        for worker in action.workers:
+            self.idle_entries[worker] = (entry, now)
+            self._send(worker, {"cmd": "idle"})
+        self.outputs.record({"kind": "policy_action", "t": now - self.t_submit, **entry})
+
+    def _policy_switch(self, action, now: float, fraction: float) -> None:
+        """Greedy: end the running phase at the current progress and continue with `action.protocol`."""
+        k = self.current_phase
+        if self.paused.get(k) or k in self.policy_switch or self.phases[k][0].protocol == action.protocol:
+            return  # the phase is ending anyway, or already runs that protocol
+        if action.protocol == "asp":
+            self.greedy_owed, self.greedy_tail = greedy_interrupt(self.phases, k, fraction, self.config_for)
+        else:
+            greedy_resume(self.phases, k, fraction, self.greedy_owed or 0.0, self.greedy_tail or [],
+                          self.config_for)
+            self.greedy_owed, self.greedy_tail = None, None
+        entry = self.stragglers.record_action(action, now, at_fraction=fraction)
+        self.policy_switch[k] = (now, entry)
+        self.outputs.record({"kind": "policy_action", "t": now - self.t_submit, **entry})
+        self.actuator.map(lambda c: c.control({"cmd": "set_boundary", "phase": k, "until": fraction}))
 
     def evaluate(self, checkpoint: dict) -> None:
         if self.evaluator is None:
@@ -241,7 +324,8 @@ class JobRun:
         with open(spec.script, "rb") as fh:
             self.script_source = fh.read()
         self._launch_all(start_phase=0)
-        for k in range(len(self.phases)):
+        k = 0
+        while k < len(self.phases):
             if k == 0:
                 self._enter_and_go(0)
                 n = len(self.clients)
@@ -256,7 +340,11 @@ class JobRun:
             else:
                 self._switch(k)
             self._run_phase(k)
+            if self.phase_log[-1]["end_fraction"] >= 1.0:
+                del self.phases[k + 1:]  # a policy's phase reached the end of the workload
+            k += 1
         self.t_end = max(t for t, _ in self.paused[len(self.phases) - 1].values())
+        self.stragglers.finish(time.time())
         self.clients[0].checkpoint("final")
         self.feed.wait_until(lambda: self.saved and self.saved[-1].get("reason") == "final", "the final checkpoint")
         final = self.saved[-1]
@@ -279,7 +367,7 @@ class JobRun:
             "workload": dataclasses.asdict(spec.workload),
             "phases": [{"protocol": p.protocol, "until": p.until, "config": dataclasses.asdict(c),
                         "build": self.mode == "in-place" or k == start_phase}
-                       for k, (p, c) in enumerate(self.phases)],
+                       for k, (p, c) in enumerate(self.phases)] + self._policy_protocols(),
             "start_phase": start_phase,
             # Without a shared filesystem the agent picks a node-local folder (its work dir's checkpoints/).
             "checkpoint_dir": os.path.join(self.run_dir, "checkpoints") if self.cluster.shared_filesystem else None,
@@ -289,6 +377,14 @@ class JobRun:
             "report_variables": os.environ.get("SYNCSWITCH_REPORT_VARIABLES") == "1",
         }
         client.launch(os.path.basename(spec.script), self.script_source, launch)
+
+    def _policy_protocols(self) -> list[dict]:
+        """Greedy may switch to a protocol the schedule lacks: build its update op too, as a phase never entered."""
+        if self.spec.stragglers.policy != "greedy":
+            return []
+        present = {p.protocol for p, _ in self.phases}
+        return [{"protocol": p, "until": 1.0, "config": dataclasses.asdict(self.config_for(p)), "build": True}
+                for p in ("bsp", "asp") if p not in present]
 
     def _launch_all(self, start_phase: int) -> None:
         self.ready.clear()
@@ -328,6 +424,9 @@ class JobRun:
     def _switch(self, k: int) -> None:
         previous, upcoming = self.phases[k - 1][0], self.phases[k][0]
         decision = min(t for t, _ in self.paused[k - 1].values())
+        policy_decision, action = self.policy_switch.get(k - 1, (None, None))
+        if policy_decision is not None:
+            decision = policy_decision  # a straggler policy decided before any worker paused
         at_fraction = max(e["fraction"] for _, e in self.paused[k - 1].values())
         if self.mode == "in-place":
             self._enter_and_go(k)
@@ -339,12 +438,20 @@ class JobRun:
             self.feed.stopping = True  # the old tasks' exits are expected
             self._launch_all(start_phase=k)
             self.feed.stopping = False
+            self.stragglers.reapply()
             self._enter_and_go(k)
         n = len(self.clients)
         self.feed.wait_until(lambda: len(self.first_steps.get(k, {})) == n, f"phase {k} to start")
         resumed = max(self.first_steps[k].values())
         self.switches.append({"from": previous.protocol, "to": upcoming.protocol, "at_fraction": at_fraction,
-                              "mode": self.mode, "overhead_s": resumed - decision})
+                              "mode": self.mode, "overhead_s": resumed - decision,
+                              "reason": f"{self.stragglers.policy.name} policy" if action else "schedule"})
+        if action is not None:
+            action["overhead_s"] = resumed - decision
+        # The group is whole again; once no BSP is owed, ASP is immune and detection stops.
+        owed = self.greedy_tail is not None or any(p.protocol == "bsp" for p, _ in self.phases[k:])
+        self.stragglers.phase_changed(bsp_share_done=not owed)
+        self.joined.discard(k)
 
     def _teardown(self) -> None:
         self.feed.stopping = True
@@ -371,13 +478,14 @@ class JobRun:
         start = self.first_step_time
         end = getattr(self, "t_end", None)
         switch_at = None
-        protocols = [p.protocol for p, _ in self.phases]
+        schedule = spec.policy.schedule  # as planned: a straggler policy may have split phases since
+        protocols = [p.protocol for p in schedule]
         if protocols == ["bsp"]:
             switch_at = 1.0
         elif protocols == ["asp"]:
             switch_at = 0.0
         elif protocols == ["bsp", "asp"]:
-            switch_at = self.phases[0][0].until
+            switch_at = schedule[0].until
         return {
             "job": spec.name, "job_id": self.job_id, "spec": spec.path, "run_dir": self.run_dir,
             "backend": spec.cluster.backend, "workers": spec.cluster.workers, "status": self.status,
@@ -397,6 +505,7 @@ class JobRun:
             "evaluations": [{k: e[k] for k in ("fraction", "time_s", "accuracy", "loss")} for e in evaluations],
             "hyperparameters": dataclasses.asdict(spec.hyperparameters),
             "configuration_policy": spec.policy.configuration,
+            **self.stragglers.summary(),
             "started_at": datetime.datetime.fromtimestamp(self.t_submit).isoformat(timespec="seconds"),
             "syncswitch_version": __version__,
         }

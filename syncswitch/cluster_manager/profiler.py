@@ -95,9 +95,12 @@ class StragglerDetector:
     # ------------------------------------------------------------------ inputs
 
     def observe(self, worker: int, time_s: float, local_steps: int,
-                examples_per_s: float | None = None) -> None:
+                examples_per_s: float | None = None, busy_s: float | None = None) -> None:
         """Record a worker's cumulative step count at `time_s`.
 
+        `busy_s`, the worker's cumulative time not spent waiting for the synchronous group, makes
+        the rate steps per busy second. Under BSP every worker completes the same steps per wall
+        second (all wait for the slowest), so only busy time tells the straggler apart.
         `examples_per_s` is accepted so a metrics event can be passed through, but not used: it is
         the worker's 20-step moving average (it lags a slowdown and mixes in BSP wait time).
         """
@@ -114,7 +117,7 @@ class StragglerDetector:
             state.pending.clear()
             state.base = None
         state.last_steps = local_steps
-        state.pending.append((float(time_s), local_steps))
+        state.pending.append((float(time_s), local_steps, None if busy_s is None else float(busy_s)))
 
     def exclude(self, worker: int) -> None:
         """Stop tracking a worker (a policy idled it); it keeps its detected state meanwhile."""
@@ -174,7 +177,11 @@ class StragglerDetector:
             last = inside[-1]
             base = state.base if state.base is not None else (inside[0] if len(inside) > 1 else None)
             state.base = last
-            if base is not None and last[0] > base[0]:
+            if base is None or last[0] <= base[0]:
+                continue
+            if last[2] is not None and base[2] is not None and last[2] > base[2]:
+                rates[worker] = (last[1] - base[1]) / (last[2] - base[2])
+            else:
                 rates[worker] = (last[1] - base[1]) / (last[0] - base[0])
         if len(rates) < self.min_workers:
             return []  # too few workers to say who is slow: nobody's streak moves

@@ -33,7 +33,7 @@ class CountingOptimizer(v1.train.Optimizer):
         update = self._inner.apply_gradients(grads_and_vars, global_step=global_step)
         with tf.control_dependencies([update]):
             # The counter's new value, produced where the counter lives: fetching it costs no extra hop.
-            self.counted = self._samples.assign_add(tf.constant(self._per_update, tf.int64))
+            self.counted = self._samples.assign_add(tf.cast(self._per_update, tf.int64))
         return tf.group(update, self.counted, name=name or f"{self._name}_apply")
 
     def get_slot(self, var, name):
@@ -52,6 +52,11 @@ class ProtocolEngine(abc.ABC):
     name: str
     train_op: tf.Operation
     samples_after: tf.Tensor  # the global sample counter, read after this worker's step
+    # A synchronous step splits in two: `push_op` hands this worker's gradient over, `wait_op`
+    # blocks until the group's update is applied. Timing them apart tells a worker's own speed
+    # from the time it spends waiting for others (which under BSP is the same for everyone).
+    push_op = None
+    wait_op = None
 
     def _finish(self, train_op, samples_after) -> None:
         self.train_op = train_op
@@ -89,19 +94,35 @@ class SyncReplicasEngine(ProtocolEngine):
 
     def __init__(self, optimizer, grads_and_vars, global_step, samples, per_worker_batch: int,
                  num_workers: int, is_chief: bool):
-        counting = CountingOptimizer(optimizer, samples, per_worker_batch * num_workers, "bsp")
+        # The synchronous group's size lives in a variable so the elastic straggler policy can
+        # shrink it without rebuilding the graph: the chief aggregates that many gradients and
+        # hands out that many tokens per step. Samples per update scale with it.
+        with tf.device(global_step.device):
+            self.group_size = v1.get_variable("syncswitch/sync_group", [], tf.int32,
+                                              v1.constant_initializer(num_workers), trainable=False)
+            self._group_in = v1.placeholder(tf.int32, [], name="sync_group_in")
+            self._set_group = self.group_size.assign(self._group_in)
+        group = self.group_size.read_value()
+        counting = CountingOptimizer(optimizer, samples, tf.cast(group, tf.int64) * per_worker_batch, "bsp")
         self._opt = v1.train.SyncReplicasOptimizer(
             counting, replicas_to_aggregate=num_workers, total_num_replicas=num_workers, name="bsp_sync")
+        self._opt._replicas_to_aggregate = group  # noqa: SLF001 - read by take_grad, accepts a tensor
+        self._opt._tokens_per_step = group  # noqa: SLF001 - read by the token fill, accepts a tensor
+        self._num_workers = num_workers
         train_op = self._opt.apply_gradients(grads_and_vars, global_step)
+        token = _find_op(train_op, "QueueDequeueV2")
+        self.push_op = tf.group(*token.control_inputs, name="bsp_push")  # gradients into the accumulators
+        queue = self._opt._sync_token_queue  # noqa: SLF001 - no public handle for the token queue
+        with tf.device(token.device):
+            wait_token = queue.dequeue(name="bsp_wait_token")
+        self.wait_op = self._opt._local_step.assign(wait_token)  # noqa: SLF001 - as the optimizer's own step does
         # Read the counter right after this worker's token arrives, on the counter's own device:
         # the token is only handed out once the aggregated update (and its count) is applied.
-        token = _find_op(train_op, "QueueDequeueV2")
-        with tf.device(samples.device), tf.control_dependencies([token]):
+        with tf.device(samples.device), tf.control_dependencies([wait_token]):
             samples_after = tf.identity(samples.read_value(), name="bsp_samples_after")
         self._finish(train_op, samples_after)
         self._is_chief = is_chief
         self._queue_runner_started = False
-        queue = self._opt._sync_token_queue  # noqa: SLF001 - no public handle for the token queue
         with tf.device(global_step.device):
             self._release_op = queue.enqueue_many(tf.fill([num_workers], global_step.read_value()))
             self._queue_size = queue.size()
@@ -115,6 +136,7 @@ class SyncReplicasEngine(ProtocolEngine):
         size = session.run(self._queue_size)
         if size:
             session.run(self._drain_op, {self._drain_count: size})
+        session.run(self._set_group, {self._group_in: self._num_workers})  # the full group again
         session.run(self._chief_init_op)  # accumulators accept gradients from the current step on
         if not self._queue_runner_started:
             # Daemon threads: the process exits explicitly, so a blocked take_grad cannot hang shutdown.
@@ -127,6 +149,10 @@ class SyncReplicasEngine(ProtocolEngine):
 
     def release(self, session) -> None:
         session.run(self._release_op)
+
+    def set_group(self, session, size: int) -> None:
+        """Aggregate `size` gradients per update from now on (elastic: the healthy workers)."""
+        session.run(self._set_group, {self._group_in: int(size)})
 
 
 def _find_op(start, op_type: str) -> tf.Operation:

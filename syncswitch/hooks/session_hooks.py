@@ -61,6 +61,7 @@ class TrainState:
         self.samples = 0
         self.local_steps = 0
         self.phase_steps = 0
+        self.last_wait_s = 0.0  # the last step's wait for the synchronous group (0 under ASP)
         self.diverged_loss: float | None = None
 
     @property
@@ -74,8 +75,10 @@ class TrainState:
 class MetricsHook(v1.train.SessionRunHook):
     """Measures step time, examples/s and loss over a sliding window and reports them periodically.
 
-    It also fetches the global sample counter after each step (progress in samples means the same
-    under every protocol) and flags a NaN or infinite loss.
+    The step runner reads the global sample counter with each step (progress in samples means the
+    same under every protocol) and the time spent waiting for the synchronous group; this hook
+    keeps the worker's busy time (everything but that wait), which tells its own speed apart
+    from the group's, and flags a NaN or infinite loss.
     """
 
     def __init__(self, state: TrainState, engines, loss, emit, *, window: int = 20,
@@ -89,16 +92,23 @@ class MetricsHook(v1.train.SessionRunHook):
         self.batch_by_protocol = batch_by_protocol or {}
         self._t0 = 0.0
         self._last_emit = 0.0
+        self._previous_start: float | None = None
+        self.busy_s = 0.0   # per step: the time since the previous step began, less its group wait
+        self.wait_s = 0.0
 
     def before_run(self, run_context):
         self._t0 = time.perf_counter()
-        return v1.train.SessionRunArgs({"loss": self.loss, "samples": self.engines[self.state.protocol].samples_after})
+        if self._previous_start is not None and self.state.phase_steps > 0:
+            # Covers the step, the hooks and anything slowing this worker between steps.
+            self.busy_s += self._t0 - self._previous_start - self.state.last_wait_s
+        self._previous_start = self._t0
+        return v1.train.SessionRunArgs({"loss": self.loss})
 
     def after_run(self, run_context, run_values):
         now = time.perf_counter()
         loss = float(run_values.results["loss"])
         state = self.state
-        state.samples = int(run_values.results["samples"])
+        self.wait_s += state.last_wait_s
         state.local_steps += 1
         state.phase_steps += 1
         self.window.append((now - self._t0, loss))
@@ -123,7 +133,7 @@ class MetricsHook(v1.train.SessionRunHook):
             "event": "metrics", "worker": state.worker, "protocol": state.protocol, "phase": state.phase,
             "samples": state.samples, "fraction": state.fraction, "local_steps": state.local_steps,
             "step_time_s": step_time, "examples_per_s": batch / step_time if step_time > 0 else 0.0,
-            "loss": sum(losses) / len(losses),
+            "loss": sum(losses) / len(losses), "busy_s": self.busy_s, "wait_s": self.wait_s,
         }
 
 
@@ -147,6 +157,11 @@ class ControlHook(v1.train.SessionRunHook):
         if config is not None:
             self.task.apply_config(self.session, config)
         self.task.on_step(self.session)
+        if self.task.idle_requested and not self.state.at_boundary():
+            self.task.idle_requested = False
+            if not self.task.pause(self.session, idle=True):
+                run_context.request_stop()
+                return
         if self.state.at_boundary():
             if not self.task.pause(self.session):
                 run_context.request_stop()

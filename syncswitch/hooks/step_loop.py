@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import tensorflow as tf
 
 v1 = tf.compat.v1
@@ -12,50 +14,63 @@ def _name(x) -> str:
 
 
 class StepRunner:
-    """Runs `train_op` plus the hooks' fetches through one session callable per fetch signature.
+    """Runs a protocol engine's step plus the hooks' fetches through session callables.
 
     MonitoredSession.run rebuilds the fetch structure in Python on every step, and the first
     `session.run` of a new signature registers fresh graph partitions on every task. Callables
     made once per protocol remove both costs: the per-step Python work shrinks, and `prepare()`
     does the registration for every protocol before training starts, so a switch does not pay it.
+
+    The runner also reads the global sample counter with the step and times a synchronous step's
+    wait for the group apart from the rest; both go to `state` before the hooks' `after_run`.
     """
 
-    def __init__(self, session, hook):
+    def __init__(self, session, hook, state):
         self.session = session
         self.hook = hook
+        self.state = state
         self._callables: dict[tuple, object] = {}
 
-    def _key(self, train_op, fetches) -> tuple:
-        names = tf.nest.map_structure(_name, fetches) if fetches is not None else None
-        return train_op.name, repr(names)
-
-    def _callable(self, train_op, fetches):
-        key = self._key(train_op, fetches)
+    def _callable(self, *fetches):
+        key = repr(tf.nest.map_structure(_name, fetches))
         fn = self._callables.get(key)
         if fn is None:
-            if fetches is None:
-                run = self.session.make_callable(train_op)
-                fn = lambda: (run(), None)  # noqa: E731
-            else:
-                fn = self.session.make_callable([train_op, fetches])
+            fn = self.session.make_callable(list(fetches))
             self._callables[key] = fn
         return fn
 
-    def prepare(self, train_op) -> None:
-        """Build the callable `train_op` will use, as the hooks ask for it now, without running it."""
+    def _fns(self, engine, hook_fetches):
+        if engine.wait_op is None:
+            return self._callable(engine.train_op, engine.samples_after, hook_fetches), None
+        return (self._callable(engine.push_op, hook_fetches),
+                self._callable(engine.wait_op, engine.samples_after))
+
+    def prepare(self, engine) -> None:
+        """Build the callables `engine`'s step will use, as the hooks ask for it now, without running them."""
         args = self.hook.before_run(v1.train.SessionRunContext(None, self.session))
         if args is not None and not args.feed_dict:
-            self._callable(train_op, args.fetches)
+            self._fns(engine, args.fetches or {})
 
-    def step(self, train_op) -> bool:
+    def step(self, engine) -> bool:
         """One hooked step; False once a hook asked to stop."""
         context = v1.train.SessionRunContext(None, self.session)
         args = self.hook.before_run(context)
-        fetches = args.fetches if args is not None else None
+        fetches = (args.fetches if args is not None else None) or {}
+        wait_s = 0.0
         if args is not None and args.feed_dict:
             # Feeds change per step, so they go through the general path.
-            _, results = self.session.run([train_op, fetches], feed_dict=args.feed_dict, options=args.options)
+            _, samples, results = self.session.run([engine.train_op, engine.samples_after, fetches],
+                                                   feed_dict=args.feed_dict, options=args.options)
         else:
-            _, results = self._callable(train_op, fetches)()
+            first, wait = self._fns(engine, fetches)
+            if wait is None:
+                _, samples, results = first()
+            else:
+                _, results = first()
+                t0 = time.perf_counter()
+                _, samples = wait()
+                wait_s = time.perf_counter() - t0
+        self.state.samples = int(samples)
+        self.state.last_wait_s = wait_s
         self.hook.after_run(context, v1.train.SessionRunValues(results, None, None))
         return not context.stop_requested

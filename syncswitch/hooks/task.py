@@ -70,6 +70,7 @@ class Task:
         self.eval_points = [p for p in self.eval_points if p < 1.0]
         self.checkpoint_dir = launch["checkpoint_dir"]
         self.delay_s = 0.0
+        self.idle_requested = False
 
     # -- commands the hook asks about ------------------------------------------------------
     def pending_config(self):
@@ -95,7 +96,11 @@ class Task:
         due = [p for p in self.eval_points if p <= fraction]
         if due:
             self.eval_points = [p for p in self.eval_points if p > fraction]
+            t0 = time.perf_counter()
             path = self.save(session)
+            # Checkpointing for the evaluator is syncswitch's own cost, not the chief being slow:
+            # keep it out of the busy time the straggler detector compares.
+            self.state.last_wait_s += time.perf_counter() - t0
             emit({"event": "checkpoint", "path": path, "fraction": fraction, "samples": self.state.samples})
 
     def save(self, session) -> str:
@@ -112,10 +117,16 @@ class Task:
         return {v.op.name: hashlib.sha256(repr((a.dtype.str, a.shape)).encode() + a.tobytes()).hexdigest()
                 for v, a in zip(variables, values)}
 
-    def pause(self, session, initial: bool = False) -> bool:
-        """Block at a phase boundary handling commands; True to resume, False to stop."""
+    def pause(self, session, initial: bool = False, idle: bool = False) -> bool:
+        """Block at a phase boundary handling commands; True to resume, False to stop.
+
+        `idle`: the elastic policy took this worker out of the synchronous group; it waits here
+        until told to `resume`, or to `join` the others at the phase boundary.
+        """
         g, state = self.g, self.state
-        if initial:
+        if idle:
+            emit({"event": "idle", "phase": state.phase, "fraction": state.fraction, "samples": state.samples})
+        elif initial:
             samples, step = session.run([g.samples, g.global_step])
             state.samples = int(samples)
             ready = {"event": "ready", "samples": state.samples, "fraction": state.fraction,
@@ -131,6 +142,18 @@ class Task:
             kind = cmd["cmd"]
             if kind == "stop":
                 return False
+            if kind == "resume":
+                if idle:
+                    emit({"event": "resumed", "phase": state.phase})
+                    return True
+                continue  # it reached the boundary before the command: nothing to resume
+            if kind == "join":
+                if idle:
+                    idle = False
+                    state.samples = int(session.run(g.samples))
+                    emit({"event": "paused", "phase": state.phase, "fraction": state.fraction,
+                          "samples": state.samples, "phase_steps": state.phase_steps})
+                continue
             if kind == "enter_phase":
                 self.apply_config(session, cmd["config"])
                 g.engines[cmd["protocol"]].enter_chief(session)
@@ -146,6 +169,7 @@ class Task:
                     saved["variables"] = self.variable_digests(session)
                 emit(saved)
             elif kind == "go":
+                self.idle_requested = False  # an idle request that met the boundary ends with the phase
                 state.protocol = cmd["protocol"]
                 state.phase = cmd["phase"]
                 state.boundary = cmd["until"]
@@ -174,14 +198,14 @@ class Task:
             session = creator.create_session()
             hooks.after_create_session(session, None)
             self._raw_session = session
-            runner = StepRunner(session, hooks)
+            runner = StepRunner(session, hooks, self.state)
             for protocol, engine in g.engines.items():
                 self.state.protocol = protocol
-                runner.prepare(engine.train_op)
+                runner.prepare(engine)
             self.state.protocol = None
             if not self.pause(session, initial=True):
                 return 0
-            while runner.step(g.engines[self.state.protocol].train_op):
+            while runner.step(g.engines[self.state.protocol]):
                 pass
         if self.state.diverged_loss is not None:
             emit({"event": "diverged", "loss": self.state.diverged_loss, "fraction": self.state.fraction,
@@ -233,6 +257,16 @@ def _read_commands(task_holder: dict, commands: "queue.Queue[dict]") -> None:
             task.set_pending_config(cmd["config"])
         elif kind == "set_delay" and task is not None:
             task.delay_s = float(cmd.get("delay_s", 0.0))
+        elif kind == "set_group" and task is not None:
+            # Elastic policy: the chief aggregates fewer gradients from now on, mid-phase.
+            task.g.engines["bsp"].set_group(task._raw_session, cmd["size"])
+            emit({"event": "group", "size": cmd["size"]})
+        elif kind == "idle" and task is not None:
+            task.idle_requested = True
+        elif kind == "set_boundary" and task is not None:
+            # A policy ends the running phase early: pause once progress reaches `until`.
+            if task.state.phase == cmd["phase"]:
+                task.state.boundary = float(cmd["until"])
         else:
             commands.put(cmd)
     commands.put({"cmd": "stop"})  # agent went away

@@ -1,0 +1,214 @@
+"""Shared helpers of the benchmark modules: paths, statistics, machine facts, subprocess JSON, job specs."""
+
+from __future__ import annotations
+
+import datetime
+import json
+import math
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+import traceback
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+if ROOT not in sys.path:
+    sys.path.insert(0, ROOT)
+# Every process a benchmark starts (agents, tasks, evaluator, helper scripts) imports this tree's syncswitch,
+# whatever copy pip may have installed.
+os.environ["PYTHONPATH"] = os.pathsep.join([ROOT] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep)
+                                                     if p and p != ROOT])
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
+
+QUICKSTART = os.path.join(ROOT, "jobs", "quickstart.yaml")
+RESNET = os.path.join(ROOT, "jobs", "resnet_synthetic.yaml")
+
+
+def log(message: str) -> None:
+    """Progress on stderr, so stdout stays the JSON a module prints when run alone."""
+    sys.stderr.write(f"[bench {time.strftime('%H:%M:%S')}] {message}\n")
+    sys.stderr.flush()
+
+
+def spread(values) -> dict:
+    """{median, min, max, n, runs} of the finite numbers in `values` (None and NaN dropped); median None if none."""
+    runs = [None if isinstance(v, float) and not math.isfinite(v) else v for v in values]
+    good = [v for v in runs if isinstance(v, (int, float)) and math.isfinite(v)]
+    if not good:
+        return {"median": None, "min": None, "max": None, "n": 0, "runs": runs}
+    return {"median": statistics.median(good), "min": min(good), "max": max(good), "n": len(good), "runs": runs}
+
+
+def median_with_misses(values):
+    """Median where None means "never" (infinitely late); None when the median itself is a miss."""
+    ordered = sorted(math.inf if v is None else v for v in values)
+    n = len(ordered)
+    if not n:
+        return None
+    m = ordered[n // 2] if n % 2 else (ordered[n // 2 - 1] + ordered[n // 2]) / 2
+    return None if math.isinf(m) else m
+
+
+def ratio(num, den):
+    if num is None or den is None or den <= 0:
+        return None
+    return num / den
+
+
+def git_commit() -> str | None:
+    try:
+        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True, timeout=10)
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT,
+                               capture_output=True, text=True, timeout=10).stdout.strip()
+        return out.stdout.strip() + ("-dirty" if dirty else "") if out.returncode == 0 else None
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def machine_facts(argv=None) -> dict:
+    facts = {"date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
+             "cpu_count": os.cpu_count(), "python": platform.python_version(), "platform": platform.platform(),
+             "git_commit": git_commit(), "command": " ".join([os.path.relpath(sys.argv[0], ROOT)] +
+                                                               list(sys.argv[1:] if argv is None else argv))}
+    try:
+        import psutil
+
+        facts["cpu_count_physical"] = psutil.cpu_count(logical=False)
+        facts["memory_gib"] = round(psutil.virtual_memory().total / 2 ** 30, 1)
+    except ImportError:
+        pass
+    try:  # the TensorFlow version without importing TensorFlow here (seconds, and memory in the manager)
+        from importlib.metadata import version
+
+        facts["tensorflow"] = version("tensorflow")
+    except Exception:  # noqa: BLE001
+        facts["tensorflow"] = None
+    try:
+        import grpc
+
+        facts["grpcio"] = grpc.__version__
+    except ImportError:
+        pass
+    return facts
+
+
+def last_json(text: str):
+    """The last JSON object in `text` that starts at the beginning of a line (scripts print logs before it)."""
+    decoder = json.JSONDecoder()
+    starts = [i for i in range(len(text)) if text[i] == "{" and (i == 0 or text[i - 1] == "\n")]
+    for start in reversed(starts):
+        try:
+            obj, _ = decoder.raw_decode(text, start)
+            return obj
+        except json.JSONDecodeError:
+            continue
+    raise ValueError("no JSON object in the output")
+
+
+def run_json_script(args: list[str], timeout_s: float, cwd: str = ROOT, env: dict | None = None) -> dict:
+    """Run `python ARGS...` and parse the JSON it prints; raise RuntimeError with its last output on failure."""
+    started = time.time()
+    try:
+        proc = subprocess.run([sys.executable] + args, cwd=cwd, capture_output=True, text=True, timeout=timeout_s,
+                              env=env)
+    except subprocess.TimeoutExpired as exc:
+        raise RuntimeError(f"{' '.join(args)} did not finish within {timeout_s:.0f} s") from exc
+    if proc.returncode != 0:
+        tail = (proc.stderr or proc.stdout or "").strip().splitlines()[-5:]
+        raise RuntimeError(f"{' '.join(args)} exited with code {proc.returncode}: {' | '.join(tail)}")
+    try:
+        out = last_json(proc.stdout)
+    except ValueError:
+        raise RuntimeError(f"{' '.join(args)} printed no JSON: {proc.stdout[-300:]!r}") from None
+    out["wall_s"] = round(time.time() - started, 1)
+    return out
+
+
+def run_part(name: str, fn, *args, **kwargs) -> dict:
+    """fn(*args, **kwargs) as one benchmark part: its dict, or {"error": ...} when it raises."""
+    log(f"{name}: start")
+    started = time.time()
+    try:
+        result = fn(*args, **kwargs)
+    except KeyboardInterrupt:
+        raise
+    except BaseException as exc:  # noqa: BLE001 - one part's failure must not stop the others
+        log(f"{name}: FAILED: {type(exc).__name__}: {exc}")
+        if os.environ.get("SYNCSWITCH_DEBUG"):
+            traceback.print_exc()
+        result = {"error": f"{type(exc).__name__}: {exc}"}
+    result["part_wall_s"] = round(time.time() - started, 1)
+    log(f"{name}: done in {result['part_wall_s']:.0f} s")
+    return result
+
+
+def load_spec(job: str, overrides=()):
+    from syncswitch import spec as specmod
+
+    return specmod.load(job, list(overrides))
+
+
+def run_summary(spec, variant: str, run_dir: str) -> dict:
+    """One run through the cluster manager; a run that raises becomes a summary with status failed."""
+    from syncswitch.cluster_manager.experiments import run_variant
+
+    started = time.time()
+    try:
+        summary = run_variant(spec, variant, run_dir)
+    except KeyboardInterrupt:
+        raise
+    except Exception as exc:  # noqa: BLE001 - recorded per run
+        summary = {"status": "failed", "message": f"{type(exc).__name__}: {exc}", "evaluations": []}
+    summary["bench_wall_s"] = time.time() - started
+    log(f"  {variant} -> {summary.get('status')} total {fmt(summary.get('total_time_s'))} s, "
+        f"converged {fmt(summary.get('converged_accuracy'), 3)}, wall {summary['bench_wall_s']:.0f} s ({run_dir})")
+    return summary
+
+
+def fmt(value, digits: int = 1) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:.{digits}f}"
+    return str(value)
+
+
+def write_json(path: str, doc) -> None:
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    tmp = f"{path}.tmp"
+    with open(tmp, "w", encoding="utf-8") as fh:
+        json.dump(doc, fh, indent=2, default=str)
+        fh.write("\n")
+    os.replace(tmp, path)
+
+
+def run_root(out: str | None, label: str) -> str:
+    """A fresh run folder under the --out file's folder (bench-runs/ by default), never the repo root."""
+    base = os.path.dirname(os.path.abspath(out)) if out else os.path.join(ROOT, "bench-runs")
+    if os.path.abspath(base) == ROOT:
+        base = os.path.join(ROOT, "bench-runs")
+    stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
+    path = os.path.join(base, "runs", f"{label}-{stamp}-{os.getpid()}")
+    os.makedirs(path, exist_ok=True)
+    return path
+
+
+def standalone(description: str, add_args, run, argv=None) -> int:
+    """main() of a module run alone: parse args, run the part, print its JSON (and write --out)."""
+    import argparse
+
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--quick", action="store_true", help="Fewer repeats and sizes.")
+    parser.add_argument("--out", help="Also write the JSON here; runs go in a folder beside it.")
+    add_args(parser)
+    args = parser.parse_args(argv)
+    root = run_root(args.out, os.path.splitext(os.path.basename(sys.argv[0]))[0])
+    result = run_part(os.path.basename(sys.argv[0]), run, args, root)
+    text = json.dumps(result, indent=2, default=str)
+    print(text)
+    if args.out:
+        write_json(args.out, result)
+    return 1 if "error" in result else 0

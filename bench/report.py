@@ -1,0 +1,171 @@
+"""Markdown tables of a bench/run.py result (`python bench/report.py RESULT.json` prints them)."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+
+def _num(value, digits: int = 2) -> str:
+    if value is None:
+        return "–"
+    if isinstance(value, (int, float)):
+        return f"{value:.{digits}f}"
+    return str(value)
+
+
+def _spread(stats, digits: int = 2, scale: float = 1.0) -> str:
+    if not isinstance(stats, dict) or stats.get("median") is None:
+        return "–"
+    m, lo, hi = (stats.get(k) for k in ("median", "min", "max"))
+    if stats.get("n", 1) <= 1 or lo is None:
+        return _num(m * scale, digits)
+    return f"{_num(m * scale, digits)} [{_num(lo * scale, digits)}–{_num(hi * scale, digits)}]"
+
+
+def _x(value) -> str:
+    return "–" if value is None else f"{value:.2f}x"
+
+
+def _table(header: list[str], rows: list[list[str]]) -> list[str]:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    return lines + ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
+
+
+def _problem(part) -> str | None:
+    if not isinstance(part, dict):
+        return "not run"
+    if "error" in part:
+        return f"**error**: {part['error']}"
+    if "unavailable" in part:
+        return f"unavailable: {part['unavailable']}"
+    return None
+
+
+def _variants(part: dict, names, extra=None) -> list[str]:
+    header = ["variant", "total time s", "final acc", "converged acc", "TTA s", "reached"] + ([extra[0]] if extra else [])
+    rows = []
+    for name in names:
+        v = part.get(name)
+        if not isinstance(v, dict) or "unavailable" in v:
+            rows.append([name, "unavailable: " + str((v or {}).get("unavailable", "not run"))] + [""] * (len(header) - 2))
+            continue
+        row = [name, _spread(v["total_time_s"], 1), _spread(v["final_accuracy"], 3), _spread(v["converged_accuracy"], 3),
+               _spread(v["tta_s"], 1), v["tta_s"].get("reached", "")]
+        if extra:
+            row.append(_x(v.get(extra[1])))
+        rows.append(row)
+    return _table(header, rows)
+
+
+def tta_section(title: str, part) -> list[str]:
+    lines = [f"### {title}", ""]
+    problem = _problem(part)
+    if problem:
+        return lines + [problem, ""]
+    lines += [f"`{part['job']}`, {part['workers']} workers, {part['repeats']} repeat(s); switch at "
+              f"{part['switch_at']:g} ({part['switch_source']}); TTA target {_num(part['target_accuracy'], 3)} "
+              f"({part['target_source']}). Median [min–max].", ""]
+    lines += _variants(part, ("bsp", "asp", "switch"))
+    note = f" ({part['speedup_vs_asp_note']})" if part.get("speedup_vs_asp_note") else ""
+    lines += ["", f"TTA speedup of BSP->ASP: **{_x(part.get('speedup_vs_bsp'))} vs BSP**, "
+                  f"**{_x(part.get('speedup_vs_asp'))} vs ASP**{note}; total-time speedup "
+                  f"{_x(part.get('time_speedup_vs_bsp'))} vs BSP, {_x(part.get('time_speedup_vs_asp'))} vs ASP.", ""]
+    return lines
+
+
+def stragglers_section(part) -> list[str]:
+    lines = ["### Stragglers (BSP->ASP)", ""]
+    problem = _problem(part)
+    if problem:
+        return lines + [problem, ""]
+    lines += [f"`{part['job']}`, scenario {part['scenario']}, {part['workers']} workers, {part['repeats']} repeat(s), "
+              f"switch at {part['switch_at']:g}; TTA target {_num(part['target_accuracy'], 3)} ({part['target_source']}).", ""]
+    names = [k for k in ("none", "greedy", "elastic") if k in part]
+    return lines + _variants(part, names, ("TTA speedup vs none", "speedup_vs_none")) + [""]
+
+
+def switch_section(part) -> list[str]:
+    lines = ["### Switch overhead (s)", ""]
+    problem = _problem(part)
+    if problem:
+        return lines + [problem, ""]
+    rows = [[n, _spread(part[str(n)]["in_place_s"]), _spread(part[str(n)]["relaunch_s"])]
+            for n in part["sizes"] if str(n) in part]
+    return lines + [f"{part['note']}; {part['repeats']} repeat(s), workload {part['workload_samples']} samples.", ""] + \
+        _table(["workers", "in-place", "relaunch"], rows) + [""]
+
+
+def fanout_section(part) -> list[str]:
+    lines = ["### Actuator fan-out (Status RPC)", ""]
+    problem = _problem(part)
+    if problem:
+        return lines + [problem, ""]
+    rows = [[n, _spread(part[str(n)]["parallel_s"], 1, 1000), _spread(part[str(n)]["sequential_s"], 1, 1000),
+             _x(part[str(n)].get("parallel_speedup")), _num(1000 * part[str(n)]["parallel_cold_s"], 1)]
+            for n in part["sizes"] if str(n) in part]
+    lines += _table(["agents", "parallel ms", "sequential ms", "parallel speedup", "first (connect) ms"], rows)
+    growth = part.get("growth")
+    if growth:
+        lines += ["", f"Growth {growth['sizes']}: parallel {_x(growth['parallel'])}, sequential "
+                      f"{_x(growth['sequential'])} (linear {growth['linear']:g}x); {part['repeats']} repeats."]
+    return lines + [""]
+
+
+def scalar_section(title: str, part, keys) -> list[str]:
+    lines = [f"### {title}", ""]
+    problem = _problem(part)
+    if problem:
+        return lines + [problem, ""]
+    rows = [[k, _num(part[k], 3) if not isinstance(part[k], (list, dict)) else json.dumps(part[k])]
+            for k in keys(part)]
+    return lines + _table(["key", "value"], rows) + [""]
+
+
+def memory_section(part) -> list[str]:
+    lines = ["### Peak resident memory (MiB)", ""]
+    problem = _problem(part)
+    if problem:
+        return lines + [problem, ""]
+    rows = [[role, _num(v["max_mib"], 0), _num(v["median_mib"], 0), v["processes"]] for role, v in part["by_role"].items()]
+    lines += [f"`{part['job']}` {part['variant']}, {part['workers']} workers, sampled every {part['interval_s']} s "
+              f"({part['samples']} samples){'; ' + part['source'] if part.get('source') else ''}.", ""]
+    lines += _table(["role", "max", "median of process peaks", "processes"], rows)
+    if part.get("node_max_mib") is not None:
+        lines += ["", f"Peak of one node (agent + its task processes at one instant): {_num(part['node_max_mib'], 0)} MiB."]
+    return lines + [""]
+
+
+def render(doc: dict) -> str:
+    m = doc.get("machine", {})
+    lines = ["## syncswitch benchmarks", "",
+             f"{m.get('date')} · {m.get('cpu_count')} CPUs · Python {m.get('python')} · TensorFlow {m.get('tensorflow')} · "
+             f"commit `{m.get('git_commit')}` · `{m.get('command')}` · {_num(doc.get('wall_s'), 0)} s", ""]
+    parts = doc.get("results", {})
+    if "tta" in parts:
+        lines += tta_section("Time to accuracy: quickstart", parts["tta"])
+    if "tta_resnet" in parts:
+        lines += tta_section("Time to accuracy: ResNet (synthetic CIFAR-shaped)", parts["tta_resnet"])
+    if "stragglers" in parts:
+        lines += stragglers_section(parts["stragglers"])
+    if "switch_overhead" in parts:
+        lines += switch_section(parts["switch_overhead"])
+    if "hook_overhead_ratio" in parts:
+        lines += scalar_section("Hook overhead (throughput with hooks / without)", parts["hook_overhead_ratio"],
+                                lambda p: [k for k in p if k not in ("part_wall_s",)])
+    if "init_time_s" in parts:
+        lines += scalar_section("Init time (submit to first step)", parts["init_time_s"],
+                                lambda p: [k for k in ("init_time_s", "min", "max", "runs", "workers") if k in p])
+    if "fanout" in parts:
+        lines += fanout_section(parts["fanout"])
+    if "memory" in parts:
+        lines += memory_section(parts["memory"])
+    failed = [k for k, v in parts.items() if isinstance(v, dict) and "error" in v]
+    if failed:
+        lines += [f"Failed parts: {', '.join(failed)}.", ""]
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    with open(sys.argv[1], encoding="utf-8") as fh:
+        print(render(json.load(fh)))

@@ -1,0 +1,72 @@
+"""BSP->ASP under the paper's moderate straggler scenario with straggler policies none, greedy and elastic."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from bench import common, tta  # noqa: E402
+
+POLICIES = ("none", "greedy", "elastic")
+SCENARIO = "moderate"
+
+
+def compare(job: str, repeats: int, root: str, workers: int, target: float | None = None,
+            policies=POLICIES, scenario: str = SCENARIO, overrides=()) -> dict:
+    """Each policy on the job's switch schedule, repeats interleaved; TTA against `target` (else the job's,
+    else the none runs' median converged accuracy - 0.01). A spec that rejects the section is recorded as
+    {"unavailable": message} instead of failing."""
+    from syncswitch.errors import SpecError
+
+    specs, unavailable = {}, {}
+    for policy in policies:
+        try:
+            specs[policy] = common.load_spec(job, list(overrides) + [
+                f"cluster.workers={workers}", f"stragglers.scenario={scenario}", f"stragglers.policy={policy}"])
+        except SpecError as exc:
+            unavailable[policy] = str(exc)
+    if not specs:
+        return {"unavailable": next(iter(unavailable.values()))}
+    fraction, source = tta.switch_point(next(iter(specs.values())))
+    variant = f"switch@{fraction:g}"
+    common.log(f"stragglers ({scenario}): {workers} workers, {variant} ({source}), policies "
+               f"{', '.join(specs)} x {repeats}")
+    runs = tta.interleaved({p: (s, variant) for p, s in specs.items()}, repeats, root)
+    first = next(iter(specs.values()))
+    source_note = "bsp runs of the tta part"
+    if target is None:
+        reference = runs.get("none") or next(iter(runs.values()))
+        target, source_note = tta.target_accuracy(first, reference)
+    out = {"job": os.path.relpath(first.path, common.ROOT), "workers": workers, "repeats": repeats,
+           "scenario": scenario, "switch_at": fraction, "switch_source": source,
+           "target_accuracy": target, "target_source": source_note}
+    for policy in policies:
+        out[policy] = tta.variant_stats(runs[policy], target) if policy in runs else {"unavailable": unavailable[policy]}
+    base = out.get("none", {})
+    for policy in policies:
+        if policy == "none" or policy not in runs or "tta_s" not in base:
+            continue
+        out[policy]["speedup_vs_none"] = common.ratio(base["tta_s"]["median"], out[policy]["tta_s"]["median"])
+        out[policy]["time_speedup_vs_none"] = common.ratio(base["total_time_s"]["median"],
+                                                           out[policy]["total_time_s"]["median"])
+    if not any(s == "completed" for p in runs for s in out[p]["statuses"]):
+        raise RuntimeError(f"no straggler run completed: {[out[p]['errors'][:1] for p in runs]}")
+    return out
+
+
+def _args(parser) -> None:
+    parser.add_argument("--job", default=common.QUICKSTART)
+    parser.add_argument("--repeats", type=int)
+    parser.add_argument("--workers", type=int, default=4)
+    parser.add_argument("--target-accuracy", type=float)
+    parser.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE")
+
+
+def _run(args, root) -> dict:
+    return compare(args.job, args.repeats or (1 if args.quick else 3), root, args.workers, args.target_accuracy,
+                   overrides=args.sets)
+
+
+if __name__ == "__main__":
+    sys.exit(common.standalone(__doc__.splitlines()[0], _args, _run))
