@@ -10,17 +10,15 @@ import secrets
 import signal
 import time
 
-from syncswitch import __version__
 from syncswitch.cluster_manager import events as ev
 from syncswitch.cluster_manager.agent_client import Actuator, AgentClient
 from syncswitch.cluster_manager.backends import ProvisionRequest, get_backend
-from syncswitch.cluster_manager.evaluator import time_to_accuracy
 from syncswitch.cluster_manager.outputs import RunOutputs
 from syncswitch.cluster_manager.progress import ProgressBar, summary_table
+from syncswitch.cluster_manager.summary import build_summary
 from syncswitch.cluster_manager.stragglers import StragglerController, greedy_interrupt, greedy_resume
-from syncswitch.errors import ClusterError, DivergedError, SpecError, SyncSwitchError
+from syncswitch.errors import DivergedError, SpecError, SyncSwitchError
 from syncswitch.policies import CONFIGURATION_POLICIES
-from syncswitch.search.traces import converged_accuracy
 
 STATUS_EXIT = {"completed": 0, "failed": 1, "diverged": 3, "interrupted": 130}
 READY_TIMEOUT_S = 300.0
@@ -184,6 +182,7 @@ class JobRun:
         found, actions = ctl.on_metrics(source, event, received, self.phases[k][0].protocol, scheduled)
         for item in found:
             record = dataclasses.asdict(item)
+            record["change"] = record.pop("kind")
             self.outputs.record({"kind": "straggler", "t": received - self.t_submit, **record})
             self.outputs.scalar(f"stragglers/worker{item.worker}", 1.0 if item.kind == "detected" else 0.0,
                                 int(fraction * 1e6), received)
@@ -470,42 +469,4 @@ class JobRun:
 
     # -- results -----------------------------------------------------------------------------
     def summary(self) -> dict:
-        spec = self.spec
-        evaluations = sorted(self.evaluations, key=lambda e: e["fraction"])
-        accuracies = [e["accuracy"] for e in evaluations]
-        converged, stable = converged_accuracy(accuracies)
-        target = spec.evaluation.target_accuracy
-        start = self.first_step_time
-        end = getattr(self, "t_end", None)
-        switch_at = None
-        schedule = spec.policy.schedule  # as planned: a straggler policy may have split phases since
-        protocols = [p.protocol for p in schedule]
-        if protocols == ["bsp"]:
-            switch_at = 1.0
-        elif protocols == ["asp"]:
-            switch_at = 0.0
-        elif protocols == ["bsp", "asp"]:
-            switch_at = schedule[0].until
-        return {
-            "job": spec.name, "job_id": self.job_id, "spec": spec.path, "run_dir": self.run_dir,
-            "backend": spec.cluster.backend, "workers": spec.cluster.workers, "status": self.status,
-            "message": self.message,
-            "schedule": self.phase_log, "switches": self.switches, "switch_mode": self.mode,
-            "switch_at": switch_at,
-            "timing_policy": {"source": spec.policy.source, "switch_at": switch_at},
-            "total_time_s": (end - start) if (start and end) else None,
-            "init_time_s": (start - self.t_submit) if start else None,
-            "wall_time_s": time.time() - self.t_submit,
-            "total_samples": self.total_samples,
-            "final_accuracy": accuracies[-1] if accuracies and self.status == "completed" else None,
-            "converged_accuracy": converged if self.status == "completed" else None,
-            "converged": stable,  # False: the last five evaluations were not within 0.1%
-            "time_to_accuracy_s": time_to_accuracy(evaluations, target),
-            "target_accuracy": target,
-            "evaluations": [{k: e[k] for k in ("fraction", "time_s", "accuracy", "loss")} for e in evaluations],
-            "hyperparameters": dataclasses.asdict(spec.hyperparameters),
-            "configuration_policy": spec.policy.configuration,
-            **self.stragglers.summary(),
-            "started_at": datetime.datetime.fromtimestamp(self.t_submit).isoformat(timespec="seconds"),
-            "syncswitch_version": __version__,
-        }
+        return build_summary(self)

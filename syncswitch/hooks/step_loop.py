@@ -51,6 +51,17 @@ class StepRunner:
         if args is not None and not args.feed_dict:
             self._fns(engine, args.fetches or {})
 
+    def push_only(self, engine) -> None:
+        """Hand this worker's gradient for the token it holds to the group, without waiting.
+
+        A worker leaving the synchronous group mid-phase (elastic) owes the step it holds a token
+        for: the chief may already be waiting for that gradient with the old group size.
+        """
+        if engine.push_op is None:
+            return
+        args = self.hook.before_run(v1.train.SessionRunContext(None, self.session))
+        self._fns(engine, (args.fetches if args is not None else None) or {})[0]()
+
     def step(self, engine) -> bool:
         """One hooked step; False once a hook asked to stop."""
         context = v1.train.SessionRunContext(None, self.session)

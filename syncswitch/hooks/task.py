@@ -125,6 +125,7 @@ class Task:
         """
         g, state = self.g, self.state
         if idle:
+            self.runner.push_only(g.engines[state.protocol])
             emit({"event": "idle", "phase": state.phase, "fraction": state.fraction, "samples": state.samples})
         elif initial:
             samples, step = session.run([g.samples, g.global_step])
@@ -198,7 +199,7 @@ class Task:
             session = creator.create_session()
             hooks.after_create_session(session, None)
             self._raw_session = session
-            runner = StepRunner(session, hooks, self.state)
+            runner = self.runner = StepRunner(session, hooks, self.state)
             for protocol, engine in g.engines.items():
                 self.state.protocol = protocol
                 runner.prepare(engine)

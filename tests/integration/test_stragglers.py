@@ -1,0 +1,66 @@
+"""Real 4-worker clusters with an injected straggler: detection, the elastic shrink and greedy's switches."""
+
+import json
+
+import pytest
+
+from syncswitch import spec as specmod
+from syncswitch.cluster_manager import manager
+
+pytestmark = [pytest.mark.cluster, pytest.mark.slow]
+
+JOB = """
+name: stragglers
+script: EXAMPLES/digits_mlp.py
+hyperparameters: {batch_size: 16, learning_rate: 0.05, momentum: 0.9}
+workload: {epochs: EPOCHS}
+cluster: {backend: local, workers: 4}
+policy: {switch_at: 0.7}
+evaluation: {every: 0.25}
+stragglers:
+  policy: POLICY
+  detection: {window_s: 1.0, consecutive: 2}
+  inject: [{worker: 2, at: 0.05, duration_s: DURATION, delay_ms: 150}]
+"""
+
+
+def _run(write_spec, tmp_path, policy, duration, epochs=12):
+    text = JOB.replace("POLICY", policy).replace("DURATION", str(duration)).replace("EPOCHS", str(epochs))
+    job = specmod.load(write_spec(text))
+    summary = manager.submit(job, output_dir=str(tmp_path / "run"), progress=False)
+    assert summary["status"] == "completed", summary["message"]
+    (injected,) = summary["injected_stragglers"]
+    detections = [e for e in summary["straggler_events"] if e["worker"] == 2]
+    assert detections, summary["straggler_events"]
+    # Detected within three 1-second windows (plus one for the window the slowdown starts in).
+    assert injected["started_at_s"] <= detections[0]["detected_at_s"] <= injected["started_at_s"] + 4.0
+    assert summary["straggler_policy"] == policy
+    return summary, injected, detections
+
+
+def test_elastic_drops_the_straggler_until_the_switch(write_spec, tmp_path, no_leftovers):
+    summary, _, _ = _run(write_spec, tmp_path, "elastic", 600)
+    (shrink,) = summary["policy_actions"]
+    assert shrink["action"] == "shrink" and shrink["workers"] == [2] and shrink["group_size"] == 3
+    assert shrink["overhead_s"] is not None and shrink["overhead_s"] < 5
+    # The group grows back at the one scheduled switch; the straggler joined the others there.
+    assert [(s["from"], s["to"], s["reason"]) for s in summary["switches"]] == [("bsp", "asp", "schedule")]
+    with open(tmp_path / "run" / "metrics.jsonl", encoding="utf-8") as fh:
+        records = [json.loads(line) for line in fh]
+    assert any(r.get("kind") == "idle" and r["source"] == 2 for r in records)
+    assert any(r.get("kind") == "straggler" and r["worker"] == 2 for r in records)
+
+
+def test_greedy_switches_to_asp_and_back(write_spec, tmp_path, no_leftovers):
+    # Long enough that the ASP interlude outlasts the 5-second slowdown and its clearing windows.
+    summary, injected, detections = _run(write_spec, tmp_path, "greedy", 5, epochs=30)
+    kinds = [(a["action"], a["protocol"]) for a in summary["policy_actions"]]
+    assert kinds[:2] == [("switch", "asp"), ("switch", "bsp")], kinds
+    assert detections[0]["cleared_at_s"] is not None
+    protocols = [p["protocol"] for p in summary["schedule"]]
+    assert protocols[:3] == ["bsp", "asp", "bsp"] and protocols[-1] == "asp"
+    # The BSP share is owed in full: BSP phases add up to the scheduled 70% of the workload.
+    bsp = sum(p["end_fraction"] - p["start_fraction"] for p in summary["schedule"] if p["protocol"] == "bsp")
+    assert bsp == pytest.approx(0.7, abs=0.03)
+    reasons = [s["reason"] for s in summary["switches"]]
+    assert reasons[:2] == ["greedy policy", "greedy policy"]
