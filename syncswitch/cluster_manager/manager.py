@@ -85,6 +85,7 @@ class JobRun:
         # per-phase state filled by the event handler
         self.ready: dict[int, dict] = {}
         self.entered: set[int] = set()
+        self.entered_fraction: dict[int, float] = {}
         self.saved: list[dict] = []
         self.first_steps: dict[int, dict[int, float]] = {}
         self.paused: dict[int, dict[int, tuple[float, dict]]] = {}
@@ -138,6 +139,7 @@ class JobRun:
             self.total_samples = event["total_samples"]
         elif kind == "entered":
             self.entered.add(event["phase"])
+            self.entered_fraction[event["phase"]] = event.get("fraction")
         elif kind == "first_step":
             self.first_steps.setdefault(event["phase"], {})[source] = received
             if self.first_step_time is None:
@@ -408,7 +410,7 @@ class JobRun:
         start = min(self.first_steps[k].values())
         end = max(t for t, _ in paused.values())
         start_fraction = self.phase_log[-1]["end_fraction"] if self.phase_log else \
-            min(r["fraction"] for r in self.ready.values())
+            self.entered_fraction.get(k) or 0.0
         end_fraction = max(e["fraction"] for _, e in paused.values())
         samples = (end_fraction - start_fraction) * (self.total_samples or 0)
         phase, config = self.phases[k]

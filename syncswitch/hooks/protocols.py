@@ -71,6 +71,9 @@ class ProtocolEngine(abc.ABC):
     def release(self, session) -> None:
         """Unblock workers waiting inside a step so they can reach a phase boundary."""
 
+    def before_warm_up(self, session) -> None:
+        """Make one warm-up step harmless to the protocol's own state (the model is reset after)."""
+
 
 class AsyncEngine(ProtocolEngine):
     """ASP: every worker applies its own gradients to the parameter servers as soon as it has them."""
@@ -130,6 +133,10 @@ class SyncReplicasEngine(ProtocolEngine):
             self._drain_op = queue.dequeue_many(self._drain_count)
         self._chief_init_op = self._opt.chief_init_op
         self._local_step_init_op = self._opt.local_step_init_op
+        local_step = self._opt._local_step  # noqa: SLF001 - the step a pushed gradient is tagged with
+        self._stale_local_step = local_step.assign(tf.constant(-1, tf.int64))
+        with tf.device(global_step.device):
+            self._own_token = queue.enqueue(global_step.read_value())
 
     def enter_chief(self, session) -> None:
         # Leftover release tokens would let workers run ahead of the aggregation.
@@ -146,6 +153,11 @@ class SyncReplicasEngine(ProtocolEngine):
 
     def enter_worker(self, session) -> None:
         session.run(self._local_step_init_op)
+
+    def before_warm_up(self, session) -> None:
+        # A gradient tagged with step -1 is older than any accumulator's step, so it is dropped;
+        # the worker's own token lets its wait return at once.
+        session.run([self._stale_local_step, self._own_token])
 
     def release(self, session) -> None:
         session.run(self._release_op)

@@ -51,6 +51,21 @@ class StepRunner:
         if args is not None and not args.feed_dict:
             self._fns(engine, args.fetches or {})
 
+    def warm_up(self, engine) -> None:
+        """Run one step of `engine` through the callables training will use, hooks left out.
+
+        Making a callable is lazy: the graph partitions are registered on every task at its first
+        call, which costs up to a second on a busy machine. Paying that before training, for every
+        protocol, keeps it out of the switch. ASP's warm-up step does update the model: the chief
+        resets the variables before training starts (`Task.reset_after_warm_up`).
+        """
+        engine.before_warm_up(self.session)
+        args = self.hook.before_run(v1.train.SessionRunContext(None, self.session))
+        first, wait = self._fns(engine, (args.fetches if args is not None else None) or {})
+        first()
+        if wait is not None:
+            wait()
+
     def push_only(self, engine) -> None:
         """Hand this worker's gradient for the token it holds to the group, without waiting.
 

@@ -71,6 +71,8 @@ class Task:
         self.checkpoint_dir = launch["checkpoint_dir"]
         self.delay_s = 0.0
         self.idle_requested = False
+        self.reset_done = False
+        self.restored_from = None
 
     # -- commands the hook asks about ------------------------------------------------------
     def pending_config(self):
@@ -117,6 +119,14 @@ class Task:
         return {v.op.name: hashlib.sha256(repr((a.dtype.str, a.shape)).encode() + a.tobytes()).hexdigest()
                 for v, a in zip(variables, values)}
 
+    def reset_after_warm_up(self, session) -> None:
+        """Undo the warm-up steps (every worker has reported ready): restore or re-initialize."""
+        self.reset_done = True
+        if self.restored_from:
+            self.g.saver.restore(session, self.restored_from)
+        else:
+            session.run(self.g.scaffold.init_op)
+
     def pause(self, session, initial: bool = False, idle: bool = False) -> bool:
         """Block at a phase boundary handling commands; True to resume, False to stop.
 
@@ -124,17 +134,20 @@ class Task:
         until told to `resume`, or to `join` the others at the phase boundary.
         """
         g, state = self.g, self.state
+        if initial:
+            for protocol, engine in g.engines.items():
+                state.protocol = protocol
+                self.runner.warm_up(engine)
+            state.protocol = None
         if idle:
             self.runner.push_only(g.engines[state.protocol])
             emit({"event": "idle", "phase": state.phase, "fraction": state.fraction, "samples": state.samples})
         elif initial:
             samples, step = session.run([g.samples, g.global_step])
             state.samples = int(samples)
-            ready = {"event": "ready", "samples": state.samples, "fraction": state.fraction,
-                     "total_samples": state.total, "global_step": int(step)}
-            if self.is_chief and self.launch.get("report_variables"):
-                ready["variables"] = self.variable_digests(session)
-            emit(ready)
+            # Counts here include warm-up steps; the chief's `entered` reports them after the reset.
+            emit({"event": "ready", "samples": state.samples, "fraction": state.fraction,
+                  "total_samples": state.total, "global_step": int(step)})
         else:
             emit({"event": "paused", "phase": state.phase, "fraction": state.fraction, "samples": state.samples,
                   "phase_steps": state.phase_steps})
@@ -156,11 +169,16 @@ class Task:
                           "samples": state.samples, "phase_steps": state.phase_steps})
                 continue
             if kind == "enter_phase":
+                entered = {"event": "entered", "phase": cmd["phase"]}
+                if not self.reset_done:
+                    self.reset_after_warm_up(session)
+                    if self.launch.get("report_variables"):
+                        entered["variables"] = self.variable_digests(session)
                 self.apply_config(session, cmd["config"])
                 g.engines[cmd["protocol"]].enter_chief(session)
-                lr, momentum = session.run([g.learning_rate, g.momentum])
-                emit({"event": "entered", "phase": cmd["phase"], "learning_rate": float(lr),
-                      "momentum": float(momentum)})
+                lr, momentum, samples = session.run([g.learning_rate, g.momentum, g.samples])
+                emit(dict(entered, learning_rate=float(lr), momentum=float(momentum), samples=int(samples),
+                          fraction=int(samples) / state.total))
             elif kind == "save":
                 path = self.save(session)
                 samples = int(session.run(g.samples))
@@ -185,6 +203,7 @@ class Task:
         from syncswitch.hooks.session_hooks import ControlHook, HookList, MetricsHook
         from syncswitch.hooks.step_loop import StepRunner
 
+        v1 = self.tf.compat.v1
         g = self.g
         batch_by_protocol = {p["protocol"]: p["config"]["per_worker_batch"] for p in self.launch["phases"]}
         metrics = MetricsHook(self.state, g.engines, g.loss, emit, window=self.launch.get("window", 20),
@@ -196,14 +215,13 @@ class Task:
             hooks.begin()
             creator = _session_creator(self.is_chief, g.scaffold, self.worker_server.target, self.config,
                                        self.checkpoint_dir)
+            if self.is_chief:
+                # The session creator restores this checkpoint; the warm-up reset restores it again.
+                self.restored_from = v1.train.latest_checkpoint(self.checkpoint_dir)
             session = creator.create_session()
             hooks.after_create_session(session, None)
             self._raw_session = session
             runner = self.runner = StepRunner(session, hooks, self.state)
-            for protocol, engine in g.engines.items():
-                self.state.protocol = protocol
-                runner.prepare(engine)
-            self.state.protocol = None
             if not self.pause(session, initial=True):
                 return 0
             while runner.step(g.engines[self.state.protocol]):
