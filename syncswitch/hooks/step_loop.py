@@ -9,8 +9,13 @@ import tensorflow as tf
 v1 = tf.compat.v1
 
 
-def _name(x) -> str:
-    return getattr(x, "name", None) or repr(x)
+def _leaves(structure) -> tuple:
+    """Identity of a fetch structure, cheaply: tf.nest on every step costs more than the hooks."""
+    if isinstance(structure, dict):
+        return tuple((k, _leaves(v)) for k, v in sorted(structure.items(), key=lambda kv: str(kv[0])))
+    if isinstance(structure, (list, tuple)):
+        return tuple(_leaves(v) for v in structure)
+    return id(structure)
 
 
 class StepRunner:
@@ -32,7 +37,7 @@ class StepRunner:
         self._callables: dict[tuple, object] = {}
 
     def _callable(self, *fetches):
-        key = repr(tf.nest.map_structure(_name, fetches))
+        key = _leaves(fetches)
         fn = self._callables.get(key)
         if fn is None:
             fn = self.session.make_callable(list(fetches))
