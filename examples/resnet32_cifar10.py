@@ -3,12 +3,14 @@
 A plain TensorFlow script: syncswitch calls input_fn, model_fn and num_examples; nothing here knows
 about clusters. params:
   data_dir           folder with the CIFAR-10 binary files (data_batch_1..5.bin, test_batch.bin, possibly
-                     inside cifar-10-batches-bin/) or TFRecords (train*.tfrecord*, test*.tfrecord*); gs:// works
+                     inside cifar-10-batches-bin/) or TFRecords (train*.tfrecord*, test*.tfrecord*, or
+                     tensorflow-datasets' cifar10-train.tfrecord-*); gs:// works
   data_format        auto (default) | binary | tfrecord
   synthetic          true: random CIFAR-shaped images and labels, no files (smoke tests, benchmarks)
   weight_decay       L2 factor on conv and dense kernels (default 2e-4)
   shuffle_buffer     training shuffle buffer (default 10000); shuffle_seed (default 1)
-  train_examples / eval_examples   split sizes (default 50000 / 10000, CIFAR-10's)
+  train_examples / eval_examples   split sizes (default: counted from the binary files' sizes, else
+                     50000 / 10000, CIFAR-10's)
 """
 
 import os
@@ -24,9 +26,22 @@ BLOCKS_PER_STAGE = 5  # depth 6n + 2 = 32
 
 
 def num_examples(split, params):
-    if split == "train":
-        return int(params.get("train_examples", 50000))
-    return int(params.get("eval_examples", 10000))
+    key, default = ("train_examples", 50000) if split == "train" else ("eval_examples", 10000)
+    if params.get(key):
+        return int(params[key])
+    if not params.get("synthetic") and params.get("data_dir") and params.get("data_format", "auto") != "tfrecord":
+        # Binary files are fixed-length records: their sizes give the count without reading them.
+        files = _binary_files(params["data_dir"], split)
+        if files:
+            total = 0
+            for path in files:
+                size = tf.io.gfile.stat(path).length
+                if size % RECORD_BYTES:
+                    raise ValueError(f"{path}: {size} bytes is not a whole number of {RECORD_BYTES}-byte "
+                                     "CIFAR-10 records (label byte + 32x32x3 image)")
+                total += size // RECORD_BYTES
+            return total
+    return default
 
 
 # ----------------------------------------------------------------------------- input
@@ -46,9 +61,10 @@ def _binary_files(data_dir, split):
 
 
 def _tfrecord_files(data_dir, split):
+    # tensorflow-datasets names its shards cifar10-train.tfrecord-00000-of-00001, hence the leading *.
     if split == "train":
-        return _glob(data_dir, ["train*.tfrecord*", "train-*"])
-    return _glob(data_dir, ["test*.tfrecord*", "eval*.tfrecord*", "validation*.tfrecord*", "test-*"])
+        return _glob(data_dir, ["*train*.tfrecord*", "train-*"])
+    return _glob(data_dir, ["*test*.tfrecord*", "*eval*.tfrecord*", "*validation*.tfrecord*", "test-*"])
 
 
 def _parse_binary(record):
@@ -66,9 +82,12 @@ def _parse_tfrecord(record):
         "image/class/label": tf.io.FixedLenFeature([], tf.int64, default_value=-1),
     })
     data = tf.where(tf.strings.length(features["image"]) > 0, features["image"], features["image/encoded"])
-    # Raw HWC bytes (exactly 32*32*3) or an encoded PNG/JPEG, as tensorflow-datasets writes them.
+    # Raw HWC bytes (exactly 32*32*3) or an encoded PNG/JPEG, as tensorflow-datasets writes them; a
+    # PNG or JPEG signature wins, since a compressed 32x32 image can be 3072 bytes long too.
+    encoded = tf.logical_or(tf.equal(tf.strings.substr(data, 0, 8), b"\x89PNG\r\n\x1a\n"),
+                            tf.equal(tf.strings.substr(data, 0, 3), b"\xff\xd8\xff"))
     image = tf.cond(
-        tf.equal(tf.strings.length(data), HEIGHT * WIDTH * CHANNELS),
+        tf.logical_and(tf.equal(tf.strings.length(data), HEIGHT * WIDTH * CHANNELS), tf.logical_not(encoded)),
         lambda: tf.reshape(tf.io.decode_raw(data, tf.uint8), [HEIGHT, WIDTH, CHANNELS]),
         lambda: tf.reshape(tf.io.decode_image(data, channels=CHANNELS, expand_animations=False),
                            [HEIGHT, WIDTH, CHANNELS]))
