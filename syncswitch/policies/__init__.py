@@ -1,13 +1,14 @@
 """Policy registries: configuration and straggler policies by name (timing policies as they land)."""
 
 from syncswitch.policies.base import Action, ConfigurationPolicy, PhaseConfig, PolicyContext, StragglerPolicy
-from syncswitch.policies.configuration import FixedConfiguration, PaperConfiguration
+from syncswitch.policies.configuration import AsyncMomentumConfiguration, FixedConfiguration, PaperConfiguration
 from syncswitch.policies.stragglers import ElasticPolicy, GreedyPolicy, NoStragglerPolicy
 from syncswitch.registry import Registry
 
 CONFIGURATION_POLICIES: Registry[type[ConfigurationPolicy]] = Registry("configuration policy")
 CONFIGURATION_POLICIES.register("paper")(PaperConfiguration)
 CONFIGURATION_POLICIES.register("fixed")(FixedConfiguration)
+CONFIGURATION_POLICIES.register("async-momentum")(AsyncMomentumConfiguration)
 
 STRAGGLER_POLICIES: Registry[type[StragglerPolicy]] = Registry("straggler policy")
 STRAGGLER_POLICIES.register("none")(NoStragglerPolicy)

@@ -24,3 +24,20 @@ class FixedConfiguration(ConfigurationPolicy):
     def configure(self, protocol, hp, workers):
         n = workers if protocol == "bsp" else 1
         return PhaseConfig(protocol, hp.batch_size, hp.batch_size * n, hp.learning_rate, hp.momentum)
+
+
+class AsyncMomentumConfiguration(PaperConfiguration):
+    """The paper's rule, with ASP's explicit momentum lowered by the momentum asynchrony adds.
+
+    With n asynchronous workers, stale updates act like extra momentum of about 1 - 1/n
+    (Mitliagkas et al., "Asynchrony begets momentum", 2016); on top of the user's 0.9 the sum can
+    overshoot. ASP gets max(0, m - (1 - 1/n)) so the total stays near the user's m.
+    """
+
+    def configure(self, protocol, hp, workers):
+        config = super().configure(protocol, hp, workers)
+        if protocol != "asp" or workers <= 1:
+            return config
+        implicit = 1.0 - 1.0 / workers
+        return PhaseConfig(protocol, config.per_worker_batch, config.global_batch, config.learning_rate,
+                           max(0.0, hp.momentum - implicit))

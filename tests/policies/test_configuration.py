@@ -32,5 +32,18 @@ def test_paper_rule():
 def test_unknown_policy_lists_valid_names():
     from syncswitch.errors import SpecError
 
-    with pytest.raises(SpecError, match="valid: fixed, paper"):
+    with pytest.raises(SpecError, match="valid: async-momentum, fixed, paper"):
         CONFIGURATION_POLICIES.get("elastik")
+
+
+def test_async_momentum_lowers_only_asp_momentum_by_the_implicit_part():
+    from syncswitch.policies import CONFIGURATION_POLICIES
+    from syncswitch.spec import Hyperparameters
+
+    policy = CONFIGURATION_POLICIES.get("async-momentum")()
+    hp = Hyperparameters(batch_size=32, learning_rate=0.02, momentum=0.9)
+    bsp, asp = policy.configure("bsp", hp, 4), policy.configure("asp", hp, 4)
+    assert (bsp.momentum, bsp.learning_rate, bsp.global_batch) == (0.9, 0.08, 128)
+    assert asp.momentum == pytest.approx(0.9 - 0.75) and asp.learning_rate == 0.02
+    assert policy.configure("asp", hp, 1).momentum == 0.9  # one worker: no staleness
+    assert policy.configure("asp", Hyperparameters(32, 0.02, 0.5), 8).momentum == 0.0  # never negative
