@@ -123,6 +123,8 @@ class SyncReplicasEngine(ProtocolEngine):
         # the token is only handed out once the aggregated update (and its count) is applied.
         with tf.device(samples.device), tf.control_dependencies([wait_token]):
             samples_after = tf.identity(samples.read_value(), name="bsp_samples_after")
+        with tf.device(samples.device):
+            self.samples_now = tf.identity(samples.read_value(), name="bsp_samples_now")
         self._finish(train_op, samples_after)
         self._is_chief = is_chief
         self._queue_runner_started = False

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 import time
 
 import tensorflow as tf
@@ -16,6 +17,28 @@ def _leaves(structure) -> tuple:
     if isinstance(structure, (list, tuple)):
         return tuple(_leaves(v) for v in structure)
     return id(structure)
+
+
+def _retry_duplicate(fn, attempts: int = 3, fallback=None):
+    """Call `fn`, again if TF's transport delivered a request twice and the task refused the copy.
+
+    Under heavy CPU contention the gRPC layer can resend a RunGraph request whose first copy is
+    already running; the task then aborts the step ("received twice"). The first copy did its
+    work, so running the step again is the same as a slightly longer step, not a failure.
+    `fallback` replaces the retry where running twice would not be harmless (taking a second
+    token from the BSP queue would starve another worker).
+    """
+    for attempt in range(attempts):
+        try:
+            return fn()
+        except tf.errors.AbortedError as exc:
+            if "received twice" not in str(exc) or attempt == attempts - 1:
+                raise
+            if fallback is not None:
+                print("syncswitch: duplicated wait request; reading progress instead", file=sys.stderr)
+                return fallback()
+            print(f"syncswitch: step retried after a duplicated request ({attempt + 1})", file=sys.stderr)
+    raise AssertionError("unreachable")
 
 
 class StepRunner:
@@ -95,11 +118,12 @@ class StepRunner:
         else:
             first, wait = self._fns(engine, fetches)
             if wait is None:
-                _, samples, results = first()
+                _, samples, results = _retry_duplicate(first)
             else:
-                _, results = first()
+                _, results = _retry_duplicate(first)
                 t0 = time.perf_counter()
-                _, samples = wait()
+                _, samples = _retry_duplicate(
+                    wait, fallback=lambda: (None, self.session.run(engine.samples_now)))
                 wait_s = time.perf_counter() - t0
         self.state.samples = int(samples)
         self.state.last_wait_s = wait_s
