@@ -122,7 +122,10 @@ def run_json_script(args: list[str], timeout_s: float, cwd: str = ROOT, env: dic
     try:
         out = last_json(proc.stdout)
     except ValueError:
-        raise RuntimeError(f"{' '.join(args)} printed no JSON: {proc.stdout[-300:]!r}") from None
+        try:  # a script whose stdout descriptor was redirected (a training task does so) prints to stderr
+            out = last_json(proc.stderr)
+        except ValueError:
+            raise RuntimeError(f"{' '.join(args)} printed no JSON: {(proc.stdout or proc.stderr)[-300:]!r}") from None
     out["wall_s"] = round(time.time() - started, 1)
     return out
 
@@ -162,6 +165,8 @@ def run_summary(spec, variant: str, run_dir: str) -> dict:
         raise
     except Exception as exc:  # noqa: BLE001 - recorded per run
         summary = {"status": "failed", "message": f"{type(exc).__name__}: {exc}", "evaluations": []}
+    if summary.get("status") == "interrupted":  # the manager turned Ctrl-C into a status: stop the benchmark
+        raise KeyboardInterrupt
     summary["bench_wall_s"] = time.time() - started
     log(f"  {variant} -> {summary.get('status')} total {fmt(summary.get('total_time_s'))} s, "
         f"converged {fmt(summary.get('converged_accuracy'), 3)}, wall {summary['bench_wall_s']:.0f} s ({run_dir})")
@@ -191,8 +196,13 @@ def run_root(out: str | None, label: str) -> str:
     if os.path.abspath(base) == ROOT:
         base = os.path.join(ROOT, "bench-runs")
     stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
-    path = os.path.join(base, "runs", f"{label}-{stamp}-{os.getpid()}")
+    runs = os.path.join(base, "runs")
+    path = os.path.join(runs, f"{label}-{stamp}-{os.getpid()}")
     os.makedirs(path, exist_ok=True)
+    ignore = os.path.join(runs, ".gitignore")
+    if not os.path.exists(ignore):  # run folders (checkpoints, logs) never belong in a commit
+        with open(ignore, "w", encoding="utf-8") as fh:
+            fh.write("*\n")
     return path
 
 

@@ -1,8 +1,4 @@
-"""Actuator fan-out: latency to deliver one Status call to 8, 64 and 256 agents, parallel Actuator vs sequential loop.
-
-The agents are real gRPC agent servers (no training task: spare and prewarm off) on free 127.0.0.1 ports,
-hosted in a few helper processes (`--serve N`) so the measuring process does not share its GIL with them.
-"""
+"""Actuator fan-out: latency to deliver one Status call to 8, 64 and 256 agents, parallel Actuator vs sequential loop."""
 
 from __future__ import annotations
 
@@ -17,6 +13,8 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from bench import common  # noqa: E402
 
 SIZES = (8, 64, 256)
+# The agents are real gRPC agent servers without a training task (spare and prewarm off) on free 127.0.0.1
+# ports, hosted in a few helper processes (`--serve N`) so the measuring process does not share its GIL.
 
 
 def serve(count: int, work_dir: str) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import statistics
 import sys
 import threading
 
@@ -97,7 +98,7 @@ class MemorySampler:
             roles.setdefault(role, []).append(rss)
         out = {"interval_s": self.interval_s, "samples": self.samples,
                "max_rss_mib": {role: round(max(v) / MIB, 1) for role, v in roles.items()},
-               "by_role": {role: {"max_mib": round(max(v) / MIB, 1), "median_mib": round(sorted(v)[len(v) // 2] / MIB, 1),
+               "by_role": {role: {"max_mib": round(max(v) / MIB, 1), "median_mib": round(statistics.median(v) / MIB, 1),
                                   "processes": len(v)} for role, v in sorted(roles.items())}}
         if self.node_peak:
             nodes = list(self.node_peak.values())

@@ -9,7 +9,9 @@ import sys
 def _num(value, digits: int = 2) -> str:
     if value is None:
         return "–"
-    if isinstance(value, (int, float)):
+    if isinstance(value, int) and not isinstance(value, bool):
+        return str(value)
+    if isinstance(value, float):
         return f"{value:.{digits}f}"
     return str(value)
 
@@ -55,7 +57,9 @@ def _variants(part: dict, names, extra=None) -> list[str]:
         if extra:
             row.append(_x(v.get(extra[1])))
         rows.append(row)
-    return _table(header, rows)
+    errors = [f"{name}: {e}" for name in names if isinstance(part.get(name), dict)
+              for e in part[name].get("errors", [])]
+    return _table(header, rows) + ([""] + _errors(errors)[:1] if errors else [])
 
 
 def tta_section(title: str, part) -> list[str]:
@@ -90,10 +94,17 @@ def switch_section(part) -> list[str]:
     problem = _problem(part)
     if problem:
         return lines + [problem, ""]
-    rows = [[n, _spread(part[str(n)]["in_place_s"]), _spread(part[str(n)]["relaunch_s"])]
+    rows = [[n, _spread(part[str(n)]["in_place_s"]), _spread(part[str(n)]["relaunch_s"]),
+             ", ".join("–" if c is None else str(c) for c in part[str(n)].get("relaunch_cold_spares", []))]
             for n in part["sizes"] if str(n) in part]
-    return lines + [f"{part['note']}; {part['repeats']} repeat(s), workload {part['workload_samples']} samples.", ""] + \
-        _table(["workers", "in-place", "relaunch"], rows) + [""]
+    errors = [f"{n} workers {mode}: {e}" for n in part["sizes"] if str(n) in part
+              for mode in ("in_place", "relaunch") for e in part[str(n)].get(f"{mode}_errors", [])]
+    return lines + [f"{part['note']}; {part['repeats']} repeat(s), workload (samples) {part['workload_samples']}.", ""] + \
+        _table(["workers", "in-place", "relaunch", "relaunch cold spares per run"], rows) + [""] + _errors(errors)
+
+
+def _errors(errors) -> list[str]:
+    return [f"Failed runs ({len(errors)}): " + "; ".join(str(e) for e in errors[:5]), ""] if errors else []
 
 
 def fanout_section(part) -> list[str]:
@@ -141,6 +152,8 @@ def render(doc: dict) -> str:
     lines = ["## syncswitch benchmarks", "",
              f"{m.get('date')} · {m.get('cpu_count')} CPUs · Python {m.get('python')} · TensorFlow {m.get('tensorflow')} · "
              f"commit `{m.get('git_commit')}` · `{m.get('command')}` · {_num(doc.get('wall_s'), 0)} s", ""]
+    if doc.get("interrupted"):
+        lines += ["**Interrupted**: the parts below are those that finished.", ""]
     parts = doc.get("results", {})
     if "tta" in parts:
         lines += tta_section("Time to accuracy: quickstart", parts["tta"])

@@ -51,8 +51,9 @@ def main(argv=None) -> int:
                         help="Spec override for the tta, tta_resnet, stragglers and memory jobs (development, e.g. "
                              "workload.epochs=0.5).")
     parser.add_argument("--straggler-job", default=common.QUICKSTART, help="Job of the straggler comparison.")
-    parser.add_argument("--switch-samples", type=int, default=switch_overhead.SAMPLES,
-                        help="Workload of the switch-overhead job in samples (switch at half).")
+    parser.add_argument("--switch-samples", type=int, help="Workload of the switch-overhead runs in samples "
+                                                           "(development; default per mode, see switch_overhead.py).")
+    parser.add_argument("--switch-sizes", help="Worker counts of the switch-overhead runs (development, e.g. 2).")
     args = parser.parse_args(argv)
     selected = list(PARTS)
     if args.only:
@@ -72,6 +73,8 @@ def main(argv=None) -> int:
     def setting(part: str, key: str = "repeats"):
         if key == "repeats" and args.repeats:
             return args.repeats
+        if part == "switch_overhead" and key == "sizes" and args.switch_sizes:
+            return tuple(int(n) for n in args.switch_sizes.split(","))
         return PLAN[part][key][1 if full else 0]
 
     doc = {"machine": common.machine_facts(), "mode": "full" if full else "quick", "parts": selected,
@@ -81,6 +84,7 @@ def main(argv=None) -> int:
 
     def save():
         doc["wall_s"] = round(time.time() - started, 1)
+        doc["results"] = {k: results[k] for k in PARTS if k in results}
         common.write_json(out, doc)
 
     common.log(f"{doc['mode']} benchmark of {', '.join(selected)}; runs in {root}")
@@ -92,6 +96,23 @@ def main(argv=None) -> int:
             return sampler["s"]
         return None
 
+    try:
+        run_parts(selected, results, root, args, setting, on_run, sampler, save)
+    except KeyboardInterrupt:
+        common.log("interrupted: writing the results so far")
+        doc["interrupted"] = True
+    save()
+    text = report.render(doc)
+    with open(md_path, "w", encoding="utf-8") as fh:
+        fh.write(text + "\n")
+    print(text)
+    failed = [k for k, v in results.items() if "error" in v]
+    common.log(f"wrote {out} and {md_path} in {doc['wall_s']:.0f} s" + (f"; FAILED: {', '.join(failed)}" if failed else ""))
+    return 130 if doc.get("interrupted") else 1 if failed else 0
+
+
+def run_parts(selected, results, root, args, setting, on_run, sampler, save) -> None:
+    """Each selected part in order, its result (or error) saved as soon as it is known."""
     for part in selected:
         part_root = os.path.join(root, part)
         os.makedirs(part_root, exist_ok=True)
@@ -114,7 +135,8 @@ def main(argv=None) -> int:
             if base and "error" not in base and os.path.abspath(args.straggler_job) == common.QUICKSTART and not args.sets:
                 target = base.get("target_accuracy")
             results[part] = common.run_part(part, stragglers.compare, args.straggler_job, setting(part), part_root,
-                                            args.workers, target, overrides=args.sets)
+                                            args.workers, target, overrides=args.sets,
+                                            target_source="the tta part's target")
         elif part == "switch_overhead":
             results[part] = common.run_part(part, switch_overhead.measure, setting(part), part_root,
                                             setting(part, "sizes"), args.switch_samples)
@@ -127,14 +149,6 @@ def main(argv=None) -> int:
         elif part == "memory" and "memory" not in results:
             results[part] = common.run_part(part, memory.measure, part_root, args.workers, common.QUICKSTART, args.sets)
         save()
-    save()
-    text = report.render(doc)
-    with open(md_path, "w", encoding="utf-8") as fh:
-        fh.write(text + "\n")
-    print(text)
-    failed = [k for k, v in results.items() if "error" in v]
-    common.log(f"wrote {out} and {md_path} in {doc['wall_s']:.0f} s" + (f"; FAILED: {', '.join(failed)}" if failed else ""))
-    return 1 if failed else 0
 
 
 if __name__ == "__main__":

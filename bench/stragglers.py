@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import sys
 
@@ -13,42 +14,52 @@ SCENARIO = "moderate"
 
 
 def compare(job: str, repeats: int, root: str, workers: int, target: float | None = None,
-            policies=POLICIES, scenario: str = SCENARIO, overrides=()) -> dict:
+            policies=POLICIES, scenario: str = SCENARIO, overrides=(), target_source: str = "given") -> dict:
     """Each policy on the job's switch schedule, repeats interleaved; TTA against `target` (else the job's,
     else the none runs' median converged accuracy - 0.01). A spec that rejects the section is recorded as
     {"unavailable": message} instead of failing."""
     from syncswitch.errors import SpecError
 
+    base = list(overrides) + [f"cluster.workers={workers}"]
+    base_spec = common.load_spec(job, base)
+    fraction, source = tta.switch_point(base_spec)
+    # The scenario places its slowdowns inside the spec's BSP share: give the spec the schedule that runs,
+    # in the spelling its file uses (a file's schedule and switch_at are exclusive).
+    if "switch_at" in (base_spec.raw.get("policy") or {}):
+        schedule = f"policy.switch_at={fraction!r}"
+    else:
+        schedule = "policy.schedule=" + ("[{protocol: asp}]" if fraction <= 0 else "[{protocol: bsp}]" if fraction >= 1
+                                         else f"[{{protocol: bsp, until: {fraction!r}}}, {{protocol: asp}}]")
     specs, unavailable = {}, {}
     for policy in policies:
         try:
-            specs[policy] = common.load_spec(job, list(overrides) + [
-                f"cluster.workers={workers}", f"stragglers.scenario={scenario}", f"stragglers.policy={policy}"])
+            specs[policy] = common.load_spec(job, base + [schedule, f"stragglers.scenario={scenario}",
+                                                          f"stragglers.policy={policy}"])
         except SpecError as exc:
             unavailable[policy] = str(exc)
     if not specs:
         return {"unavailable": next(iter(unavailable.values()))}
-    fraction, source = tta.switch_point(next(iter(specs.values())))
     variant = f"switch@{fraction:g}"
     common.log(f"stragglers ({scenario}): {workers} workers, {variant} ({source}), policies "
                f"{', '.join(specs)} x {repeats}")
     runs = tta.interleaved({p: (s, variant) for p, s in specs.items()}, repeats, root)
     first = next(iter(specs.values()))
-    source_note = "bsp runs of the tta part"
     if target is None:
         reference = runs.get("none") or next(iter(runs.values()))
-        target, source_note = tta.target_accuracy(first, reference)
+        target, target_source = tta.target_accuracy(first, reference)
     out = {"job": os.path.relpath(first.path, common.ROOT), "workers": workers, "repeats": repeats,
            "scenario": scenario, "switch_at": fraction, "switch_source": source,
-           "target_accuracy": target, "target_source": source_note}
+           "target_accuracy": target, "target_source": target_source,
+           "injections": [dataclasses.asdict(i) for i in getattr(getattr(first, "stragglers", None), "injections", ())
+                          if dataclasses.is_dataclass(i)]}
     for policy in policies:
         out[policy] = tta.variant_stats(runs[policy], target) if policy in runs else {"unavailable": unavailable[policy]}
-    base = out.get("none", {})
+    none = out.get("none", {})
     for policy in policies:
-        if policy == "none" or policy not in runs or "tta_s" not in base:
+        if policy == "none" or policy not in runs or "tta_s" not in none:
             continue
-        out[policy]["speedup_vs_none"] = common.ratio(base["tta_s"]["median"], out[policy]["tta_s"]["median"])
-        out[policy]["time_speedup_vs_none"] = common.ratio(base["total_time_s"]["median"],
+        out[policy]["speedup_vs_none"] = common.ratio(none["tta_s"]["median"], out[policy]["tta_s"]["median"])
+        out[policy]["time_speedup_vs_none"] = common.ratio(none["total_time_s"]["median"],
                                                            out[policy]["total_time_s"]["median"])
     if not any(s == "completed" for p in runs for s in out[p]["statuses"]):
         raise RuntimeError(f"no straggler run completed: {[out[p]['errors'][:1] for p in runs]}")

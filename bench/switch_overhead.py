@@ -13,14 +13,16 @@ from bench import common  # noqa: E402
 MODES = ("in-place", "relaunch")
 SIZES = (2, 4, 8)
 QUICK_SIZES = (2, 4)
-SAMPLES = 24000
+# The relaunch run's BSP half must outlast the warm-up of the spare task each agent starts (niced) at launch,
+# or the measured overhead includes a TensorFlow import; in place has no spare and needs no long phase.
+SAMPLES = {"in-place": 16000, "relaunch": 48000}
 
 
-def job_file(root: str, samples: int) -> str:
+def job_file(root: str) -> str:
     """A tiny digits-MLP job with one switch at half the workload and one evaluation at the end."""
     doc = {"name": "bench-switch-overhead", "script": os.path.join(common.ROOT, "examples", "digits_mlp.py"),
            "params": {}, "hyperparameters": {"batch_size": 16, "learning_rate": 0.05, "momentum": 0.9},
-           "workload": {"samples": samples}, "cluster": {"backend": "local", "workers": 2},
+           "workload": {"samples": SAMPLES["in-place"]}, "cluster": {"backend": "local", "workers": 2},
            "policy": {"switch_at": 0.5}, "evaluation": {"every": 1.0}}
     path = os.path.join(root, "switch-overhead-job.yaml")
     with open(path, "w", encoding="utf-8") as fh:
@@ -28,18 +30,43 @@ def job_file(root: str, samples: int) -> str:
     return path
 
 
-def measure(repeats: int, root: str, sizes=SIZES, samples: int = SAMPLES) -> dict:
-    """For each size, modes interleaved per repeat: (in-place, relaunch) x repeats."""
-    job = job_file(root, samples)
-    out = {"job": job, "workload_samples": samples, "repeats": repeats, "sizes": list(sizes),
+def cold_spares(run_dir: str | None) -> int | None:
+    """Nodes whose warm spare was still importing TensorFlow at a relaunch switch (its overhead then includes
+    the import): the agent reports a spare's "warm" only once it is the current task, so a "warm" event after
+    the switch checkpoint means the spare warmed up after the switch had begun."""
+    import json
+
+    try:
+        with open(os.path.join(run_dir, "metrics.jsonl"), encoding="utf-8") as fh:
+            events = [json.loads(line) for line in fh if '"metrics"' not in line[:40]]
+    except (OSError, TypeError, ValueError):
+        return None
+    switched = False
+    late = set()
+    for e in events:
+        if e.get("kind") == "saved" and e.get("reason") == "switch":
+            switched = True
+        elif switched and e.get("kind") == "warm":
+            late.add(e.get("source"))
+    return len(late)
+
+
+def measure(repeats: int, root: str, sizes=SIZES, samples: int | None = None) -> dict:
+    """For each size, modes interleaved per repeat: (in-place, relaunch) x repeats; `samples` sets both workloads."""
+    job = job_file(root)
+    workload = {mode: samples or SAMPLES[mode] for mode in MODES}
+    out = {"job": job, "workload_samples": workload, "repeats": repeats, "sizes": list(sizes),
            "note": "digits MLP, batch 16, switch at 0.5; overhead_s = last worker's first ASP step minus the "
-                   "first worker's pause at the BSP boundary"}
+                   "first worker's pause at the BSP boundary; relaunch_cold_spares counts nodes whose warm spare "
+                   "task had not finished importing TensorFlow when the relaunch began (their import is then "
+                   "part of the overhead)"}
     failures = 0
     for n in sizes:
         per_mode = {mode: [] for mode in MODES}
         for r in range(repeats):
             for mode in MODES:
-                spec = common.load_spec(job, [f"cluster.workers={n}", f"policy.switch_mode={mode}"])
+                spec = common.load_spec(job, [f"cluster.workers={n}", f"policy.switch_mode={mode}",
+                                              f"workload.samples={workload[mode]}"])
                 summary = common.run_summary(spec, "switch@0.5", os.path.join(root, f"w{n}-{mode}-r{r}"))
                 per_mode[mode].append(summary)
         row = {}
@@ -50,6 +77,8 @@ def measure(repeats: int, root: str, sizes=SIZES, samples: int = SAMPLES) -> dic
             name = mode.replace("-", "_")  # in_place | relaunch
             row[f"{name}_s"] = common.spread(values)
             row[f"{name}_errors"] = [s.get("message") for s in summaries if s.get("status") != "completed"]
+            if mode == "relaunch":
+                row["relaunch_cold_spares"] = [cold_spares(s.get("run_dir")) for s in summaries]
         out[str(n)] = row
     if failures == len(sizes) * repeats * len(MODES):
         raise RuntimeError(f"no switch-overhead run completed: {out[str(sizes[0])]['in_place_errors'][:1]}")
@@ -59,7 +88,8 @@ def measure(repeats: int, root: str, sizes=SIZES, samples: int = SAMPLES) -> dic
 def _args(parser) -> None:
     parser.add_argument("--repeats", type=int)
     parser.add_argument("--sizes", help="Comma-separated worker counts (default 2,4,8; --quick 2,4).")
-    parser.add_argument("--samples", type=int, default=SAMPLES, help="Workload in samples (switch at half).")
+    parser.add_argument("--samples", type=int, help="Workload of both modes in samples (switch at half; default "
+                                                    f"{SAMPLES['in-place']} in place, {SAMPLES['relaunch']} relaunch).")
 
 
 def _run(args, root) -> dict:

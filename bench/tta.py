@@ -62,6 +62,8 @@ def variant_stats(summaries: list[dict], target: float | None) -> dict:
     out["errors"] = [s.get("message") for s in summaries if s.get("status") != "completed"]
     out["run_dirs"] = [s.get("run_dir") for s in summaries]
     out["init_time_s"] = common.spread([s.get("init_time_s") for s in completed])
+    out["switches"] = [[{k: sw.get(k) for k in ("from", "to", "at_fraction", "reason", "overhead_s") if k in sw}
+                        for sw in s.get("switches") or []] for s in completed]
     switches = [s["switches"][0]["overhead_s"] for s in completed if s.get("switches")]
     if switches:
         out["switch_overhead_s"] = common.spread(switches)
