@@ -77,6 +77,8 @@ class JobRun:
             raise SpecError(f"stragglers.method={stragglers.method!r}: the {spec.cluster.backend} backend runs "
                             "every node in one network namespace, so only method 'delay' is available")
         self.stragglers = StragglerController(stragglers, n, self._send)
+        # ASP is immune to transient stragglers: with no BSP in the schedule there is nothing to watch.
+        self.stragglers.watching = any(p.protocol == "bsp" for p, _ in self.phases)
         self.greedy_owed: float | None = None
         self.greedy_tail: list | None = None
         self.policy_switch: dict[int, tuple[float, dict]] = {}
