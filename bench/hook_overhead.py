@@ -65,7 +65,7 @@ def main():
         runner = StepRunner(raw, hooks, state)
         engine = g.engines["asp"]
         train_op = engine.train_op
-        runner.prepare(engine)
+        runner.warm_up(engine)
         bare_callable = raw.make_callable(train_op)
         # The hooks' fetches without their Python: splits the overhead into TF and Python parts.
         fetch_callable = raw.make_callable([train_op, engine.samples_after, hooks.before_run(None).fetches])

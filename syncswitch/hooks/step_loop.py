@@ -44,10 +44,10 @@ def _retry_duplicate(fn, attempts: int = 3, fallback=None):
 class StepRunner:
     """Runs a protocol engine's step plus the hooks' fetches through session callables.
 
-    MonitoredSession.run rebuilds the fetch structure in Python on every step, and the first
-    `session.run` of a new signature registers fresh graph partitions on every task. Callables
-    made once per protocol remove both costs: the per-step Python work shrinks, and `prepare()`
-    does the registration for every protocol before training starts, so a switch does not pay it.
+    MonitoredSession.run rebuilds the fetch structure in Python on every step, and the first run
+    of a new signature registers fresh graph partitions on every task. Callables made once per
+    protocol shrink the per-step Python work, and `warm_up()` pays the registration for every
+    protocol before training starts, so a switch does not.
 
     The runner also reads the global sample counter with the step and times a synchronous step's
     wait for the group apart from the rest; both go to `state` before the hooks' `after_run`.
@@ -72,12 +72,6 @@ class StepRunner:
             return self._callable(engine.train_op, engine.samples_after, hook_fetches), None
         return (self._callable(engine.push_op, hook_fetches),
                 self._callable(engine.wait_op, engine.samples_after))
-
-    def prepare(self, engine) -> None:
-        """Build the callables `engine`'s step will use, as the hooks ask for it now, without running them."""
-        args = self.hook.before_run(v1.train.SessionRunContext(None, self.session))
-        if args is not None and not args.feed_dict:
-            self._fns(engine, args.fetches or {})
 
     def warm_up(self, engine) -> None:
         """Run one step of `engine` through the callables training will use, hooks left out.
