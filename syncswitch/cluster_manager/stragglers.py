@@ -62,7 +62,7 @@ class StragglerController:
         self.active.clear()
 
     # -- detection and policy -----------------------------------------------------------------
-    def on_metrics(self, worker: int, event: dict, now: float, protocol: str, scheduled: str) -> list:
+    def on_metrics(self, worker: int, event: dict, now: float, protocol: str, scheduled: str) -> tuple[list, list]:
         """Feed one metrics event; returns (detector events, policy actions) to log and actuate."""
         if not self.watching or event.get("local_steps") is None:
             return [], []
