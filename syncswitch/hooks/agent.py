@@ -106,11 +106,19 @@ class Agent:
         self.task: TaskProcess | None = None
         self.spare: TaskProcess | None = None
         self.closed = False
+        self._spare_due = False
         os.makedirs(self.work_dir, exist_ok=True)
         if prewarm:  # TF imports for seconds: start now, while the manager provisions the other nodes
             self.spare = TaskProcess(self.work_dir, self._on_event)
 
     def _on_event(self, task: TaskProcess, line: str) -> None:
+        if self._spare_due and task is self.task and '"first_step"' in line:
+            # Only now: a spare importing TensorFlow while the nodes build graphs and restore
+            # would compete with them for the CPU, at start and at every relaunch.
+            with self.cond:
+                if self._spare_due and not self.closed:
+                    self._spare_due = False
+                    self.spare = TaskProcess(self.work_dir, self._on_event, nice=10)
         if task is not self.task and '"warm"' not in line:
             return  # a replaced task's last words are not this node's news
         if '"warm"' in line and task is not self.task:
@@ -139,9 +147,9 @@ class Agent:
         task.launched = True
         self.task = task
         task.send(launch)
-        if self.keep_spare:
-            # Niced so the spare's TF import does not slow the running task much.
-            self.spare = TaskProcess(self.work_dir, self._on_event, nice=10)
+        # The next spare starts once this task trains (see _on_event), niced so its TF import does
+        # not slow training much; the task resets its priority when launched, where it may.
+        self._spare_due = self.keep_spare
         return pb.LaunchTaskReply(pid=task.proc.pid, warm_s=time.time() - task.started)
 
     def checkpoint_dir(self, requested: str | None) -> str:
@@ -229,12 +237,13 @@ class Agent:
                 return
 
     def close(self) -> None:
+        with self.cond:  # first, so no spare is started behind our back
+            self.closed = True
+            self._spare_due = False
+            self.cond.notify_all()
         for task in (self.task, self.spare):
             if task is not None:
                 task.stop(grace_s=1.0)
-        with self.cond:
-            self.closed = True
-            self.cond.notify_all()
 
 
 # Streaming methods need a streaming refusal; read from the service so a new method cannot be missed.
