@@ -54,6 +54,7 @@ def main():
     g = task.g
     state = task.state
     state.protocol, state.phase, state.boundary = "asp", 0, 1.0
+    state.stride = 32  # as the task sets it for ASP: one worker, batch 32
     metrics = MetricsHook(state, g.engines, g.loss, lambda e: None, batch_by_protocol={"asp": 32})
     hooks = HookList([metrics, ControlHook(state, task)])
     with g.graph.as_default():

@@ -62,6 +62,11 @@ class TrainState:
         self.local_steps = 0
         self.phase_steps = 0
         self.last_wait_s = 0.0  # the last step's wait for the synchronous group (0 under ASP)
+        # Under ASP the global count is read every READ_EVERY steps and estimated in between
+        # (`stride` samples per local step across the cluster), exactly wherever it matters.
+        self.stride = 0            # 0: read it every step
+        self.unread_steps = 0
+        self.marks: list[float] = []  # other fractions that must be met exactly (evaluation points)
         self.diverged_loss: float | None = None
 
     @property
@@ -70,6 +75,15 @@ class TrainState:
 
     def at_boundary(self) -> bool:
         return self.samples >= self.boundary * self.total
+
+    READ_EVERY = 8
+
+    def needs_exact_samples(self) -> bool:
+        """Read the global count this step: periodically, and on every step near a boundary or mark."""
+        if not self.stride or self.unread_steps + 1 >= self.READ_EVERY:
+            return True
+        reach = self.samples + 2 * self.READ_EVERY * self.stride
+        return any(self.samples < p * self.total <= reach for p in [self.boundary, *self.marks])
 
 
 class MetricsHook(v1.train.SessionRunHook):

@@ -67,8 +67,10 @@ class StepRunner:
             self._callables[key] = fn
         return fn
 
-    def _fns(self, engine, hook_fetches):
+    def _fns(self, engine, hook_fetches, exact: bool = True):
         if engine.wait_op is None:
+            if not exact:
+                return self._callable(engine.train_op, hook_fetches), None
             return self._callable(engine.train_op, engine.samples_after, hook_fetches), None
         return (self._callable(engine.push_op, hook_fetches),
                 self._callable(engine.wait_op, engine.samples_after))
@@ -105,13 +107,19 @@ class StepRunner:
         args = self.hook.before_run(context)
         fetches = (args.fetches if args is not None else None) or {}
         wait_s = 0.0
+        exact = True
         if args is not None and args.feed_dict:
             # Feeds change per step, so they go through the general path.
             _, samples, results = self.session.run([engine.train_op, engine.samples_after, fetches],
                                                    feed_dict=args.feed_dict, options=args.options)
         else:
-            first, wait = self._fns(engine, fetches)
-            if wait is None:
+            exact = engine.wait_op is not None or self.state.needs_exact_samples()
+            first, wait = self._fns(engine, fetches, exact)
+            if not exact:
+                # The counter lives on a parameter server: skip the read, estimate the count.
+                _, results = _retry_duplicate(first)
+                samples = self.state.samples + self.state.stride
+            elif wait is None:
                 _, samples, results = _retry_duplicate(first)
             else:
                 _, results = _retry_duplicate(first)
@@ -119,6 +127,7 @@ class StepRunner:
                 _, samples = _retry_duplicate(
                     wait, fallback=lambda: (None, self.session.run(engine.samples_now)))
                 wait_s = time.perf_counter() - t0
+        self.state.unread_steps = 0 if exact else self.state.unread_steps + 1
         self.state.samples = int(samples)
         self.state.last_wait_s = wait_s
         self.hook.after_run(context, v1.train.SessionRunValues(results, None, None))

@@ -69,6 +69,9 @@ class Task:
         self.eval_points = [round(k * every, 9) for k in range(1, int(1 / every) + 1)] if every else []
         self.eval_points = [p for p in self.eval_points if p < 1.0]
         self.checkpoint_dir = launch["checkpoint_dir"]
+        self.batch_by_protocol = {p["protocol"]: p["config"]["per_worker_batch"] for p in launch["phases"]}
+        if self.is_chief:
+            self.state.marks = self.eval_points  # evaluation checkpoints land on exact counts
         self.delay_s = 0.0
         self.idle_requested = False
         self.reset_done = False
@@ -98,6 +101,7 @@ class Task:
         due = [p for p in self.eval_points if p <= fraction]
         if due:
             self.eval_points = [p for p in self.eval_points if p > fraction]
+            self.state.marks = self.eval_points
             t0 = time.perf_counter()
             path = self.save(session)
             # Checkpointing for the evaluator is syncswitch's own cost, not the chief being slow:
@@ -193,6 +197,9 @@ class Task:
                 state.phase = cmd["phase"]
                 state.boundary = cmd["until"]
                 state.phase_steps = 0
+                state.unread_steps = 0
+                state.stride = (self.batch_by_protocol[state.protocol] * self.launch["num_workers"]
+                                if state.protocol == "asp" else 0)
                 g.engines[state.protocol].enter_worker(session)
                 return True
             else:

@@ -36,3 +36,21 @@ def test_other_aborts_and_repeated_duplicates_still_fail():
     with pytest.raises(tf.errors.AbortedError):
         _retry_duplicate(fn, attempts=3)
     assert len(calls) == 3
+
+
+def test_asp_reads_the_global_count_periodically_and_always_near_a_boundary():
+    from syncswitch.hooks.session_hooks import TrainState
+
+    state = TrainState(total_samples=100_000, worker=0)
+    state.boundary, state.stride = 0.5, 128
+    assert not state.needs_exact_samples()  # far from the boundary, just read
+    state.unread_steps = TrainState.READ_EVERY - 1
+    assert state.needs_exact_samples()  # periodic read
+    state.unread_steps = 0
+    state.samples = 50_000 - 2 * TrainState.READ_EVERY * 128  # within reach of the boundary
+    assert state.needs_exact_samples()
+    state.samples, state.marks = 10_000, [0.11]  # an evaluation point within reach
+    assert state.needs_exact_samples()
+    state.stride = 0  # BSP, or not configured: every step
+    state.marks = []
+    assert state.needs_exact_samples()
