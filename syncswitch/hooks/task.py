@@ -198,6 +198,7 @@ class Task:
                 state.boundary = cmd["until"]
                 state.phase_steps = 0
                 state.unread_steps = 0
+                state.samples = int(session.run(g.samples))  # after the warm-up reset, before estimating
                 state.stride = (self.batch_by_protocol[state.protocol] * self.launch["num_workers"]
                                 if state.protocol == "asp" else 0)
                 g.engines[state.protocol].enter_worker(session)
