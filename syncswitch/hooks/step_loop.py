@@ -85,10 +85,13 @@ class StepRunner:
         """
         engine.before_warm_up(self.session)
         args = self.hook.before_run(v1.train.SessionRunContext(None, self.session))
-        first, wait = self._fns(engine, (args.fetches if args is not None else None) or {})
+        fetches = (args.fetches if args is not None else None) or {}
+        first, wait = self._fns(engine, fetches)
         first()
         if wait is not None:
             wait()
+        else:
+            self._fns(engine, fetches, exact=False)[0]()  # the variant that skips the counter read
 
     def push_only(self, engine) -> None:
         """Hand this worker's gradient for the token it holds to the group, without waiting.
