@@ -36,9 +36,7 @@ def main():
 
     import tensorflow as tf
 
-    from syncswitch.hooks import graph as graphmod
-    from syncswitch.hooks import script as scriptmod
-    from syncswitch.hooks.session_hooks import ControlHook, HookList, MetricsHook, TrainState
+    from syncswitch.hooks.session_hooks import ControlHook, HookList, MetricsHook
     from syncswitch.hooks.step_loop import StepRunner
     from syncswitch.hooks.task import Task
 

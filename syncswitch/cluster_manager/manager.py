@@ -454,7 +454,6 @@ class JobRun:
         # The group is whole again; once no BSP is owed, ASP is immune and detection stops.
         owed = self.greedy_tail is not None or any(p.protocol == "bsp" for p, _ in self.phases[k:])
         self.stragglers.phase_changed(bsp_share_done=not owed)
-        self.joined.discard(k)
 
     def _teardown(self) -> None:
         self.feed.stopping = True

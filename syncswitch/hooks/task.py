@@ -213,10 +213,9 @@ class Task:
 
         v1 = self.tf.compat.v1
         g = self.g
-        batch_by_protocol = {p["protocol"]: p["config"]["per_worker_batch"] for p in self.launch["phases"]}
         metrics = MetricsHook(self.state, g.engines, g.loss, emit, window=self.launch.get("window", 20),
                               interval_s=self.launch.get("metrics_interval_s", 0.5),
-                              batch_by_protocol=batch_by_protocol)
+                              batch_by_protocol=self.batch_by_protocol)
         control = ControlHook(self.state, self)
         hooks = HookList([metrics, control])
         with g.graph.as_default():
