@@ -13,8 +13,28 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from bench import common  # noqa: E402
 
 SIZES = (8, 64, 256)
+AGENTS_PER_HELPER = 16
 # The agents are real gRPC agent servers without a training task (spare and prewarm off) on free 127.0.0.1
-# ports, hosted in a few helper processes (`--serve N`) so the measuring process does not share its GIL.
+# ports, hosted in helper processes (`--serve N`) so the measuring process does not share its GIL. In production
+# every agent is its own process on its own host; here at most AGENTS_PER_HELPER share a helper (and a GIL), and
+# at least two helpers serve each size so both cores can answer. Packing 128 servers into each of two helpers
+# made a parallel burst cost the helpers 1.15-1.6x the CPU per Status call of one-at-a-time calls (up to 128
+# completion-queue threads and their handler threads queueing for one GIL), a cost no real deployment has and
+# one that grew with the number of agents per helper.
+
+
+def helpers_for(count: int, per_helper: int = AGENTS_PER_HELPER) -> int:
+    return max(1, min(count, max(2, -(-count // per_helper))))
+
+
+def _cpu_s(pid: int) -> float | None:
+    """User + system CPU seconds of process `pid` (all its threads), from /proc; None where there is none."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii") as fh:
+            fields = fh.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 def serve(count: int, work_dir: str) -> None:
@@ -76,44 +96,92 @@ class Agents:
                 proc.wait()
 
 
-def measure_size(count: int, repeats: int, work_dir: str, procs: int) -> dict:
-    from syncswitch.cluster_manager.agent_client import Actuator, AgentClient
+class _Size:
+    """One size's agents, clients and Actuator, plus the CPU that its rounds cost."""
 
-    with Agents(count, work_dir, procs) as agents:
-        clients = [AgentClient(i, f"127.0.0.1:{port}", agents.token) for i, port in enumerate(agents.ports)]
-        actuator = Actuator(clients)
-        threads = getattr(getattr(actuator, "_pool", None), "_max_workers", None)
-        try:
-            t0 = time.perf_counter()
-            replies = actuator.map(lambda c: c.status())  # first call: channels connect
-            cold = time.perf_counter() - t0
-            if len(replies) != count or any(r.state != "idle" for r in replies):
-                raise RuntimeError(f"unexpected Status replies from {count} agents")
-            actuator.map(lambda c: c.status())
-            parallel, sequential = [], []
-            for _ in range(repeats):  # interleaved so machine noise hits both alike
-                t0 = time.perf_counter()
-                actuator.map(lambda c: c.status())
-                parallel.append(time.perf_counter() - t0)
-                t0 = time.perf_counter()
-                for c in clients:
-                    c.status()
-                sequential.append(time.perf_counter() - t0)
-        finally:
-            for c in clients:
-                c.close()
-            actuator.close()
-    result = {"parallel_s": common.spread(parallel), "sequential_s": common.spread(sequential),
-              "parallel_cold_s": cold, "actuator_threads": threads}
-    result["parallel_speedup"] = common.ratio(result["sequential_s"]["median"], result["parallel_s"]["median"])
-    return result
+    def __init__(self, count: int, work_dir: str, per_helper: int):
+        from syncswitch.cluster_manager.agent_client import Actuator, AgentClient
+
+        self.count = count
+        self.agents = Agents(count, work_dir, helpers_for(count, per_helper)).__enter__()
+        self.clients = [AgentClient(i, f"127.0.0.1:{port}", self.agents.token)
+                        for i, port in enumerate(self.agents.ports)]
+        self.actuator = Actuator(self.clients)
+        self.wall = {"parallel": [], "sequential": []}
+        self.cpu = {mode: {"client": 0.0, "agents": 0.0, "calls": 0, "ok": True} for mode in self.wall}
+
+    def check(self, replies) -> None:
+        if len(replies) != self.count or any(r.state != "idle" for r in replies):
+            raise RuntimeError(f"unexpected Status replies from {self.count} agents")
+
+    def round(self, mode: str | None = None) -> float:
+        """One delivery of Status to every agent (`mode` None: untimed warm-up in parallel); returns its seconds."""
+        pids = [proc.pid for proc in self.agents.procs]
+        agents0, client0 = [_cpu_s(pid) for pid in pids], time.process_time()
+        t0 = time.perf_counter()
+        if mode == "sequential":
+            replies = [c.status() for c in self.clients]
+        else:
+            replies = self.actuator.map(lambda c: c.status())
+        elapsed = time.perf_counter() - t0
+        client, agents1 = time.process_time() - client0, [_cpu_s(pid) for pid in pids]
+        self.check(replies)
+        if mode is not None:
+            self.wall[mode].append(elapsed)
+            cpu = self.cpu[mode]
+            cpu["client"] += client
+            cpu["calls"] += self.count
+            if None in agents0 or None in agents1:
+                cpu["ok"] = False
+            else:
+                cpu["agents"] += sum(agents1) - sum(agents0)
+        return elapsed
+
+    def close(self) -> None:
+        for c in self.clients:
+            c.close()
+        self.actuator.close()
+        self.agents.__exit__()
+
+    def result(self, cold: float) -> dict:
+        out = {"parallel_s": common.spread(self.wall["parallel"]),
+               "sequential_s": common.spread(self.wall["sequential"]),
+               "parallel_cold_s": cold, "server_processes": len(self.agents.procs),
+               "actuator_threads": getattr(getattr(self.actuator, "_pool", None), "_max_workers", None),
+               # CPU per Status call over all timed rounds (the clock ticks at 10 ms, hence sums, not per round)
+               "cpu_per_call_us": {mode: {"client": round(1e6 * c["client"] / c["calls"]),
+                                          "agents": round(1e6 * c["agents"] / c["calls"]) if c["ok"] else None}
+                                   for mode, c in self.cpu.items() if c["calls"]}}
+        out["parallel_speedup"] = common.ratio(out["sequential_s"]["median"], out["parallel_s"]["median"])
+        return out
 
 
-def measure(repeats: int, root: str, sizes=SIZES, procs: int = 2) -> dict:
-    out = {"rpc": "Status", "repeats": repeats, "sizes": list(sizes), "server_processes": procs}
-    for count in sizes:
-        common.log(f"fanout: {count} agents")
-        out[str(count)] = measure_size(count, repeats, os.path.join(root, f"agents-{count}"), procs)
+def measure(repeats: int, root: str, sizes=SIZES, per_helper: int = AGENTS_PER_HELPER) -> dict:
+    """All sizes' agents stay up together and every repeat measures every size, in rotating order: the growth
+    ratio compares sizes measured under the same machine load (a shared 2-core machine's load drifts by
+    several times within minutes)."""
+    out = {"rpc": "Status", "repeats": repeats, "sizes": list(sizes), "agents_per_helper": per_helper,
+           "order": "interleaved: every repeat runs every size (rotating), parallel and sequential alternating"}
+    live, colds = [], {}
+    try:
+        for count in sizes:
+            common.log(f"fanout: starting {count} agents in {helpers_for(count, per_helper)} helper processes")
+            size = _Size(count, os.path.join(root, f"agents-{count}"), per_helper)
+            live.append(size)
+            colds[count] = size.round()  # first call: channels connect
+            size.round()
+        for r in range(repeats):
+            for k in range(len(live)):
+                size = live[(r + k) % len(live)]
+                modes = ("parallel", "sequential") if (r + k) % 2 == 0 else ("sequential", "parallel")
+                for mode in modes:
+                    size.round(mode)
+    finally:
+        for size in live:
+            size.close()
+    for size in live:
+        out[str(size.count)] = size.result(colds[size.count])
+    out["server_processes"] = {str(size.count): len(size.agents.procs) for size in live}
     small, large = str(min(sizes)), str(max(sizes))
     if small != large:
         linear = max(sizes) / min(sizes)
@@ -130,12 +198,13 @@ def measure(repeats: int, root: str, sizes=SIZES, procs: int = 2) -> dict:
 def _args(parser) -> None:
     parser.add_argument("--repeats", type=int)
     parser.add_argument("--sizes", help="Comma-separated agent counts (default 8,64,256).")
-    parser.add_argument("--server-procs", type=int, default=2, help="Helper processes hosting the agents.")
+    parser.add_argument("--agents-per-helper", type=int, default=AGENTS_PER_HELPER,
+                        help="Most agents one helper process hosts (at least 2 helpers per size).")
 
 
 def _run(args, root) -> dict:
     sizes = tuple(int(s) for s in args.sizes.split(",")) if args.sizes else SIZES
-    return measure(args.repeats or (5 if args.quick else 20), root, sizes, args.server_procs)
+    return measure(args.repeats or (5 if args.quick else 20), root, sizes, args.agents_per_helper)
 
 
 if __name__ == "__main__":

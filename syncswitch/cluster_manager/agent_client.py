@@ -141,6 +141,21 @@ class Actuator:
         """fn(client) on every client at once; the first failure is raised after all have finished."""
         targets = self.clients if clients is None else clients
         pending = [self._pool.submit(fn, c) for c in targets]
+        # Sleep until the last call ends, woken once: waiting on each future in turn woke this thread (and
+        # handed it the GIL) once per call still running. Done callbacks also fire for calls that close()
+        # cancels, so a map racing close() still returns (futures.wait would not count those as done).
+        left, lock, finished = [len(pending)], threading.Lock(), threading.Event()
+
+        def one_done(_future) -> None:
+            with lock:
+                left[0] -= 1
+                if left[0] == 0:
+                    finished.set()
+
+        for future in pending:
+            future.add_done_callback(one_done)
+        if pending:
+            finished.wait()
         results, error = [], None
         for future in pending:
             try:
