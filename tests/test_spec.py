@@ -22,7 +22,7 @@ def test_quickstart_spec_is_valid():
     from tests.conftest import ROOT
 
     job = specmod.load(os.path.join(ROOT, "jobs", "quickstart.yaml"))
-    assert job.cluster.workers == 4 and job.workload.epochs == 10
+    assert job.cluster.workers == 2 and job.workload.epochs == 10
     assert job.script.endswith("examples/mnist1d_cnn.py")
     assert job.hyperparameters.lr_decay.factor_at(0.6) == 0.1
     assert job.hyperparameters.lr_decay.factor_at(0.8) == 0.01

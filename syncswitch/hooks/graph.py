@@ -22,12 +22,15 @@ class TrainGraph:
     samples: tf.Variable
     global_step: tf.Variable
     lr_base: tf.Variable
-    momentum: tf.Variable
+    momentum: tf.Variable       # the phase's target momentum
     learning_rate: tf.Tensor
     set_lr: tf.Operation
     set_momentum: tf.Operation
     lr_in: tf.Tensor
     momentum_in: tf.Tensor
+    momentum_now: tf.Tensor     # what the optimizer uses this step: the target, or on its ramp
+    set_ramp: tf.Operation      # starts a ramp of `ramp_in` samples from the current count
+    ramp_in: tf.Tensor
     total_samples: int
     saver: v1.train.Saver
     scaffold: v1.train.Scaffold
@@ -85,6 +88,13 @@ def decayed_rate(lr_base, progress, boundaries, factors):
     return lr_base * factor
 
 
+def ramped_momentum(target, samples, start, length):
+    """`target` scaled by the share of a ramp of `length` samples done since `start`; no ramp when length is 0."""
+    done = tf.cast(samples - start, tf.float32) / tf.maximum(length, 1.0)
+    share = tf.where(length > 0.0, tf.clip_by_value(done, 0.0, 1.0), 1.0)
+    return target * share
+
+
 def build(launch: dict, module, cluster) -> TrainGraph:
     """The worker graph for `launch` (the agent's launch request) with the user's `module`."""
     n = launch["num_workers"]
@@ -115,10 +125,17 @@ def build(launch: dict, module, cluster) -> TrainGraph:
                                           v1.constant_initializer(first["learning_rate"]), trainable=False)
                 momentum = v1.get_variable("momentum", [], tf.float32,
                                            v1.constant_initializer(first["momentum"]), trainable=False)
+                # A phase may ramp its momentum up from 0 (paper Fig. 8): its start and length in
+                # samples live beside the counter, so the ramp costs no extra hop and survives a relaunch.
+                ramp_start = v1.get_variable("momentum_ramp_start", [], tf.int64, v1.zeros_initializer(),
+                                             trainable=False)
+                ramp_len = v1.get_variable("momentum_ramp_samples", [], tf.float32, v1.zeros_initializer(),
+                                           trainable=False)
+                momentum_now = ramped_momentum(momentum, samples, ramp_start, ramp_len)
             progress = tf.cast(samples, tf.float32) / float(total)
             decay = hp.get("lr_decay") or {}
             learning_rate = decayed_rate(lr_base, progress, decay.get("boundaries", []), decay.get("factors", []))
-            optimizer = v1.train.MomentumOptimizer(learning_rate, momentum)
+            optimizer = v1.train.MomentumOptimizer(learning_rate, momentum_now)
 
             # One input pipeline and one model: the user's model_fn must be called once so its
             # variables exist once; protocols built into one graph therefore share the per-worker batch.
@@ -145,9 +162,12 @@ def build(launch: dict, module, cluster) -> TrainGraph:
             momentum_in = v1.placeholder(tf.float32, [], name="momentum_in")
             set_lr = lr_base.assign(lr_in)
             set_momentum = momentum.assign(momentum_in)
+            ramp_in = v1.placeholder(tf.float32, [], name="momentum_ramp_in")
+            set_ramp = tf.group(ramp_len.assign(ramp_in), ramp_start.assign(samples.read_value()))
         # Built outside the device setter: the chief gathers every variable and writes one checkpoint.
         saver = v1.train.Saver(max_to_keep=None, sharded=False, save_relative_paths=True)
         scaffold = v1.train.Scaffold(saver=saver)
         scaffold.finalize()
     return TrainGraph(graph, engines, loss, samples, global_step, lr_base, momentum, learning_rate,
-                      set_lr, set_momentum, lr_in, momentum_in, total, saver, scaffold)
+                      set_lr, set_momentum, lr_in, momentum_in, momentum_now, set_ramp, ramp_in,
+                      total, saver, scaffold)

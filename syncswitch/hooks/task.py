@@ -50,16 +50,18 @@ class Task:
             launch["ps_hosts"], launch["worker_hosts"], self.index, intra, inter)
         module = scriptmod.load_script(launch["script_path"])
         workload = launch["workload"]
+        per_epoch = scriptmod.num_train_examples(module, launch["script_path"], launch["params"])
         if workload.get("samples"):
             total = int(workload["samples"])
         else:
-            per_epoch = scriptmod.num_train_examples(module, launch["script_path"], launch["params"])
             if per_epoch is None:
                 raise scriptmod.ScriptError(
                     f"script {launch['script_path']}: workload.epochs needs the script to define "
                     "num_examples(split, params); or give workload.samples")
             total = int(round(workload["epochs"] * per_epoch))
         launch["total_samples"] = total
+        # Ramps are given in epochs; a script that cannot say its epoch size has its workload as one.
+        self.samples_per_epoch = per_epoch or total
         self.g = graphmod.build(launch, module, self.cluster)
         self.state = TrainState(total, self.index)
         self.config = graphmod.session_config(launch["num_workers"], self.index, intra, inter)
@@ -89,8 +91,9 @@ class Task:
 
     def apply_config(self, session, config: dict) -> None:
         g = self.g
-        session.run([g.set_lr, g.set_momentum],
-                    {g.lr_in: config["learning_rate"], g.momentum_in: config["momentum"]})
+        ramp = float(config.get("momentum_ramp_epochs") or 0.0) * self.samples_per_epoch
+        session.run([g.set_lr, g.set_momentum, g.set_ramp],
+                    {g.lr_in: config["learning_rate"], g.momentum_in: config["momentum"], g.ramp_in: ramp})
 
     def on_step(self, session) -> None:
         if self.delay_s:
@@ -180,8 +183,10 @@ class Task:
                         entered["variables"] = self.variable_digests(session)
                 self.apply_config(session, cmd["config"])
                 g.engines[cmd["protocol"]].enter_chief(session)
-                lr, momentum, samples = session.run([g.learning_rate, g.momentum, g.samples])
-                emit(dict(entered, learning_rate=float(lr), momentum=float(momentum), samples=int(samples),
+                lr, momentum, now, samples = session.run([g.learning_rate, g.momentum, g.momentum_now,
+                                                          g.samples])
+                emit(dict(entered, learning_rate=float(lr), momentum=float(momentum),
+                          momentum_now=float(now), samples=int(samples),
                           fraction=int(samples) / state.total))
             elif kind == "save":
                 path = self.save(session)

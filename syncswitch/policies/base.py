@@ -15,6 +15,9 @@ class PhaseConfig:
     global_batch: int          # samples consumed by one model update
     learning_rate: float       # base rate before the workload-fraction decay
     momentum: float
+    # Epochs over which momentum ramps linearly from 0 up to `momentum` after the phase starts
+    # (paper Fig. 8 iii/iv); 0 starts the phase at `momentum`.
+    momentum_ramp_epochs: float = 0.0
 
 
 class ConfigurationPolicy(abc.ABC):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 from syncswitch.policies.base import ConfigurationPolicy, PhaseConfig
 
 
@@ -41,3 +43,18 @@ class AsyncMomentumConfiguration(PaperConfiguration):
         implicit = 1.0 - 1.0 / workers
         return PhaseConfig(protocol, config.per_worker_batch, config.global_batch, config.learning_rate,
                            max(0.0, hp.momentum - implicit))
+
+
+class MomentumRampConfiguration(PaperConfiguration):
+    """The paper's rule, with ASP's momentum ramped up from 0 by 1/n per epoch (paper Fig. 8, iv).
+
+    Stale gradients on n workers already carry momentum of their own; starting ASP at the user's
+    full momentum can make the model diverge right after a BSP->ASP switch. The ramp reaches the
+    user's m after m*n epochs, by when the learning rate has usually decayed.
+    """
+
+    def configure(self, protocol, hp, workers):
+        config = super().configure(protocol, hp, workers)
+        if protocol != "asp" or workers <= 1 or hp.momentum == 0:
+            return config
+        return dataclasses.replace(config, momentum_ramp_epochs=hp.momentum * workers)

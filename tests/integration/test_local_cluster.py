@@ -56,7 +56,7 @@ def test_single_protocol_run(write_spec, tmp_path, no_leftovers, protocol):
 
 
 def test_in_place_switch(write_spec, tmp_path, no_leftovers):
-    summary = _run(write_spec, tmp_path, ["policy.switch_at=0.5"])
+    summary = _run(write_spec, tmp_path, ["policy.switch_at=0.5", "policy.configuration=momentum-ramp"])
     _check_common(summary, tmp_path)
     assert [p["protocol"] for p in summary["schedule"]] == ["bsp", "asp"]
     (switch,) = summary["switches"]
@@ -65,6 +65,12 @@ def test_in_place_switch(write_spec, tmp_path, no_leftovers):
     # progress is continuous across the switch: the ASP phase starts where BSP stopped
     assert summary["schedule"][1]["start_fraction"] == summary["schedule"][0]["end_fraction"]
     assert summary["timing_policy"] == {"source": "spec", "switch_at": 0.5}
+    # momentum-ramp: BSP at full momentum; ASP enters at 0 on its way to 0.9 over 0.9 * 2 epochs
+    bsp, asp = (p["config"] for p in summary["schedule"])
+    assert (bsp["momentum_ramp_epochs"], asp["momentum_ramp_epochs"]) == (0.0, pytest.approx(1.8))
+    entered = {r["phase"]: r for r in _records(tmp_path, "entered")}
+    assert entered[0]["momentum_now"] == pytest.approx(0.9) and entered[1]["momentum"] == pytest.approx(0.9)
+    assert entered[1]["momentum_now"] == 0.0
 
 
 def test_script_error_is_one_line_and_cleans_up(write_spec, tmp_path, no_leftovers):

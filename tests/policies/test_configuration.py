@@ -16,6 +16,7 @@ def test_conformance(name, protocol, workers):
     config = policy.configure(protocol, HP, workers)
     assert isinstance(config, PhaseConfig) and config.protocol == protocol
     assert config.per_worker_batch >= 1 and config.learning_rate > 0 and 0 <= config.momentum < 1
+    assert config.momentum_ramp_epochs >= 0
     assert config.global_batch == config.per_worker_batch * (workers if protocol == "bsp" else 1)
     assert policy.on_switch(config, config) == config  # the default hook keeps the configuration
 
@@ -32,7 +33,7 @@ def test_paper_rule():
 def test_unknown_policy_lists_valid_names():
     from syncswitch.errors import SpecError
 
-    with pytest.raises(SpecError, match="valid: async-momentum, fixed, paper"):
+    with pytest.raises(SpecError, match="valid: async-momentum, fixed, momentum-ramp, paper"):
         CONFIGURATION_POLICIES.get("elastik")
 
 
@@ -47,3 +48,14 @@ def test_async_momentum_lowers_only_asp_momentum_by_the_implicit_part():
     assert asp.momentum == pytest.approx(0.9 - 0.75) and asp.learning_rate == 0.02
     assert policy.configure("asp", hp, 1).momentum == 0.9  # one worker: no staleness
     assert policy.configure("asp", Hyperparameters(32, 0.02, 0.5), 8).momentum == 0.0  # never negative
+
+
+def test_momentum_ramp_ramps_only_asp_on_more_than_one_worker():
+    policy = CONFIGURATION_POLICIES.get("momentum-ramp")()
+    hp = Hyperparameters(batch_size=32, learning_rate=0.02, momentum=0.9)
+    bsp, asp = policy.configure("bsp", hp, 4), policy.configure("asp", hp, 4)
+    assert (bsp.momentum, bsp.momentum_ramp_epochs, bsp.learning_rate) == (0.9, 0.0, 0.08)
+    # 1/n per epoch (paper Fig. 8 iv): 0.9 is reached after 0.9 * 4 epochs
+    assert (asp.momentum, asp.momentum_ramp_epochs, asp.learning_rate) == (0.9, pytest.approx(3.6), 0.02)
+    assert policy.configure("asp", hp, 1).momentum_ramp_epochs == 0.0
+    assert policy.configure("asp", Hyperparameters(32, 0.02, 0.0), 4).momentum_ramp_epochs == 0.0
