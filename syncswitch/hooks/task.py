@@ -50,7 +50,10 @@ class Task:
             launch["ps_hosts"], launch["worker_hosts"], self.index, intra, inter)
         module = scriptmod.load_script(launch["script_path"])
         workload = launch["workload"]
-        per_epoch = scriptmod.num_train_examples(module, launch["script_path"], launch["params"])
+        ramps = any(p["config"].get("momentum_ramp_epochs") for p in launch["phases"])
+        per_epoch = None
+        if ramps or not workload.get("samples"):  # a samples workload asks the script only if it must
+            per_epoch = scriptmod.num_train_examples(module, launch["script_path"], launch["params"])
         if workload.get("samples"):
             total = int(workload["samples"])
         else:
