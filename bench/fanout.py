@@ -181,7 +181,6 @@ def measure(repeats: int, root: str, sizes=SIZES, per_helper: int = AGENTS_PER_H
             size.close()
     for size in live:
         out[str(size.count)] = size.result(colds[size.count])
-    out["server_processes"] = {str(size.count): len(size.agents.procs) for size in live}
     small, large = str(min(sizes)), str(max(sizes))
     if small != large:
         linear = max(sizes) / min(sizes)

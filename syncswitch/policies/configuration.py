@@ -41,8 +41,7 @@ class AsyncMomentumConfiguration(PaperConfiguration):
         if protocol != "asp" or workers <= 1:
             return config
         implicit = 1.0 - 1.0 / workers
-        return PhaseConfig(protocol, config.per_worker_batch, config.global_batch, config.learning_rate,
-                           max(0.0, hp.momentum - implicit))
+        return dataclasses.replace(config, momentum=max(0.0, hp.momentum - implicit))
 
 
 class MomentumRampConfiguration(PaperConfiguration):
