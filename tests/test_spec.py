@@ -41,6 +41,8 @@ def test_quickstart_spec_is_valid():
     ("policy.switch_mode=inplace", "policy.switch_mode='inplace': unknown (did you mean 'in-place'?)"),
     ("policy.configuration=papr", "unknown configuration policy policy.configuration='papr' (did you mean 'paper'?)"),
     ("workload.samples=10", "workload needs exactly one of workload.epochs or workload.samples"),
+    ("policy.guard.loss_margin=-0.1", "policy.guard.loss_margin=-0.1: must be >= 0"),
+    ("policy.guard.los_margin=0.1", "unknown key policy.guard.los_margin (did you mean 'loss_margin'?)"),
 ])
 def test_bad_fields_are_named(write_spec, override, message):
     with pytest.raises(SpecError) as info:

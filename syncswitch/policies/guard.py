@@ -22,6 +22,9 @@ class GuardSettings:
     - accuracy_drop=0.05: the test accuracy of a healthy run dips by up to 3 points between two
       evaluations on test sets of 1000 examples; five points below the best so far, twice in a row
       over `window`, is not noise.
+    - loss_margin=0.1: a rise also has to exceed this much absolute loss (nats of cross-entropy). Near
+      convergence the loss is tiny and noisy (the digits CNN's went from 0.029 to 0.049 in a healthy ASP
+      phase, +69%): a relative rule alone rolled back healthy runs there; a collapse climbs by far more.
     - window=0.04: degradation must last this long before the guard acts, about one evaluation
       interval; the price of waiting is the asynchronous stretch thrown away at a rollback.
     - smoothing=0.02: the loss is the median of every worker's reports over this trailing stretch.
@@ -29,6 +32,7 @@ class GuardSettings:
 
     enabled: bool = True
     loss_rise: float = 0.5
+    loss_margin: float = 0.1
     accuracy_drop: float = 0.05
     window: float = 0.04
     long_window: float = 0.1
@@ -98,8 +102,9 @@ class DegradationGuard(GuardPolicy):
             self.reference_loss = smoothed
             return None
         settings, lag = self.settings, self.settings.smoothing  # the median may lag a rise that far
-        limit = self.reference_loss * (1.0 + settings.loss_rise)
-        long_limit = self.reference_loss * (1.0 + settings.loss_rise / 2)
+        reference = self.reference_loss
+        limit = max(reference * (1.0 + settings.loss_rise), reference + settings.loss_margin)
+        long_limit = max(reference * (1.0 + settings.loss_rise / 2), reference + settings.loss_margin / 2)
         if smoothed <= long_limit:
             self.reference_loss = min(self.reference_loss, smoothed)
             self._loss_onset = self._long_onset = None

@@ -51,6 +51,7 @@ class GuardSpec:
 
     enabled: bool = True
     loss_rise: float | None = None
+    loss_margin: float | None = None
     accuracy_drop: float | None = None
     window: float | None = None
     long_window: float | None = None

@@ -94,7 +94,7 @@ def guard_section(value: Any) -> GuardSpec:
     if isinstance(value, bool):
         return GuardSpec(enabled=value)
     doc = mapping(value, field)
-    keys = ("enabled", "loss_rise", "accuracy_drop", "window", "long_window", "smoothing", "max_rollbacks")
+    keys = ("enabled", "loss_rise", "loss_margin", "accuracy_drop", "window", "long_window", "smoothing", "max_rollbacks")
     check_keys(doc, keys, f"{field}.")
     enabled = doc.get("enabled", True)
     if not isinstance(enabled, bool):
@@ -104,6 +104,7 @@ def guard_section(value: Any) -> GuardSpec:
         return None if doc.get(key) is None else number(doc[key], f"{field}.{key}", **bounds)
 
     return GuardSpec(enabled=enabled, loss_rise=given("loss_rise", lo=0.0, lo_open=True),
+                     loss_margin=given("loss_margin", lo=0.0),
                      accuracy_drop=given("accuracy_drop", lo=0.0, lo_open=True, hi=1.0),
                      window=given("window", lo=0.0, hi=0.5), long_window=given("long_window", lo=0.0, hi=0.9),
                      smoothing=given("smoothing", lo=0.001, hi=0.5),

@@ -100,3 +100,24 @@ def test_a_rollback_restarts_the_watch_from_the_checkpoint():
     assert _feed(guard, lambda f: 1.0 if f < 0.4 else 3.0, 0.0).reason == "loss"
     guard.on_phase("bsp", True, 0.35)  # rolled back to 0.35 and falling back to BSP
     assert guard.reference_loss == pytest.approx(1.0)  # the abandoned reports after 0.35 are forgotten
+
+
+def test_a_relative_rise_at_a_tiny_loss_needs_the_absolute_margin():
+    # Near convergence: 0.03 -> 0.05 is +67% but 0.02 nats, ASP noise rather than a collapse.
+    guard = DegradationGuard()
+    _bsp(guard, loss=0.03)
+    guard.on_phase("asp", False, 0.25)
+    assert _feed(guard, lambda f: 0.05, 0.25, noise=0.1, seed=1) is None
+    # A real collapse from the same level still fires.
+    guard = DegradationGuard()
+    _bsp(guard, loss=0.03)
+    guard.on_phase("asp", False, 0.25)
+    verdict = _feed(guard, lambda f: 0.03 if f < 0.3 else 0.5, 0.25)
+    assert verdict.reason == "loss" and verdict.values["limit"] == pytest.approx(0.13)
+
+
+def test_without_a_margin_the_relative_rule_alone_decides():
+    guard = DegradationGuard(GuardSettings(loss_margin=0.0))
+    _bsp(guard, loss=0.03)
+    guard.on_phase("asp", False, 0.25)
+    assert _feed(guard, lambda f: 0.05, 0.25).reason == "loss"
