@@ -22,7 +22,6 @@ def _emit(**member) -> None:
 def main() -> None:
     os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    os.nice(int(os.environ.get("SYNCSWITCH_NICE", "0")))  # set here: no preexec_fn fork beside gRPC threads
     from syncswitch.wire import agent_pb2 as pb
     from syncswitch.wire import codec
 
@@ -32,6 +31,10 @@ def main() -> None:
     from syncswitch.errors import SyncSwitchError
     from syncswitch.node import script as scriptmod
 
+    # The import ran at the nodes' priority, so the evaluator is ready when they are (an unprivileged process
+    # cannot raise its priority again); the evaluations, which overlap training, run niced. Set here, not
+    # in a preexec_fn: no fork beside gRPC threads.
+    os.nice(int(os.environ.get("SYNCSWITCH_NICE", "0")))
     v1 = tf.compat.v1
     v1.disable_eager_execution()
     path, params = config.script_path, json.loads(config.params_json or "{}")
