@@ -141,10 +141,13 @@ def build(launch, total: int, module, params: dict, cluster) -> TrainGraph:
                                            trainable=False)
                 warmup_len = v1.get_variable("lr_warmup_samples", [], tf.float32, v1.zeros_initializer(),
                                              trainable=False)
+                # The rate and momentum are computed where their inputs live and where the updates apply
+                # them: on the worker, each step cost a read of every input from the parameter server
+                # and a send of the result back (6 extra transfers, ~25% of a small model's ASP step).
                 momentum_now = ramped(momentum, samples, ramp_start, ramp_len)
-            progress = tf.cast(samples, tf.float32) / float(total)
-            learning_rate = ramped(decayed_rate(lr_base, progress, list(launch.lr_decay.boundaries),
-                                                list(launch.lr_decay.factors)), samples, ramp_start, warmup_len)
+                progress = tf.cast(samples, tf.float32) / float(total)
+                learning_rate = ramped(decayed_rate(lr_base, progress, list(launch.lr_decay.boundaries),
+                                                    list(launch.lr_decay.factors)), samples, ramp_start, warmup_len)
             optimizer = v1.train.MomentumOptimizer(learning_rate, momentum_now)
 
             # One input pipeline and one model: the user's model_fn must be called once so its

@@ -18,3 +18,92 @@ def test_ramped_momentum(samples, length, expected):
     value = ramped(tf.constant(0.9), tf.constant(samples, tf.int64), tf.constant(100, tf.int64),
                             tf.constant(length))
     assert float(value) == pytest.approx(expected)
+
+
+# -- what one step moves between a worker and the parameter servers -----------------------------
+
+SCRIPT = '''
+import tensorflow as tf
+
+def input_fn(split, batch_size, params):
+    x = tf.random.stateless_normal([64, 4], seed=[1, 2])
+    y = tf.cast(x[:, 0] > 0, tf.int64)
+    return tf.data.Dataset.from_tensor_slices((x, y)).repeat().batch(batch_size, drop_remainder=True)
+
+def model_fn(features, labels, params, training):
+    hidden = tf.keras.layers.Dense(8, activation="relu")(features)
+    logits = tf.keras.layers.Dense(2)(hidden)
+    loss = tf.keras.losses.sparse_categorical_crossentropy(labels, logits, from_logits=True)
+    return {"loss": tf.reduce_mean(loss), "logits": logits}
+'''
+
+
+DRIVER = '''
+import json, os, socket, sys
+os.environ["TF_USE_LEGACY_KERAS"] = "1"
+import tensorflow as tf
+from syncswitch.node import graph as graphmod
+from syncswitch.node import script as scriptmod
+from syncswitch.wire import agent_pb2 as pb
+
+v1 = tf.compat.v1
+v1.disable_eager_execution()
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def received_by_worker(session, fetch):
+    """The tensors the worker's partition of `fetch`'s step receives from the parameter server."""
+    metadata = v1.RunMetadata()
+    session.run(fetch, options=v1.RunOptions(output_partition_graphs=True), run_metadata=metadata)
+    return sorted(node.attr["tensor_name"].s.decode() for graph in metadata.partition_graphs for node in graph.node
+                  if node.op == "_Recv" and "/job:worker" in node.device
+                  and "/job:ps" in node.attr["send_device"].s.decode())
+
+
+path = sys.argv[1]
+ps_hosts, workers = [f"127.0.0.1:{free_port()}"], [f"127.0.0.1:{free_port()}"]
+launch = pb.Launch(task_index=0, num_workers=1, ps_hosts=ps_hosts, worker_hosts=workers, script_path=path,
+                   seed=1, lr_decay=pb.LrDecay(boundaries=[0.5], factors=[0.1]))
+for protocol in ("asp", "bsp"):
+    phase = launch.phases.add(protocol=protocol, build=True, until=1.0)
+    phase.config.per_worker_batch, phase.config.learning_rate, phase.config.momentum = 8, 0.1, 0.9
+cluster, ps, worker = graphmod.start_servers(ps_hosts, workers, 0, 1, 2)
+g = graphmod.build(launch, 1000, scriptmod.load_script(path), {}, cluster)
+with g.graph.as_default(), v1.Session(worker.target, config=graphmod.session_config(1, 0, 1, 2)) as session:
+    session.run([g.scaffold.init_op, g.scaffold.local_init_op])
+    asp, bsp = g.engines["asp"], g.engines["bsp"]
+    out = {"asp": received_by_worker(session, asp.train_op)}
+    bsp.enter_chief(session)
+    bsp.enter_worker(session)
+    out["bsp_push"] = received_by_worker(session, bsp.push_op)
+    out["bsp_wait"] = received_by_worker(session, bsp.wait_op)
+print("RESULT " + json.dumps(out), flush=True)
+os._exit(0)  # in-process TF servers cannot be stopped: the process goes, and they with it
+'''
+
+
+@pytest.mark.cluster
+def test_a_step_reads_only_the_model_from_the_parameter_server(tmp_path):
+    """The learning rate, momentum, counters and group size are computed on the PS beside their variables:
+    computed on the worker, each step read every one of their inputs from the PS (7 extra transfers; on a
+    small model a quarter of an ASP step). Real servers, in a child process that takes them down with it."""
+    import json
+    import subprocess
+    import sys
+
+    (tmp_path / "tiny.py").write_text(SCRIPT)
+    (tmp_path / "driver.py").write_text(DRIVER)
+    proc = subprocess.run([sys.executable, str(tmp_path / "driver.py"), str(tmp_path / "tiny.py")],
+                          capture_output=True, text=True, timeout=240)
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("RESULT ")]
+    assert lines, proc.stderr[-2000:]
+    received = json.loads(lines[-1][len("RESULT "):])
+    model = 4  # two Dense layers: kernel and bias each
+    assert len(received["asp"]) == model, received["asp"]
+    assert len(received["bsp_push"]) == model, received["bsp_push"]
+    assert len(received["bsp_wait"]) == 1, received["bsp_wait"]  # the token

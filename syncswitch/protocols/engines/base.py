@@ -47,7 +47,9 @@ class CountingOptimizer(v1.train.Optimizer):
         update = self._inner.apply_gradients(grads_and_vars, global_step=global_step)
         with tf.control_dependencies([update]):
             # The counter's new value, produced where the counter lives: fetching it costs no extra hop.
-            self.counted = self._samples.assign_add(tf.cast(self._per_update, tf.int64))
+            with v1.colocate_with(self._samples):  # a constant made on the worker would be one more send
+                delta = tf.cast(self._per_update, tf.int64)
+            self.counted = self._samples.assign_add(delta)
         return tf.group(update, self.counted, name=name or f"{self._name}_apply")
 
     def get_slot(self, var, name):

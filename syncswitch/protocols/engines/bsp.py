@@ -33,9 +33,10 @@ class SyncReplicasEngine(ProtocolEngine):
             self.aggregate = state_variable("syncswitch/sync_aggregate", [], tf.int32)
             self._aggregate_in = v1.placeholder(tf.int32, [], name="sync_aggregate_in")
             self._set_aggregate = self.aggregate.assign(self._aggregate_in)
-        group = self.group_size.read_value()
-        wanted = self.aggregate.read_value()
-        take = tf.where(wanted > 0, tf.minimum(wanted, group), group)
+            # Computed beside the variables: on the worker, every step would read both from the PS.
+            group = self.group_size.read_value()
+            wanted = self.aggregate.read_value()
+            take = tf.where(wanted > 0, tf.minimum(wanted, group), group)
         counting = CountingOptimizer(optimizer, samples, tf.cast(take, tf.int64) * per_worker_batch, "bsp")
         self._opt = v1.train.SyncReplicasOptimizer(
             counting, replicas_to_aggregate=num_workers, total_num_replicas=num_workers, name="bsp_sync")
