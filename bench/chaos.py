@@ -52,6 +52,13 @@ def node_processes(run_dir: str, node: int) -> tuple[list, list]:
             tasks += [c for c in agent.children() if "syncswitch.node.task" in _cmdline(c)]
         except psutil.Error:
             continue
+    # Tasks forked by the local backend's fork server are its children, named for their role, in the node's folder.
+    for proc in psutil.process_iter(["name"]):
+        try:
+            if proc.info["name"] == "syncswitch-task" and proc.cwd() == work_dir:
+                tasks.append(proc)
+        except psutil.Error:
+            continue
     return agents, tasks
 
 

@@ -232,10 +232,14 @@ def standalone(description: str, add_args, run, argv=None) -> int:
 
 # What a process is, from a needle in its command line: every sampler of the benchmarks names roles alike.
 ROLES = (("syncswitch.node.agent", "agent"), ("syncswitch.node.task", "task"), ("evaluator", "evaluator"),
-         ("bare_loop.py", "bare_worker"))
+         ("syncswitch.node.forkserver", "fork_server"), ("bare_loop.py", "bare_worker"))
+# Processes forked by the fork server share its command line; they carry their role in their name.
+FORKED = {"syncswitch-task": "task", "syncswitch-eval": "evaluator"}
 
 
-def role_of(cmdline: list[str]) -> str:
+def role_of(cmdline: list[str], name: str = "") -> str:
+    if name in FORKED:
+        return FORKED[name]
     text = " ".join(cmdline)
     return next((role for needle, role in ROLES if needle in text), "other")
 

@@ -34,11 +34,11 @@ class CpuSampler(common.ProcessSampler):
     def sample(self) -> None:
         for proc in self.me.children(recursive=True):
             try:
-                cmdline = proc.cmdline()
+                cmdline, name = proc.cmdline(), proc.name()
                 cpu = sum(proc.cpu_times()[:2])
             except self.psutil.Error:
                 continue
-            role = common.role_of(cmdline)
+            role = common.role_of(cmdline, name)
             if role == "other" and proc.pid in self.last:
                 role = self.last[proc.pid][0]  # an exiting process's command line reads empty
             self.last[proc.pid] = (role, cpu)

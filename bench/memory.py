@@ -47,14 +47,14 @@ class MemorySampler(common.ProcessSampler):
             return
         for child in children:
             try:
-                role = common.role_of(child.cmdline())
+                role = common.role_of(child.cmdline(), child.name())
                 descendants = child.children(recursive=True)
             except psutil.Error:
                 continue
             total = self._record(child, role)
             for proc in descendants:
                 try:
-                    total += self._record(proc, common.role_of(proc.cmdline()))
+                    total += self._record(proc, common.role_of(proc.cmdline(), proc.name()))
                 except psutil.Error:
                     continue
             if role == "agent":

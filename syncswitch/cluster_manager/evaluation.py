@@ -9,19 +9,25 @@ import sys
 
 from syncswitch.cluster_manager.actuator import CheckpointShipper
 from syncswitch.cluster_manager.events import EVALUATOR
+from syncswitch.node.forkserver import ForkedProcess
 from syncswitch.wire import agent_pb2 as pb
 from syncswitch.wire import codec
 
 EVALUATOR_MODULE = "syncswitch.node.evaluator"
 
 
-def start_evaluator_process(config: pb.EvaluatorConfig, log_path: str,
-                            module: str = EVALUATOR_MODULE) -> subprocess.Popen:
-    """The evaluator as a separate process; it lowers its priority once imported (it must not slow training)."""
+def start_evaluator_process(config: pb.EvaluatorConfig, log_path: str, module: str = EVALUATOR_MODULE,
+                            fork_server: str | None = None):
+    """The evaluator as a separate process; it lowers its priority once imported (it must not slow training).
+    Forked from `fork_server` where the backend runs one on this machine: it then starts with TensorFlow imported."""
+    env = dict(os.environ, SYNCSWITCH_NICE="5")
     with open(log_path, "ab") as log:
-        proc = subprocess.Popen([sys.executable, "-u", "-m", module], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                stderr=log, text=True, bufsize=1, start_new_session=True,
-                                env=dict(os.environ, SYNCSWITCH_NICE="5"))
+        if fork_server and module == EVALUATOR_MODULE:
+            proc = ForkedProcess(fork_server, "evaluator", cwd=os.getcwd(), env=env, stderr_fd=log.fileno())
+        else:
+            proc = subprocess.Popen([sys.executable, "-u", "-m", module], stdin=subprocess.PIPE,
+                                    stdout=subprocess.PIPE, stderr=log, text=True, bufsize=1,
+                                    start_new_session=True, env=env)
     proc.stdin.write(codec.encode(config) + "\n")
     proc.stdin.flush()
     return proc
@@ -52,14 +58,16 @@ class Evaluations:
         self._early: list[tuple[str, float, float]] = []
         self._shipper: CheckpointShipper | None = None
 
-    def open(self) -> None:
-        """Start the process: it imports TensorFlow while the nodes do, so it is ready for the first checkpoint."""
+    def open(self, fork_server: str | None = None) -> None:
+        """Start the process: it imports TensorFlow while the nodes do (or is forked from `fork_server` with it
+        imported), so it is ready for the first checkpoint."""
         if self.proc is not None:
             return
         spec = self.spec
         config = pb.EvaluatorConfig(script_path=spec.script, params_json=json.dumps(spec.params),
                                     batch_size=spec.evaluation.batch_size, threads=1)
-        self.proc = self.start_process(config, os.path.join(self.run_dir, "evaluator.log"))
+        where = {"fork_server": fork_server} if fork_server else {}
+        self.proc = self.start_process(config, os.path.join(self.run_dir, "evaluator.log"), **where)
         self.feed.follow_process(EVALUATOR, self.proc)
 
     def start(self, t0: float, chief=None) -> None:

@@ -185,7 +185,7 @@ class JobRun(JobEvents, JobRecovery, JobResume):
             self.feed.follow_agent(client)
         with open(spec.script, "rb") as fh:
             self.script_source = fh.read()
-        self.evaluations.open()
+        self.evaluations.open(self.cluster.fork_server)
         k, started = 0, False
         while True:
             try:

@@ -12,8 +12,6 @@ import glob
 import hmac
 import os
 import signal
-import subprocess
-import sys
 import threading
 import time
 from concurrent import futures
@@ -22,6 +20,7 @@ import grpc
 
 from syncswitch import __version__
 from syncswitch.files import write_bytes_atomic
+from syncswitch.node.task_process import AgentError, TaskProcess
 from syncswitch.wire import agent_pb2 as pb
 from syncswitch.wire import agent_pb2_grpc as pb_grpc
 from syncswitch.wire import codec
@@ -30,78 +29,22 @@ from syncswitch.wire.token import TOKEN_HEADER
 CHUNK_BYTES = 1 << 20  # FetchCheckpoint's chunk size: well under gRPC's 4 MiB message limit
 
 
-class AgentError(Exception):
-    """A request the agent cannot serve; mapped to a gRPC status by the servicer."""
-
-    def __init__(self, code: grpc.StatusCode, message: str):
-        super().__init__(message)
-        self.code = code
-
-
 def _inside(path: str, root: str) -> bool:
     """Whether `path`, links resolved, is `root` or lies below it."""
     real, base = os.path.realpath(path), os.path.realpath(root)
     return real == base or real.startswith(base.rstrip(os.sep) + os.sep)
 
 
-class TaskProcess:
-    """A training task process, started early so TensorFlow is imported before the launch arrives."""
-
-    def __init__(self, work_dir: str, on_event, nice: int = 0):
-        self.started = time.time()
-        log_path = os.path.join(work_dir, f"task-{int(self.started * 1000)}.log")
-        self.log_path = log_path
-        env = dict(os.environ)
-        env.pop("SYNCSWITCH_TOKEN", None)  # the task needs no secret
-        env["SYNCSWITCH_NICE"] = str(nice)  # applied by the task: preexec_fn would fork beside gRPC threads
-        with open(log_path, "ab") as log:  # the child keeps its own descriptor
-            self.proc = subprocess.Popen(
-                [sys.executable, "-u", "-m", "syncswitch.node.task"], stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE, stderr=log, cwd=work_dir, env=env, text=True, bufsize=1)
-        self.launched = False
-        self._on_event = on_event
-        self._write_lock = threading.Lock()
-        threading.Thread(target=self._pump, daemon=True).start()
-
-    def _pump(self) -> None:
-        for line in self.proc.stdout:
-            try:
-                event = codec.decode(line, pb.Event)
-            except codec.WireError:
-                continue  # not ours: the task's own output goes to its log
-            if self.launched or codec.kind(event) == "warm":
-                self._on_event(self, event)
-        code = self.proc.wait()
-        self._on_event(self, codec.event(exit=pb.TaskExit(code=code, log=self.log_path)))
-
-    def send(self, message) -> None:
-        """Write a Launch or Command to the task."""
-        with self._write_lock:
-            try:
-                self.proc.stdin.write(codec.encode(message) + "\n")
-                self.proc.stdin.flush()
-            except (BrokenPipeError, ValueError):
-                raise AgentError(grpc.StatusCode.FAILED_PRECONDITION, "the training task has exited") from None
-
-    def stop(self, grace_s: float = 2.0) -> int:
-        if self.proc.poll() is None:
-            try:
-                self.send(pb.Command(stop=pb.Stop()))
-            except AgentError:
-                pass
-            try:
-                return self.proc.wait(timeout=grace_s)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-        return self.proc.wait()
-
-
 class Agent:
     """Domain logic: one current task, a warm spare for relaunches, and a replayable event log."""
 
     def __init__(self, work_dir: str, ps_port: int, worker_port: int, spare: bool = True, prewarm: bool = True,
-                 chunk_bytes: int = CHUNK_BYTES):
+                 chunk_bytes: int = CHUNK_BYTES, fork_server: str | None = None, cgroup_procs: str | None = None):
         self.work_dir = os.path.abspath(work_dir)
+        # With a fork server every task starts warm in milliseconds: no spare process need wait beside it.
+        self.fork_server, self.cgroup_procs = fork_server, cgroup_procs
+        if fork_server:
+            spare = prewarm = False
         self.chunk_bytes = chunk_bytes
         self.ps_port = ps_port
         self.worker_port = worker_port
@@ -148,7 +91,8 @@ class Agent:
             old.stop()
         task = self.spare if self.spare is not None and self.spare.proc.poll() is None else None
         if task is None:
-            task = TaskProcess(self.work_dir, self._on_event)
+            task = TaskProcess(self.work_dir, self._on_event, fork_server=self.fork_server,
+                               cgroup_procs=self.cgroup_procs)
         self.spare = None
         task.launched = True
         self.task = task
@@ -363,10 +307,14 @@ def main(argv=None) -> None:
     parser.add_argument("--token-file")
     parser.add_argument("--no-spare", action="store_true", help="Do not keep a warm spare task (no relaunches).")
     parser.add_argument("--manager-pid", type=int, help="Exit, ending the task, once this process is gone (local).")
+    parser.add_argument("--fork-server", help="Fork training tasks from the fork server at this Unix socket "
+                        "(syncswitch.node.forkserver) instead of starting a Python process for each.")
+    parser.add_argument("--task-cgroup", help="cgroup.procs file a forked task joins (the node's CPU budget).")
     args = parser.parse_args(argv)
     token = _read_token(args)
     os.environ.pop("SYNCSWITCH_TOKEN", None)
-    agent = Agent(args.work_dir, args.ps_port, args.worker_port, spare=not args.no_spare)
+    agent = Agent(args.work_dir, args.ps_port, args.worker_port, spare=not args.no_spare,
+                  fork_server=args.fork_server, cgroup_procs=args.task_cgroup)
     done = threading.Event()
     try:
         server, _ = make_server(agent, token, args.host, args.port, on_shutdown=done.set)

@@ -67,7 +67,8 @@ def main() -> None:
         try:
             saver.restore(session, job.path)
         except Exception as exc:  # noqa: BLE001 - a missing or partial checkpoint is reported, not fatal
-            _emit(error=pb.TaskError(message=f"cannot restore {job.path}: {type(exc).__name__}"))
+            detail = str(exc).strip().splitlines()[0][:300] if str(exc).strip() else ""
+            _emit(error=pb.TaskError(message=f"cannot restore {job.path}: {type(exc).__name__}: {detail}"))
             continue
         session.run(iterator.initializer)
         hits = total = 0

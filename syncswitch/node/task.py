@@ -21,9 +21,16 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 from syncswitch.wire import agent_pb2 as pb  # noqa: E402 - after the environment TF reads at import
 from syncswitch.wire import codec  # noqa: E402
 
-_EVENTS = os.fdopen(os.dup(sys.stdout.fileno()), "w", buffering=1)
-os.dup2(sys.stderr.fileno(), sys.stdout.fileno())  # user prints must not corrupt the event stream
+_EVENTS = None  # the event stream: the process's stdout as it started (see _take_stdout)
 _EMIT_LOCK = threading.Lock()
+
+
+def _take_stdout() -> None:
+    """Keep stdout for events and point fd 1 at the log: user prints must not corrupt the event stream.
+    Done in main(), not at import: a fork server imports this module once for every task it forks."""
+    global _EVENTS
+    _EVENTS = os.fdopen(os.dup(sys.stdout.fileno()), "w", buffering=1)
+    os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
 
 
 def emit(event: pb.Event) -> None:
@@ -282,6 +289,7 @@ def _error_kind(exc) -> int:
 
 
 def main() -> None:
+    _take_stdout()
     os.nice(int(os.environ.get("SYNCSWITCH_NICE", "0")))
     import tensorflow as tf  # noqa: F401 - warm the import before the launch request arrives
 

@@ -279,7 +279,10 @@ def _cmdlines(pids):
 def test_provision_puts_each_agent_and_its_task_in_its_budgeted_group(tmp_path, no_leftovers):
     backend = LocalBackend()
     try:
-        cluster = backend.provision(_request(tmp_path, cpus=0.45, nodes=2))
+        # Without the fork server the agent pre-warms a spawned task: that one must be in the group too.
+        request = _request(tmp_path, cpus=0.45, nodes=2)
+        request.options["fork_server"] = False
+        cluster = backend.provision(request)
         groups = backend.run_groups
         assert os.path.basename(groups.path).startswith("cg-test@")
         for node, group in zip(cluster.nodes, groups.nodes):
@@ -310,3 +313,27 @@ def test_provision_puts_each_agent_and_its_task_in_its_budgeted_group(tmp_path, 
 def test_a_backend_without_budgets_refuses_slowdowns(tmp_path):
     with pytest.raises(ClusterError, match=r"no CPU budget \(set cluster\.cpus_per_node\)"):
         LocalBackend().slow_node(0, 2)
+
+
+@needs_cgroups
+@pytest.mark.cluster
+def test_a_task_forked_for_a_budgeted_node_joins_its_group_and_the_fork_server_stays_outside(tmp_path,
+                                                                                          no_leftovers):
+    from syncswitch.node.forkserver import ForkedProcess
+
+    backend = LocalBackend()
+    try:
+        backend.provision(_request(tmp_path, cpus=0.45, nodes=2))
+        group = backend.run_groups.nodes[1]
+        with open(tmp_path / "task.log", "ab") as log:
+            task = ForkedProcess(backend.fork_socket, "task", cwd=str(tmp_path), env=dict(os.environ),
+                                 stderr_fd=log.fileno(), cgroup_procs=group.procs_file)
+        task.stdout.readline()  # started
+        assert task.pid in group.pids()
+        assert backend.fork_server.pid not in group.pids() + backend.run_groups.nodes[0].pids()
+        task.stdin.close()
+        assert task.wait(timeout=30) == 0
+    finally:
+        backend.teardown()
+    assert backend.fork_server is None and backend.fork_socket is None
+

@@ -56,10 +56,13 @@ def _kinds(group: CpuGroup) -> list[str]:
     out = []
     for pid in group.pids():
         try:
-            cmd = " ".join(psutil.Process(pid).cmdline())
+            proc = psutil.Process(pid)
+            cmd, name = " ".join(proc.cmdline()), proc.name()
         except psutil.Error:
             continue
-        out += ["agent"] if "syncswitch.node.agent" in cmd else ["task"] if "syncswitch.node.task" in cmd else [cmd]
+        # A task forked by the fork server has the server's command line and its role as its name.
+        task = "syncswitch.node.task" in cmd or name == "syncswitch-task"
+        out += ["agent"] if "syncswitch.node.agent" in cmd else ["task"] if task else [cmd]
     return sorted(out)
 
 
@@ -75,9 +78,11 @@ def _cpu_cgroup(pid: int) -> str:
 def _marked(module: str) -> list[int]:
     """Pids of `module` processes started under this test (they carry its marker in their environment)."""
     marker, out = os.environ["SYNCSWITCH_TEST_RUN"], []
-    for proc in psutil.process_iter(["pid", "cmdline"]):
+    forked = {"syncswitch.node.evaluator": "syncswitch-eval", "syncswitch.node.task": "syncswitch-task"}.get(module)
+    for proc in psutil.process_iter(["pid", "cmdline", "name"]):
         try:
-            if module in " ".join(proc.info["cmdline"] or []) and proc.environ().get("SYNCSWITCH_TEST_RUN") == marker:
+            named = module in " ".join(proc.info["cmdline"] or []) or proc.info["name"] == forked
+            if named and proc.environ().get("SYNCSWITCH_TEST_RUN") == marker:
                 out.append(proc.pid)
         except psutil.Error:
             pass

@@ -41,6 +41,9 @@ class ClusterInfo:
     # Whether the nodes see the manager's files (the run folder) at the same paths. If not, tasks write
     # checkpoints under their agent's work dir and the manager copies them over for evaluation.
     shared_filesystem: bool = False
+    # A fork server on the manager's machine (local backend): processes forked from it start with TensorFlow
+    # imported (syncswitch.node.forkserver); None where there is none.
+    fork_server: str | None = None
 
     def ps_hosts(self, count: int | None = None) -> list[str]:
         """The PS tasks' addresses: on the first `count` nodes (every node when None or 0)."""

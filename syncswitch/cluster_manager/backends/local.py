@@ -92,7 +92,9 @@ class LocalBackend(Backend):
     # in their own work dirs and the manager copies them over the agents' FetchCheckpoint (for tests).
     # cpus_per_node: each node's agent and everything it starts run in the node's own CPU cgroup capped at
     # that many CPUs, so nodes compete for CPU like separate machines rather than lending each other cores.
-    option_validators = {"shared_filesystem": _bool, "cpus_per_node": _cpus}
+    # fork_server (default true): one process imports TensorFlow once and every node's training task (and the
+    # evaluator) is forked from it, instead of each importing it on the shared cores (syncswitch.node.forkserver).
+    option_validators = {"shared_filesystem": _bool, "cpus_per_node": _cpus, "fork_server": _bool}
     # Local nodes share one machine's cores and memory: a PS task per node adds processes' threads and
     # RPC fan-out competing for the same CPUs without adding bandwidth, so one PS task by default.
     default_parameter_servers = 1
@@ -109,6 +111,8 @@ class LocalBackend(Backend):
         self.groups: RunGroups | None = None
         self.run_groups: RunGroups | None = None
         self.cpus_per_node: float | None = None
+        self.fork_server: subprocess.Popen | None = None
+        self.fork_socket: str | None = None
 
     def dry_run(self, request: ProvisionRequest) -> str:
         text = (f"local backend: {request.num_nodes} agent process(es) on {HOST} (a worker task each, "
@@ -126,6 +130,8 @@ class LocalBackend(Backend):
         groups = self._cpu_groups(request)  # first: an unusable controller must fail before anything starts
         ports = free_ports(3 * request.num_nodes)
         self.request, self.groups = request, groups
+        if request.options.get("fork_server", True):
+            self._start_fork_server()  # it imports TensorFlow while the agents start
         for i in range(request.num_nodes):
             self.procs.append(None)
             self.nodes.append(self._start_agent(i, *ports[3 * i:3 * i + 3]))
@@ -134,13 +140,45 @@ class LocalBackend(Backend):
         for node in self.nodes:
             self._wait_ready(node, deadline)
         shared = request.options.get("shared_filesystem", True)
-        return ClusterInfo(request.job_id, tuple(self.nodes), shared_filesystem=shared)
+        return ClusterInfo(request.job_id, tuple(self.nodes), shared_filesystem=shared, fork_server=self.fork_socket)
+
+    def _start_fork_server(self) -> None:
+        import tempfile
+
+        # A private directory (0700): the socket forks processes as this user, so no one else may reach it. Under
+        # /tmp, not the run folder: a Unix socket path must stay under ~100 bytes.
+        folder = tempfile.mkdtemp(prefix="syncswitch-fork-")
+        self.fork_socket = os.path.join(folder, "socket")
+        os.makedirs(self.request.run_dir, exist_ok=True)
+        log = open(os.path.join(self.request.run_dir, "forkserver.log"), "ab")
+        self.fork_server = subprocess.Popen(
+            [sys.executable, "-m", "syncswitch.node.forkserver", "--socket", self.fork_socket,
+             "--manager-pid", str(os.getpid())],
+            stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+        log.close()
+
+    def _stop_fork_server(self) -> None:
+        proc, self.fork_server = self.fork_server, None
+        if proc is not None:
+            _signal_group(proc, signal.SIGTERM)  # it kills what it forked
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                _signal_group(proc, signal.SIGKILL)  # its children die with it (PR_SET_PDEATHSIG)
+                proc.wait(timeout=5)
+        if self.fork_socket:
+            import shutil
+
+            shutil.rmtree(os.path.dirname(self.fork_socket), ignore_errors=True)
+            self.fork_socket = None
 
     def _journal(self) -> None:
         """The agents' process groups, so a resume can end them if this manager dies without teardown."""
-        write_json_atomic(os.path.join(self.request.run_dir, AGENTS_FILE),
-                          [{"pid": p.pid, "work_dir": os.path.join(self.request.run_dir, "nodes", str(i))}
-                           for i, p in enumerate(self.procs) if p is not None])
+        entries = [{"pid": p.pid, "work_dir": os.path.join(self.request.run_dir, "nodes", str(i))}
+                   for i, p in enumerate(self.procs) if p is not None]
+        if self.fork_server is not None:
+            entries.append({"pid": self.fork_server.pid, "socket": self.fork_socket})
+        write_json_atomic(os.path.join(self.request.run_dir, AGENTS_FILE), entries)
 
     @classmethod
     def reap(cls, run_dir: str) -> list[str]:
@@ -160,6 +198,11 @@ class LocalBackend(Backend):
                 cmdline = " ".join(psutil.Process(agent["pid"]).cmdline())
             except psutil.Error:
                 continue
+            if "socket" in agent:  # the fork server: its forked tasks die with it
+                if f"--socket {agent['socket']}" in cmdline:
+                    os.killpg(agent["pid"], signal.SIGKILL)
+                    ended.append(f"killed the orphaned fork server {agent['pid']}")
+                continue
             if f"--work-dir {agent['work_dir']}" not in cmdline:
                 continue  # the pid was reused by something else
             os.killpg(agent["pid"], signal.SIGKILL)
@@ -176,6 +219,10 @@ class LocalBackend(Backend):
                "--manager-pid", str(os.getpid())]
         if not request.spare_task:
             cmd.append("--no-spare")
+        if self.fork_socket:
+            cmd += ["--fork-server", self.fork_socket]
+            if groups is not None:
+                cmd += ["--task-cgroup", groups.nodes[i].procs_file]
         if groups is not None:
             cmd = groups.nodes[i].command(cmd)  # joins its group before Python starts
         log = open(os.path.join(work_dir, "agent.log"), "ab")
@@ -279,6 +326,12 @@ class LocalBackend(Backend):
         return self.run_groups.nodes[index]
 
     def teardown(self) -> None:
+        try:
+            self._teardown_agents()
+        finally:
+            self._stop_fork_server()
+
+    def _teardown_agents(self) -> None:
         procs, self.procs = self.procs, []
         for proc in procs:
             _signal_group(proc, signal.SIGTERM)
