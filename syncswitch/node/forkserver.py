@@ -30,6 +30,7 @@ import time
 # What a request may start: the training task and the evaluator (never an arbitrary module).
 ENTRIES = {"task": "syncswitch.node.task", "evaluator": "syncswitch.node.evaluator"}
 CONNECT_TIMEOUT_S = 180.0  # the server imports TensorFlow before its socket appears
+PRIVATE_PREFIX = "syncswitch-fork-"  # the folder a launcher made for the socket alone: the server removes it
 
 
 class ForkServerError(Exception):
@@ -343,6 +344,12 @@ def main(argv=None) -> int:
             os.unlink(args.socket)
         except FileNotFoundError:
             pass
+        folder = os.path.dirname(os.path.abspath(args.socket))
+        if os.path.basename(folder).startswith(PRIVATE_PREFIX):  # the local backend's private folder for it
+            try:
+                os.rmdir(folder)
+            except OSError:
+                pass
     return 0
 
 
