@@ -71,6 +71,7 @@ class JobRun(JobEvents, JobRecovery, JobResume):
         self.responder = StragglerResponder(self)
         self.phase_runs: dict[int, PhaseRun] = {}
         self.ready: dict[int, pb.Ready] = {}
+        self.tasks_launched = False  # a later launch must first stop every old task
         self.saved: list[pb.Saved] = []
         self.latest: dict[int, pb.Metrics] = {}
         self.clients: list = []
@@ -218,6 +219,12 @@ class JobRun(JobEvents, JobRecovery, JobResume):
     def _launch_all(self, start_phase: int, restore_from: str = "") -> None:
         self.lifecycle.to(JobState.LAUNCHING, start_phase)
         self.ready.clear()
+        if self.tasks_launched:
+            # Every old task goes before any new one starts. A forked task is up in milliseconds: launched while
+            # another node's old task still served its PS shard on the same port, it registered its graph with
+            # the dying server and failed a moment later ("Session handle is not found").
+            self.actuator.map(lambda c: c.stop_task())
+        self.tasks_launched = True
         self.actuator.map(lambda c: c.launch(os.path.basename(self.spec.script), self.script_source,
                                              launch_message(self.spec, self.plan, self.cluster, self.run_dir,
                                                             c.index, start_phase, restore_from,

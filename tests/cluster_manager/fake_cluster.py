@@ -39,6 +39,7 @@ class _Node:
         self.index = index
         self.events: "queue.Queue[pb.Event | None]" = queue.Queue()
         self.launches: list[pb.Launch] = []
+        self.tasks_stopped = 0  # StopTask calls: a relaunch stops every old task before launching any
         self.phase = -1
         self.protocol = ""
         self.until = 0.0
@@ -267,6 +268,13 @@ class FakeClient:
 
     def control(self, command: pb.Command) -> None:
         self.cluster.command(self.index, command)
+
+    def stop_task(self, grace_s: float = 2.0) -> int:
+        with self.cluster.lock:
+            node = self.cluster.nodes[self.index]
+            node.running = False
+            node.tasks_stopped += 1
+        return 0
 
     def shutdown(self) -> None:
         self.cluster.nodes[self.index].events.put(None)

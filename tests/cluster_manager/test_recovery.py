@@ -30,6 +30,7 @@ def test_a_task_lost_in_asp_restores_every_node_from_the_last_checkpoint(write_s
     assert set(cluster.restores) == {failure["checkpoint"]}  # (the fake restores at each node's launch)
     for node in cluster.nodes:  # every node relaunched, restoring the checkpoint, in the phase it was taken in
         assert len(node.launches) == 2 and node.launches[1].start_phase == 1
+        assert node.tasks_stopped == 1  # every old task stopped before any new one (see JobRun._launch_all)
     assert cluster.nodes[0].launches[1].restore_from == failure["checkpoint"]
     # The lost branch's evaluations leave the results; the run's evaluations cover the workload once.
     assert [e["fraction"] for e in summary["evaluations"]] == pytest.approx([0.25, 0.5, 0.75, 1.0], abs=0.01)
