@@ -61,15 +61,19 @@ class EventFeed:
         while not condition():
             remaining = self.stall_timeout_s if deadline is None else min(self.stall_timeout_s, deadline - time.time())
             if remaining <= 0:
-                raise ClusterError(f"timed out after {timeout_s:.0f} s waiting for {what}")
+                raise WaitTimeout(f"timed out after {timeout_s:.0f} s waiting for {what}")
             try:
                 source, event, received = self.queue.get(timeout=remaining)
             except queue.Empty:
                 if deadline is not None and time.time() >= deadline:
-                    raise ClusterError(f"timed out after {timeout_s:.0f} s waiting for {what}") from None
+                    raise WaitTimeout(f"timed out after {timeout_s:.0f} s waiting for {what}") from None
                 raise ClusterError(f"no event from any node for {self.stall_timeout_s:.0f} s while waiting "
                                    f"for {what}") from None
             self.handler(source, event, received)
+
+
+class WaitTimeout(ClusterError):
+    """`wait_until`'s own deadline passed (not a stall, not a node's failure): a caller may go on without."""
 
 
 def raise_for_event(source, event: pb.Event, stopping: bool) -> None:

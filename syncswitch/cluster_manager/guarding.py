@@ -112,6 +112,12 @@ class GuardRuntime:
             return checkpoint
         return None
 
+    def unproven(self, verdict: Verdict) -> list[Checkpoint]:
+        """Checkpoints that could be a later rollback target than today's once their evaluation is in."""
+        chosen = self.target(verdict)
+        return [c for c in self.checkpoints if c.accuracy is None and not c.before_async
+                and chosen is not None and chosen.fraction < c.fraction <= verdict.onset]
+
     def plan_rollback(self, verdict: Verdict) -> tuple[Checkpoint, str]:
         """(checkpoint, protocol) to continue from; `_decide` made sure both exist."""
         target = self.target(verdict)

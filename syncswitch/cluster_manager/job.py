@@ -33,6 +33,7 @@ from syncswitch.wire import codec
 from syncswitch.wire.client import AgentClient
 
 READY_TIMEOUT_S = 300.0
+EVAL_WAIT_S = 15.0  # how long a rollback waits for the evaluation of a later candidate checkpoint
 log = logging.getLogger(__name__)
 
 
@@ -315,6 +316,14 @@ class JobRun(JobEvents, JobRecovery, JobResume):
     def _rollback(self, k: int) -> None:
         """Restore every node from the last good checkpoint and run the rest of the workload on the next rung."""
         verdict = self.guard.verdict
+        if self.guard.unproven(verdict):
+            # An asynchronous checkpoint before the onset whose evaluation is still on its way would be a later,
+            # cheaper target: the evaluator is seconds behind, the workload since the last proven one is more.
+            try:
+                self.feed.wait_until(lambda: not self.guard.unproven(verdict),
+                                     "the evaluation of the rollback's candidate checkpoints", timeout_s=EVAL_WAIT_S)
+            except ev.WaitTimeout:
+                pass  # no answer in time: roll back to the last proven checkpoint
         checkpoint, protocol = self.guard.plan_rollback(verdict)
         self.lifecycle.to(JobState.ROLLING_BACK, k)
         abandoned = self.phase_run(k - 1)

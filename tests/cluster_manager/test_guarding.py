@@ -37,3 +37,18 @@ def test_an_unevaluated_checkpoint_of_an_asynchronous_phase_is_no_target():
     assert guard.target(verdict).path == "switch"
     guard.on_evaluation("asp-eval", 0.375, 0.9, 0.3)  # scored healthy: the later, cheaper target
     assert guard.target(verdict).path == "asp-eval"
+
+
+def test_unproven_lists_the_later_candidates_a_rollback_should_wait_for():
+    guard = GuardRuntime(GuardSettings())
+    guard.on_phase("bsp", 0.0)
+    guard.on_checkpoint("switch", 0.25, 250)
+    guard.on_phase("asp", 0.25)
+    guard.on_checkpoint("asp-a", 0.3, 300)
+    guard.on_checkpoint("asp-b", 0.35, 350)
+    guard.on_checkpoint("after", 0.45, 450)   # after the onset: never a candidate
+    verdict = Verdict("diverged", 0.4, 0.4, {})
+    assert [c.path for c in guard.unproven(verdict)] == ["asp-a", "asp-b"]
+    guard.on_evaluation("asp-b", 0.35, 0.9, 0.3)
+    assert guard.unproven(verdict) == []      # the latest is in and healthy: nothing later to wait for
+    assert guard.target(verdict).path == "asp-b"

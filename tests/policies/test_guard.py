@@ -83,7 +83,8 @@ def test_one_bad_evaluation_between_good_ones_is_noise():
     guard.on_phase("bsp", True, 0.0)
     guard.on_evaluation(0.2, 0.8)
     guard.on_phase("asp", False, 0.25)
-    assert [guard.on_evaluation(f, a) for f, a in [(0.3, 0.7), (0.35, 0.79), (0.4, 0.72), (0.45, 0.8)]] == [None] * 4
+    # (Two low evaluations out of three, e.g. 0.7, 0.79, 0.72, now fire: see the oscillating collapse below.)
+    assert [guard.on_evaluation(f, a) for f, a in [(0.3, 0.79), (0.35, 0.7), (0.4, 0.78), (0.45, 0.8)]] == [None] * 4
 
 
 def test_an_asynchronous_phase_that_starts_the_run_is_watched_for_divergence_only():
@@ -121,3 +122,26 @@ def test_without_a_margin_the_relative_rule_alone_decides():
     _bsp(guard, loss=0.03)
     guard.on_phase("asp", False, 0.25)
     assert _feed(guard, lambda f: 0.05, 0.25).reason == "loss"
+
+
+def _watched_after_bsp(best=0.42):
+    guard = DegradationGuard(GuardSettings(accuracy_drop=0.05, window=0.04))
+    guard.on_phase("bsp", True, 0.0)
+    guard.on_evaluation(0.2, best)
+    guard.on_phase("asp", False, 0.25)
+    return guard
+
+
+def test_an_oscillating_collapse_fires_on_two_of_three_low_evaluations():
+    # Measured in a 4-worker quickstart run that ended 17 points below BSP with the old twice-in-a-row rule.
+    guard = _watched_after_bsp()
+    assert guard.on_evaluation(0.30, 0.36) is None   # low
+    assert guard.on_evaluation(0.35, 0.41) is None   # back within 5 points
+    verdict = guard.on_evaluation(0.40, 0.22)        # low again: 2 of the last 3
+    assert verdict.reason == "accuracy" and verdict.onset == 0.30 and verdict.fraction == 0.40
+
+
+def test_isolated_dips_between_healthy_evaluations_do_not_fire():
+    guard = _watched_after_bsp()
+    for f, acc in [(0.30, 0.36), (0.35, 0.41), (0.40, 0.43), (0.45, 0.36), (0.50, 0.45), (0.55, 0.46)]:
+        assert guard.on_evaluation(f, acc) is None, f
