@@ -87,6 +87,22 @@ class PhasePlan:
         del self.phases[k:]
         self.phases.append(PlannedPhase(Phase(protocol, 1.0), self.config_for(protocol)))
 
+    def restore(self, saved: list[dict]) -> None:
+        """The plan a dead manager had reached (`describe_phases` of it): a resume goes on in its phases, rollbacks'
+        fallback rungs and greedy's interruptions included. A phase that kept its protocol keeps its configuration."""
+        phases = []
+        for k, entry in enumerate(saved):
+            protocol, until = entry["protocol"], float(entry["until"])
+            if k < len(self.phases) and self.phases[k].protocol == protocol:
+                kept = self.phases[k]  # its parameters and per-phase hyperparameters stay
+                phases.append(dataclasses.replace(kept, phase=dataclasses.replace(kept.phase, until=until)))
+            else:
+                phases.append(PlannedPhase(Phase(protocol, until), self.config_for(protocol)))
+        self.phases = phases
+
+    def describe_phases(self) -> list[dict]:
+        return [{"protocol": p.protocol, "until": p.until} for p in self.phases]
+
     def end_at(self, k: int) -> None:
         """Phase k reached the end of the workload: no later phase runs."""
         del self.phases[k + 1:]

@@ -76,6 +76,9 @@ class JobResume:
         write_json_atomic(os.path.join(self.run_dir, RUN_FILE), {
             **record, "evaluations": self.evaluations.results, "failures": self.failures, "resumes": self.resumes,
             "reached": max([m.fraction for m in self.latest.values()] + [self.reached_before]),
+            # The plan as it stands (a rollback's fallback rung, greedy's interruptions): checkpoints name its phases.
+            "plan": self.plan.describe_phases(),
+            "guard": {"rollbacks": self.guard.rollbacks, "events": self.guard.events},
             "saved_at": time.time()}, indent=None)
 
     def prepare_resume(self) -> None:
@@ -92,6 +95,11 @@ class JobResume:
         fraction = checkpoint.fraction if checkpoint else 0.0
         self.failures = previous.get("failures", [])
         self.resumes = previous.get("resumes", [])
+        if previous.get("plan"):  # without it (an older run folder) the spec's schedule is the plan
+            self.plan.restore(previous["plan"])
+        guard = previous.get("guard") or {}
+        self.guard.rollbacks = int(guard.get("rollbacks", 0))  # the fallback ladder goes on where it was
+        self.guard.events = list(guard.get("events", []))
         # run.json is rewritten at state changes and evaluations; metrics.jsonl has every worker's progress.
         self.reached_before = max(previous.get("reached", fraction), _metrics_reached(self.run_dir))
         # What was trained or scored past the checkpoint is lost with the old manager.

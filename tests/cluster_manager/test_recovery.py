@@ -131,6 +131,28 @@ def test_resume_continues_a_failed_run_from_its_last_checkpoint(write_spec, tmp_
         manager.resume(str(run), progress=False, backend=FakeBackend(FakeCluster()), connect=again.connect)
 
 
+def test_resume_after_a_guard_rollback_goes_on_in_the_fallback_phase(write_spec, tmp_path):
+    """The plan a rollback changed (a fallback phase the spec's schedule does not have) survives the manager:
+    a resume used to index the spec's two phases with the checkpoint's phase 2 and crash."""
+    from syncswitch.cluster_manager import manager
+    from tests.cluster_manager.fake_cluster import FakeBackend, start_fake_evaluator
+
+    loss = lambda f, protocol: 3.0 if protocol == "asp" and f > 0.3 else 1.0  # noqa: E731
+    cluster = FakeCluster(total=4000, loss=loss, failure=Failure(worker=1, at=0.85))
+    first, _, _ = _run(write_spec, tmp_path, ["recovery.max_restarts=0", "policy.switch_at=0.25"], cluster=cluster,
+                       raises=ClusterError)
+    assert first["status"] == "failed" and len(first["guard_events"]) == 1
+    again = FakeCluster(total=4000, loss=loss)
+    summary = manager.resume(str(tmp_path / "run"), progress=False, backend=FakeBackend(again),
+                             connect=again.connect, start_evaluator=start_fake_evaluator)
+    assert summary["status"] == "completed", summary["message"]
+    (resumed,) = summary["resumes"]
+    assert resumed["phase"] == 2 and again.nodes[0].launches[0].start_phase == 2
+    assert again.nodes[0].launches[0].phases[2].protocol == "bsp"  # the fallback rung, from the saved plan
+    assert [p["protocol"] for p in summary["schedule"]][-1] == "bsp"
+    assert len(summary["guard_events"]) == 1  # the first manager's rollback stays on record
+
+
 def test_resume_of_a_folder_that_is_not_a_run(tmp_path):
     from click.testing import CliRunner
 
