@@ -153,6 +153,25 @@ def test_resume_after_a_guard_rollback_goes_on_in_the_fallback_phase(write_spec,
     assert len(summary["guard_events"]) == 1  # the first manager's rollback stays on record
 
 
+def test_a_resumed_asynchronous_phase_is_still_guarded(write_spec, tmp_path):
+    from syncswitch.cluster_manager import manager
+    from tests.cluster_manager.fake_cluster import FakeBackend, start_fake_evaluator
+
+    cluster = FakeCluster(total=4000, failure=Failure(worker=1, at=0.6))
+    first, _, _ = _run(write_spec, tmp_path, ["recovery.max_restarts=0", "policy.switch_at=0.25"], cluster=cluster,
+                       raises=ClusterError)
+    assert first["status"] == "failed" and not first["guard_events"]
+    loss = lambda f, protocol: 3.0 if protocol == "asp" and f > 0.7 else 1.0  # noqa: E731 - collapses after resume
+    again = FakeCluster(total=4000, loss=loss)
+    summary = manager.resume(str(tmp_path / "run"), progress=False, backend=FakeBackend(again),
+                             connect=again.connect, start_evaluator=start_fake_evaluator)
+    assert summary["status"] == "completed", summary["message"]
+    (event,) = summary["guard_events"]
+    assert event["reason"] == "loss" and event["action"].endswith("continue with bsp")
+    assert event["checkpoint_fraction"] <= 0.7
+    assert [p["protocol"] for p in summary["schedule"]][-1] == "bsp"
+
+
 def test_resume_of_a_folder_that_is_not_a_run(tmp_path):
     from click.testing import CliRunner
 
