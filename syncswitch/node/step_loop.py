@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import sys
-import time
 
 import tensorflow as tf
 
@@ -49,8 +48,9 @@ class StepRunner:
     protocol shrink the per-step Python work, and `warm_up()` pays the registration for every
     protocol before training starts, so a switch does not.
 
-    The runner also reads the global sample counter with the step and times a synchronous step's
-    wait for the group apart from the rest; both go to `state` before the hooks' `after_run`.
+    The runner also reads the global sample counter with the step and, for a synchronous step, the wait
+    for the group timed inside the graph (one call, see ProtocolEngine.step_op); both go to `state`
+    before the hooks' `after_run`.
     """
 
     def __init__(self, session, hook, state):
@@ -86,12 +86,18 @@ class StepRunner:
         engine.before_warm_up(self.session)
         args = self.hook.before_run(v1.train.SessionRunContext(None, self.session))
         fetches = (args.fetches if args is not None else None) or {}
+        if engine.step_op is not None:
+            self._one_call(engine, fetches)()
+            return
         first, wait = self._fns(engine, fetches)
         first()
         if wait is not None:
             wait()
         else:
             self._fns(engine, fetches, exact=False)[0]()  # the variant that skips the counter read
+
+    def _one_call(self, engine, hook_fetches):
+        return self._callable(engine.step_op, engine.step_samples, engine.step_wait_s, hook_fetches)
 
     def push_only(self, engine) -> None:
         """Hand this worker's gradient for the token it holds to the group, without waiting.
@@ -111,25 +117,29 @@ class StepRunner:
         fetches = (args.fetches if args is not None else None) or {}
         wait_s = 0.0
         exact = True
-        if args is not None and args.feed_dict:
+        if engine.step_op is not None:
+            # Feeds go through the general path; a duplicated request must not take a second token.
+            if args is not None and args.feed_dict:
+                run = lambda: self.session.run([engine.step_op, engine.step_samples, engine.step_wait_s,  # noqa: E731
+                                                fetches], feed_dict=args.feed_dict, options=args.options)
+            else:
+                run = self._one_call(engine, fetches)
+            _, samples, wait_s, results = _retry_duplicate(
+                run, fallback=lambda: (None, self.session.run(engine.samples_now), 0.0, None))
+            wait_s = float(wait_s)
+        elif args is not None and args.feed_dict:
             # Feeds change per step, so they go through the general path.
             _, samples, results = self.session.run([engine.train_op, engine.samples_after, fetches],
                                                    feed_dict=args.feed_dict, options=args.options)
         else:
-            exact = engine.wait_op is not None or self.state.needs_exact_samples()
-            first, wait = self._fns(engine, fetches, exact)
+            exact = self.state.needs_exact_samples()
+            first, _ = self._fns(engine, fetches, exact)
             if not exact:
                 # The counter lives on a parameter server: skip the read, estimate the count.
                 _, results = _retry_duplicate(first)
                 samples = self.state.samples + self.state.stride
-            elif wait is None:
-                _, samples, results = _retry_duplicate(first)
             else:
-                _, results = _retry_duplicate(first)
-                t0 = time.perf_counter()
-                _, samples = _retry_duplicate(
-                    wait, fallback=lambda: (None, self.session.run(engine.samples_now)))
-                wait_s = time.perf_counter() - t0
+                _, samples, results = _retry_duplicate(first)
         self.state.unread_steps = 0 if exact else self.state.unread_steps + 1
         self.state.samples = int(samples)
         # A bounded-staleness protocol holds a worker that ran ahead here (SSP); that is waiting too.

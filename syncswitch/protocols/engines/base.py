@@ -107,6 +107,13 @@ class ProtocolEngine(abc.ABC):
     # from the time it spends waiting for others (which under BSP is the same for everyone).
     push_op = None
     wait_op = None
+    # The same step in one call (what training runs; push_op alone serves a worker leaving the group):
+    # `step_op` pushes and waits, `step_samples` is the counter after the group's update, `step_wait_s`
+    # the wait timed inside the graph. Two calls cost a client round trip per step (BSP on a small
+    # model ran at 0.85x a hand-written loop's single call).
+    step_op = None
+    step_samples = None
+    step_wait_s = None
     # Every step applies exactly one per-worker batch: the sample count may be estimated between reads.
     counts_every_step = False
     meter: StalenessMeter | None = None

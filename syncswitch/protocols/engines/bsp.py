@@ -56,6 +56,18 @@ class SyncReplicasEngine(ProtocolEngine):
             samples_after = tf.identity(samples.read_value(), name="bsp_samples_after")
         with tf.device(samples.device):
             self.samples_now = tf.identity(samples.read_value(), name="bsp_samples_now")
+        # One call per step: the push, then the wait between two timestamps taken on this worker (so the wait
+        # includes the token's trip, as the two-call split measured it), then the counter after the update.
+        with tf.control_dependencies([self.push_op]):
+            waited_from = tf.timestamp(name="bsp_wait_from")
+        with tf.device(token.device), tf.control_dependencies([waited_from]):
+            step_token = queue.dequeue(name="bsp_step_token")
+        token_here = tf.identity(step_token, name="bsp_step_token_here")  # received once, used twice
+        with tf.control_dependencies([token_here]):
+            self.step_wait_s = tf.subtract(tf.timestamp(name="bsp_wait_until"), waited_from, name="bsp_wait_s")
+        self.step_op = self._opt._local_step.assign(token_here)  # noqa: SLF001 - as the optimizer's own step does
+        with tf.device(samples.device), tf.control_dependencies([step_token]):
+            self.step_samples = tf.identity(samples.read_value(), name="bsp_step_samples")
         self._finish(train_op, samples_after)
         self._is_chief = is_chief
         self._queue_runner_started = False
