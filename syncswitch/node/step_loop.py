@@ -67,13 +67,10 @@ class StepRunner:
             self._callables[key] = fn
         return fn
 
-    def _fns(self, engine, hook_fetches, exact: bool = True):
-        if engine.wait_op is None:
-            if not exact:
-                return self._callable(engine.train_op, hook_fetches), None
-            return self._callable(engine.train_op, engine.samples_after, hook_fetches), None
-        return (self._callable(engine.push_op, hook_fetches),
-                self._callable(engine.wait_op, engine.samples_after))
+    def _fn(self, engine, hook_fetches, exact: bool = True):
+        if not exact:
+            return self._callable(engine.train_op, hook_fetches)
+        return self._callable(engine.train_op, engine.samples_after, hook_fetches)
 
     def warm_up(self, engine) -> None:
         """Run one step of `engine` through the callables training will use, hooks left out.
@@ -89,12 +86,8 @@ class StepRunner:
         if engine.step_op is not None:
             self._one_call(engine, fetches)()
             return
-        first, wait = self._fns(engine, fetches)
-        first()
-        if wait is not None:
-            wait()
-        else:
-            self._fns(engine, fetches, exact=False)[0]()  # the variant that skips the counter read
+        self._fn(engine, fetches)()
+        self._fn(engine, fetches, exact=False)()  # the variant that skips the counter read
 
     def _one_call(self, engine, hook_fetches):
         return self._callable(engine.step_op, engine.step_samples, engine.step_wait_s, hook_fetches)
@@ -108,7 +101,7 @@ class StepRunner:
         if engine.push_op is None:
             return
         args = self.hook.before_run(v1.train.SessionRunContext(None, self.session))
-        self._fns(engine, (args.fetches if args is not None else None) or {})[0]()
+        self._callable(engine.push_op, (args.fetches if args is not None else None) or {})()
 
     def step(self, engine) -> bool:
         """One hooked step; False once a hook asked to stop."""
@@ -133,7 +126,7 @@ class StepRunner:
                                                    feed_dict=args.feed_dict, options=args.options)
         else:
             exact = self.state.needs_exact_samples()
-            first, _ = self._fns(engine, fetches, exact)
+            first = self._fn(engine, fetches, exact)
             if not exact:
                 # The counter lives on a parameter server: skip the read, estimate the count.
                 _, results = _retry_duplicate(first)

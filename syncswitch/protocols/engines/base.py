@@ -102,15 +102,12 @@ class ProtocolEngine(abc.ABC):
     name: str
     train_op: tf.Operation
     samples_after: tf.Tensor  # the global sample counter, read after this worker's step
-    # A synchronous step splits in two: `push_op` hands this worker's gradient over, `wait_op`
-    # blocks until the group's update is applied. Timing them apart tells a worker's own speed
-    # from the time it spends waiting for others (which under BSP is the same for everyone).
+    # A synchronous step: `push_op` hands this worker's gradient over without waiting (a worker leaving
+    # the group owes that); `step_op` pushes and waits for the group's update, `step_samples` is the counter
+    # after it, and `step_wait_s` the wait, timed inside the graph so that one call tells a worker's own speed
+    # from the time it spends waiting for others. A push call and a wait call cost a client round trip per
+    # step (BSP on a small model ran at 0.85x a hand-written loop's single call).
     push_op = None
-    wait_op = None
-    # The same step in one call (what training runs; push_op alone serves a worker leaving the group):
-    # `step_op` pushes and waits, `step_samples` is the counter after the group's update, `step_wait_s`
-    # the wait timed inside the graph. Two calls cost a client round trip per step (BSP on a small
-    # model ran at 0.85x a hand-written loop's single call).
     step_op = None
     step_samples = None
     step_wait_s = None

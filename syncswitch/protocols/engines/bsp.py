@@ -47,17 +47,11 @@ class SyncReplicasEngine(ProtocolEngine):
         token = _find_op(train_op, "QueueDequeueV2")
         self.push_op = tf.group(*token.control_inputs, name="bsp_push")  # gradients into the accumulators
         queue = self._opt._sync_token_queue  # noqa: SLF001 - no public handle for the token queue
-        with tf.device(token.device):
-            wait_token = queue.dequeue(name="bsp_wait_token")
-        self.wait_op = self._opt._local_step.assign(wait_token)  # noqa: SLF001 - as the optimizer's own step does
-        # Read the counter right after this worker's token arrives, on the counter's own device:
-        # the token is only handed out once the aggregated update (and its count) is applied.
-        with tf.device(samples.device), tf.control_dependencies([wait_token]):
-            samples_after = tf.identity(samples.read_value(), name="bsp_samples_after")
         with tf.device(samples.device):
             self.samples_now = tf.identity(samples.read_value(), name="bsp_samples_now")
         # One call per step: the push, then the wait between two timestamps taken on this worker (so the wait
-        # includes the token's trip, as the two-call split measured it), then the counter after the update.
+        # includes the token's trip), then the counter after the update, read on the counter's own device: the
+        # token is only handed out once the aggregated update (and its count) is applied.
         with tf.control_dependencies([self.push_op]):
             waited_from = tf.timestamp(name="bsp_wait_from")
         with tf.device(token.device), tf.control_dependencies([waited_from]):
@@ -68,7 +62,9 @@ class SyncReplicasEngine(ProtocolEngine):
         self.step_op = self._opt._local_step.assign(token_here)  # noqa: SLF001 - as the optimizer's own step does
         with tf.device(samples.device), tf.control_dependencies([step_token]):
             self.step_samples = tf.identity(samples.read_value(), name="bsp_step_samples")
-        self._finish(train_op, samples_after)
+        # The one-call step is this engine's training step: fetching train_op and samples_after together takes
+        # one token, as every engine's pair does.
+        self._finish(self.step_op, self.step_samples)
         self._is_chief = is_chief
         self._queue_runner_started = False
         with tf.device(global_step.device):
