@@ -45,6 +45,8 @@ class GuardRuntime:
         self.events: list[dict] = []
         self.rollbacks = 0
         self.verdict: Verdict | None = None      # decided, not yet acted on
+        self.chosen: Checkpoint | None = None    # the verdict's target when it was decided
+        self.scores: list[tuple[float, float]] = []  # the branch's evaluations: (fraction, accuracy)
         self.decided_at: float | None = None
         self._phase_start, self._phase_synchronous = 0.0, True
 
@@ -67,6 +69,7 @@ class GuardRuntime:
         for checkpoint in self.checkpoints:
             if checkpoint.path == path:
                 checkpoint.accuracy = accuracy if math.isfinite(loss) else float("nan")
+        self.scores.append((fraction, accuracy))
         return self._decide(self.policy.on_evaluation(fraction, accuracy))
 
     def on_divergence(self, fraction: float, loss: float) -> Verdict | None:
@@ -74,6 +77,8 @@ class GuardRuntime:
                                                                                {"loss": loss}))
 
     def on_checkpoint(self, path: str, fraction: float, samples: int) -> None:
+        if any(c.path == path for c in self.checkpoints):
+            return  # reported again (a resumed run's replay, a relaunched chief): one checkpoint
         before_async = self._phase_synchronous or fraction <= self._phase_start
         self.checkpoints.append(Checkpoint(path, fraction, samples, before_async=before_async))
 
@@ -83,7 +88,7 @@ class GuardRuntime:
         if verdict is None or self.verdict is not None or not self.enabled:
             return None
         if self.can_roll_back() and self.target(verdict) is not None:
-            self.verdict = verdict
+            self.verdict, self.chosen = verdict, self.target(verdict)
             return verdict
         why = "no healthy checkpoint before the degradation" if self.can_roll_back() else \
             f"no rollback left (policy.guard.max_rollbacks={self.settings.max_rollbacks}, policy.fallback=" \
@@ -103,7 +108,10 @@ class GuardRuntime:
         scored = {e.get("written"): e for e in evaluations}
         for e in sorted(evaluations, key=lambda e: e["fraction"]):
             self.policy.on_evaluation(e["fraction"], e["accuracy"])
+            self.scores.append((e["fraction"], e["accuracy"]))
         for c in checkpoints:
+            if any(known.path == c.path for known in self.checkpoints):
+                continue
             e = scored.get(c.path)
             synchronous_phase = c.phase is not None and c.phase < len(phases) and synchronous(phases[c.phase][0])
             self.checkpoints.append(Checkpoint(c.path, c.fraction, c.samples, accuracy=e and e["accuracy"],
@@ -112,9 +120,14 @@ class GuardRuntime:
     # -- the rollback ---------------------------------------------------------------------------
     def target(self, verdict: Verdict) -> Checkpoint | None:
         """The latest checkpoint before the degradation began that is sound: evaluated healthy, or (not yet
-        evaluated) taken before any asynchronous step of the branch."""
-        best = self.policy.best_accuracy
-        floor = None if best is None else best - self.settings.accuracy_drop
+        evaluated) taken before any asynchronous step of the branch.
+
+        Healthy is measured against the best accuracy reached up to the onset: an evaluation of the condemned
+        stretch must not raise the bar (an asynchronous phase whose loss already climbs can still score its
+        best accuracy, and that bar would disqualify every checkpoint before it)."""
+        before = [accuracy for fraction, accuracy in self.scores if fraction <= verdict.onset
+                  and math.isfinite(accuracy)]
+        floor = max(before) - self.settings.accuracy_drop if before else None
         for checkpoint in sorted(self.checkpoints, key=lambda c: c.fraction, reverse=True):
             # At the onset itself is healthy: that is the phase start (an onset is clamped to it), where the
             # switch checkpoint was taken before any step of the condemned phase.
@@ -135,13 +148,21 @@ class GuardRuntime:
                 and chosen is not None and chosen.fraction < c.fraction <= verdict.onset]
 
     def plan_rollback(self, verdict: Verdict) -> tuple[Checkpoint, str]:
-        """(checkpoint, protocol) to continue from; `_decide` made sure both exist."""
-        target = self.target(verdict)
+        """(checkpoint, protocol) to continue from; `_decide` made sure both exist. Evaluations that came in
+        since (the job may wait for one) can move the target later, or earlier where they condemn it; where
+        they condemn every candidate, the one chosen at the verdict stands: the run must go somewhere."""
+        target = self.target(verdict) or self.chosen
         protocol = self.fallback[self.rollbacks]
         self.rollbacks += 1
-        # The abandoned branch's checkpoints are not part of the run any more.
-        self.checkpoints = [c for c in self.checkpoints if c.fraction <= target.fraction]
+        self.forget_after(target.fraction)
+        self.chosen = None
         return target, protocol
+
+    def forget_after(self, fraction: float) -> None:
+        """Training goes on from `fraction`: the abandoned branch's checkpoints and evaluations are not part of
+        the run any more."""
+        self.checkpoints = [c for c in self.checkpoints if c.fraction <= fraction]
+        self.scores = [(f, a) for f, a in self.scores if f <= fraction]
 
     def record(self, verdict: Verdict, action: str, **details) -> dict:
         entry = {"fraction": verdict.fraction, "reason": verdict.reason, "onset": verdict.onset,

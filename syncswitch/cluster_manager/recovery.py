@@ -141,7 +141,7 @@ class JobRecovery:
             fraction = checkpoint.fraction if checkpoint else 0.0
             k = rollback_phase if rollback is not None else self._phase_of(checkpoint)
             self.record.abandoned_evaluations += self.evaluations.abandon_after(fraction)
-            self.guard.checkpoints = [c for c in self.guard.checkpoints if c.fraction <= fraction]
+            self.guard.forget_after(fraction)
             self.durable.drop_after(fraction)
             for entry in self.record.phase_log:
                 if entry["end_fraction"] > fraction:

@@ -52,3 +52,39 @@ def test_unproven_lists_the_later_candidates_a_rollback_should_wait_for():
     guard.on_evaluation("asp-b", 0.35, 0.9, 0.3)
     assert guard.unproven(verdict) == []      # the latest is in and healthy: nothing later to wait for
     assert guard.target(verdict).path == "asp-b"
+
+
+def test_an_evaluation_of_the_condemned_stretch_does_not_raise_the_bar():
+    # Seen in CI: the loss climbed from 0.69, the evaluation of a checkpoint at 0.75 then scored 0.80 (its best),
+    # and a floor of 0.80 - drop disqualified every checkpoint before the onset while the rollback was planned.
+    guard = GuardRuntime(GuardSettings(accuracy_drop=0.05))
+    guard.on_phase("bsp", 0.0)
+    guard.on_checkpoint("switch", 0.25, 250)
+    guard.on_evaluation("switch", 0.25, 0.60, 1.0)
+    guard.on_phase("asp", 0.25)
+    guard.on_checkpoint("mid", 0.5, 500)
+    guard.on_evaluation("mid", 0.5, 0.70, 0.9)
+    verdict = Verdict("loss", 0.755, 0.69, {})
+    assert guard._decide(verdict) is verdict and guard.target(verdict).path == "mid"
+    guard.on_checkpoint("late", 0.75, 750)
+    guard.on_evaluation("late", 0.75, 0.80, 3.0)
+    checkpoint, protocol = guard.plan_rollback(verdict)
+    assert (checkpoint.path, protocol) == ("mid", "bsp")
+    assert [c.path for c in guard.checkpoints] == ["switch", "mid"]
+
+
+def test_a_rollback_keeps_the_target_chosen_at_the_verdict_when_later_scores_condemn_all():
+    guard = GuardRuntime(GuardSettings(accuracy_drop=0.05))
+    guard.on_phase("bsp", 0.0)
+    guard.on_checkpoint("switch", 0.25, 250)
+    guard.on_phase("asp", 0.25)
+    verdict = Verdict("diverged", 0.4, 0.4, {})
+    assert guard._decide(verdict) is verdict
+    guard.on_evaluation("switch", 0.25, float("nan"), float("nan"))  # its score arrives with the rollback
+    assert guard.target(verdict) is None
+    assert guard.plan_rollback(verdict)[0].path == "switch"
+
+
+def test_a_checkpoint_reported_twice_is_one_target():
+    guard = _runtime(("a", 0.2), ("a", 0.2))
+    assert [c.path for c in guard.checkpoints] == ["a"]
