@@ -14,6 +14,7 @@ import json
 import os
 
 from syncswitch.files import write_json_atomic
+from syncswitch.wire import saved
 
 MANIFEST = "durable.json"
 ROTATED = ("periodic", "evaluation")  # kinds rotation may delete; switch and final checkpoints stay
@@ -30,8 +31,9 @@ class DurableCheckpoint:
 
 
 def checkpoint_files(path: str) -> list[str]:
-    """The files of the checkpoint with prefix `path` (its index and data shards)."""
-    return sorted(glob.glob(glob.escape(path) + ".index") + glob.glob(glob.escape(path) + ".data-*"))
+    """The files of the checkpoint with prefix `path` (its index and data shards, the chief's record)."""
+    return sorted(glob.glob(glob.escape(path) + ".index") + glob.glob(glob.escape(path) + ".data-*")
+                  + glob.glob(glob.escape(saved.record_path(path))))
 
 
 def complete(path: str) -> bool:
@@ -79,6 +81,12 @@ class DurableCheckpoints:
         self._rotate()
         self._write()
 
+    def adopt(self, checkpoints: list[DurableCheckpoint]) -> None:
+        """Checkpoints a resumed manager found on disk: recorded, not rotated (nothing is pinned yet: an
+        evaluation the dead manager still owed must not be deleted before it is scored)."""
+        self.entries = sorted(self.entries + list(checkpoints), key=lambda c: c.fraction)
+        self._write()
+
     def latest(self, at_most: float = 1.0) -> DurableCheckpoint | None:
         """The newest complete checkpoint at or below fraction `at_most`."""
         for checkpoint in reversed(self.entries):
@@ -105,6 +113,8 @@ class DurableCheckpoints:
             if checkpoint.path in self.pinned:
                 continue
             self.entries.remove(checkpoint)
+            if any(c.path == checkpoint.path for c in self.entries):
+                continue  # saved again at the same step as a kept kind (a switch at an evaluation point)
             # The manifest stops naming it first (written by the caller), then its files go.
             self._write()
             for path in checkpoint_files(checkpoint.path):

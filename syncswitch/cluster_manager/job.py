@@ -295,6 +295,7 @@ class JobRun(JobEvents, JobRecovery, JobResume):
         """The guard gave up on a phase: once it runs, every worker pauses at the progress reached so far."""
         if self.guard.decided_at is None:
             self.guard.decided_at = received
+            self.save_run()  # a resume must not adopt what is saved past the onset
             self.bar.message(f"guard: {verdict.reason} degraded at {verdict.fraction * 100:.1f}% ("
                              f"{', '.join(f'{key} {value:.4g}' for key, value in verdict.values.items())}); "
                              "rolling back")
@@ -329,6 +330,7 @@ class JobRun(JobEvents, JobRecovery, JobResume):
         abandoned = self.phase_run(k - 1)
         self.plan.fall_back(k, protocol)
         self.checkpoint_name = f"model-r{self.guard.rollbacks}.ckpt"
+        self.save_run()  # before the new branch saves anything: a resume adopts only the running branch's saves
         self.record.abandoned_evaluations += self.evaluations.abandon_after(checkpoint.fraction)
         self.durable.drop_after(checkpoint.fraction)
         mode = self._mode_into(protocol)

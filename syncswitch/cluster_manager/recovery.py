@@ -12,11 +12,11 @@ from syncswitch.cluster_manager.checkpoints import DurableCheckpoint
 from syncswitch.cluster_manager.lifecycle import JobState
 from syncswitch.errors import ClusterError
 from syncswitch.wire import agent_pb2 as pb
-from syncswitch.wire import codec
+from syncswitch.wire import codec, saved
 
 log = logging.getLogger(__name__)
 SETTLE_S = 1.0  # after the first sign of a death, how long the others' reports are weighed
-SAVE_KINDS = {pb.SAVE_REASON_SWITCH: "switch", pb.SAVE_REASON_FINAL: "final", pb.SAVE_REASON_PERIODIC: "periodic"}
+SAVE_KINDS = saved.KINDS
 
 
 class NodeFailure(ClusterError):
@@ -149,6 +149,7 @@ class JobRecovery:
             self.phase_runs = {i: r for i, r in self.phase_runs.items() if i < k}
             self.latest.clear()
             self.checkpoint_name = f"model-f{len(self.failures) + 1}.ckpt"  # the lost branch keeps its names
+            self.save_run()  # before the new branch saves anything: a resume adopts only the running branch's saves
             self._launch_all(start_phase=k, restore_from=checkpoint.path if checkpoint else "")
         finally:
             self.feed.stopping = False

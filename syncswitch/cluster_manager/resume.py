@@ -12,9 +12,10 @@ import json
 import os
 import time
 
-from syncswitch.cluster_manager.checkpoints import DurableCheckpoints
+from syncswitch.cluster_manager.checkpoints import DurableCheckpoint, DurableCheckpoints, complete
 from syncswitch.errors import ClusterError, SyncSwitchError
 from syncswitch.files import write_json_atomic
+from syncswitch.wire import saved
 
 JOB_FILE, RUN_FILE = "job.json", "run.json"
 RECORD_KEYS = ("job_id", "t_submit", "first_step_time", "total_samples", "phase_log", "switches",
@@ -78,7 +79,11 @@ class JobResume:
             "reached": max([m.fraction for m in self.latest.values()] + [self.reached_before]),
             # The plan as it stands (a rollback's fallback rung, greedy's interruptions): checkpoints name its phases.
             "plan": self.plan.describe_phases(),
-            "guard": {"rollbacks": self.guard.rollbacks, "events": self.guard.events},
+            "guard": {"rollbacks": self.guard.rollbacks, "events": self.guard.events,
+                      # A verdict being acted on: the checkpoints past its onset are not to be resumed from.
+                      "pending_onset": self.guard.verdict.onset if self.guard.verdict else None},
+            # The running branch's checkpoint names: the chief's records of saves the manager had not heard of.
+            "checkpoint_name": self.checkpoint_name,
             "saved_at": time.time()}, indent=None)
 
     def prepare_resume(self) -> None:
@@ -87,17 +92,18 @@ class JobResume:
         if not previous:
             raise SyncSwitchError(f"{self.run_dir}: no {RUN_FILE}: the run never started training; submit it again")
         store = DurableCheckpoints.load(os.path.join(self.run_dir, "checkpoints"), self.spec.checkpoint.keep)
-        checkpoint = store.latest()
-        self.durable.entries = store.entries
         for key in RECORD_KEYS:
             setattr(self.record, key, previous.get(key, getattr(self.record, key)))
         self.job_id = self.record.job_id
-        fraction = checkpoint.fraction if checkpoint else 0.0
         self.failures = previous.get("failures", [])
         self.resumes = previous.get("resumes", [])
         if previous.get("plan"):  # without it (an older run folder) the spec's schedule is the plan
             self.plan.restore(previous["plan"])
         guard = previous.get("guard") or {}
+        adopted = self._adopt_unreported(store, previous.get("checkpoint_name"), guard.get("pending_onset"))
+        checkpoint = store.latest()
+        self.durable.entries = store.entries
+        fraction = checkpoint.fraction if checkpoint else 0.0
         self.guard.rollbacks = int(guard.get("rollbacks", 0))  # the fallback ladder goes on where it was
         self.guard.events = list(guard.get("events", []))
         # run.json is rewritten at state changes and evaluations; metrics.jsonl has every worker's progress.
@@ -121,7 +127,39 @@ class JobResume:
                             "checkpoint": checkpoint.path if checkpoint else None, "checkpoint_fraction": fraction,
                             "samples_lost": int(round(max(0.0, self.reached_before - fraction)
                                                       * (self.record.total_samples or 0))),
-                            "down_s": time.time() - previous.get("saved_at", time.time())}
+                            "down_s": time.time() - previous.get("saved_at", time.time()),
+                            "adopted": [c.path for c in adopted]}
+
+    def _adopt_unreported(self, store: DurableCheckpoints, name: str | None,
+                          pending_onset: float | None) -> list[DurableCheckpoint]:
+        """The running branch's complete checkpoints the dead manager had not heard of, added to `store`.
+
+        A manager killed between a save and its report used to resume a whole interval further back (2144
+        samples lost against a 2000-sample interval in a chaos run). The branch's name keeps the abandoned
+        branches' files out; a verdict being acted on keeps out what was saved after its onset."""
+        if not name:
+            return []
+        newest = store.entries[-1].fraction if store.entries else 0.0
+        known = {c.path for c in store.entries}
+        adopted = []
+        for record in saved.read_all(os.path.join(os.path.abspath(store.folder), name)):
+            fraction = record["fraction"]
+            if record["path"] in known or fraction <= newest or not complete(record["path"]):
+                continue
+            if pending_onset is not None and fraction > pending_onset:
+                continue
+            time_s = os.path.getmtime(saved.record_path(record["path"])) - (self.record.t_submit or 0.0)
+            adopted.append(DurableCheckpoint(record["path"], fraction, record["samples"], record["kind"],
+                                             self._phase_at(fraction), time_s))
+        store.adopt(adopted)
+        return adopted
+
+    def _phase_at(self, fraction: float) -> int:
+        """The plan phase that was running when progress reached `fraction` (the one it ends, at a boundary)."""
+        for k, phase in enumerate(self.plan):
+            if fraction <= phase.until + 1e-9:
+                return k
+        return len(self.plan) - 1
 
     def _start_resumed(self) -> int:
         """Launch every node from the resume checkpoint, in the phase it was taken in; returns that phase."""
@@ -137,6 +175,7 @@ class JobResume:
         self.guard.replay([(self.plan[j].protocol, starts[j]) for j in range(k)], self.evaluations.results,
                           [c for c in self.durable.entries if c.fraction <= fraction + 1e-9])
         self.checkpoint_name = f"model-m{len(self.resumes) + 1}.ckpt"  # the lost branch keeps its names
+        self.save_run()  # before the new branch saves anything: a resume adopts only the running branch's saves
         self._launch_all(start_phase=k, restore_from=checkpoint.path if checkpoint else "")
         self.phase_run(k).start_fraction = checkpoint.fraction if checkpoint else 0.0
         self._start_phase(k)

@@ -20,6 +20,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 from syncswitch.wire import agent_pb2 as pb  # noqa: E402 - after the environment TF reads at import
 from syncswitch.wire import codec  # noqa: E402
+from syncswitch.wire import saved as saved_record  # noqa: E402
 
 _EVENTS = None  # the event stream: the process's stdout as it started (see _take_stdout)
 _EMIT_LOCK = threading.Lock()
@@ -125,14 +126,17 @@ class Task:
         entered.samples, entered.fraction = int(samples), int(samples) / self.state.total
         emit(codec.event(entered=entered))
 
-    def save(self, session) -> str:
-        step = session.run(self.g.global_step)
-        return self.g.saver.save(session, os.path.join(self.checkpoint_dir, self.checkpoint_name), global_step=step,
+    def save(self, session, kind: str, samples: int | None = None) -> tuple[str, int]:
+        """Save a checkpoint and its record (syncswitch/wire/saved.py); (path, samples it holds)."""
+        step, counted = session.run([self.g.global_step, self.g.samples])
+        samples = int(counted) if samples is None else samples
+        path = self.g.saver.save(session, os.path.join(self.checkpoint_dir, self.checkpoint_name), global_step=step,
                                  write_meta_graph=False)
+        saved_record.write(path, samples, samples / self.state.total, kind)
+        return path, samples
 
     def save_on_request(self, session, reason: int) -> None:
-        path = self.save(session)
-        samples = int(session.run(self.g.samples))
+        path, samples = self.save(session, saved_record.KINDS.get(reason, "periodic"))
         saved = pb.Saved(path=path, reason=reason, fraction=samples / self.state.total, samples=samples)
         if self.launch.report_variables:
             saved.variables.update(self.variable_digests(session))

@@ -18,7 +18,7 @@ import time
 from syncswitch.cluster_manager.backends.base import Backend, ClusterInfo, NodeInfo
 from syncswitch.errors import ClusterError
 from syncswitch.wire import agent_pb2 as pb
-from syncswitch.wire import codec
+from syncswitch.wire import codec, saved
 
 LOST = "lost"  # in a node's event queue: its agent died, the stream breaks
 FAKE_EVALUATOR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fake_evaluator.py")
@@ -140,7 +140,7 @@ class FakeCluster:
                 self.emit(node, restored=pb.Restored(path=cmd.restore.path, samples=self.samples,
                                                      fraction=self.fraction))
             elif name == "save":
-                path = self._path()
+                path = self._path(saved.KINDS.get(cmd.save.reason, "periodic"))
                 self.saves.append(path)
                 self.emit(node, saved=pb.Saved(path=path, reason=cmd.save.reason, fraction=self.fraction,
                                                samples=self.samples))
@@ -159,8 +159,9 @@ class FakeCluster:
             elif name == "set_group":
                 self.emit(node, group_changed=pb.GroupChanged(size=cmd.set_group.size))
 
-    def _path(self) -> str:
-        """A checkpoint's path in the launch's checkpoint folder, with an index and a data file like TF's."""
+    def _path(self, kind: str = "periodic") -> str:
+        """A checkpoint's path in the launch's checkpoint folder, with an index, a data file and the chief's
+        record (syncswitch/wire/saved.py) like a real chief's."""
         folder = self.nodes[0].launches[-1].checkpoint_dir if self.nodes[0].launches else ""
         if not folder:
             return f"/fake/{self.checkpoint_name}-{self.samples}"
@@ -169,6 +170,7 @@ class FakeCluster:
         for suffix in (".data-00000-of-00001", ".index"):
             with open(path + suffix, "w") as fh:
                 fh.write(str(self.samples))
+        saved.write(path, self.samples, self.fraction, kind)
         return path
 
     def replace(self, index: int) -> NodeInfo:
@@ -242,8 +244,9 @@ class FakeCluster:
             crossed = [p for p in self.eval_points if p <= self.fraction]
             if crossed:
                 self.eval_points = self.eval_points[len(crossed):]
-                path = self._path()
-                if all(p in self.periodic for p in crossed):
+                periodic = all(p in self.periodic for p in crossed)
+                path = self._path("periodic" if periodic else "evaluation")
+                if periodic:
                     self.emit(node, saved=pb.Saved(path=path, reason=pb.SAVE_REASON_PERIODIC,
                                                    fraction=self.fraction, samples=self.samples))
                 else:

@@ -103,3 +103,16 @@ def test_spec_sections(write_spec):
     ]:
         with pytest.raises(SpecError, match=re.escape(message)):
             specmod.load(write_spec(MINIMAL + body + "\n"))
+
+
+def test_rotation_keeps_the_files_a_switch_checkpoint_shares_with_an_evaluation(tmp_path):
+    # A switch at an evaluation point saves the same step again: one path, an evaluation and a switch entry.
+    folder = str(tmp_path)
+    store = DurableCheckpoints(folder, keep=1)
+    shared = _write(folder, "model.ckpt-90")
+    store.add(_entry(shared, 0.5, "evaluation"))
+    store.add(_entry(shared, 0.5, "switch"))
+    store.add(_entry(_write(folder, "model.ckpt-181"), 0.75, "evaluation"))
+    assert [(c.path, c.kind) for c in store.entries] == [(shared, "switch"), (folder + "/model.ckpt-181",
+                                                                             "evaluation")]
+    assert complete(shared) and store.deleted == []

@@ -6,6 +6,7 @@ import os
 import pytest
 
 from syncswitch.errors import ClusterError
+from syncswitch.wire import saved
 from tests.cluster_manager.fake_cluster import FakeCluster, Failure
 from tests.cluster_manager.test_job_lifecycle import _run, _states
 
@@ -205,3 +206,58 @@ def test_a_node_lost_during_a_guard_rollback_finishes_the_rollback(write_spec, t
     assert failure["state"] == "launching" and failure["resumed_phase"] == 2  # in the rollback's relaunch
     assert [p["protocol"] for p in summary["schedule"]][-1] == "bsp"  # the guard's fallback ran
     assert summary["guard_events"][-1]["action"].endswith("(finished by the recovery)")
+
+
+def _forget_newest(run, count=1):
+    """The newest `count` manifest entries, as if the manager had died between their saves and the reports."""
+    manifest = run / "checkpoints" / "durable.json"
+    doc = json.loads(manifest.read_text())
+    forgotten, doc["checkpoints"] = doc["checkpoints"][-count:], doc["checkpoints"][:-count]
+    manifest.write_text(json.dumps(doc))
+    return forgotten
+
+
+def test_resume_adopts_a_checkpoint_the_dead_manager_never_heard_of(write_spec, tmp_path):
+    from syncswitch.cluster_manager import manager
+    from tests.cluster_manager.fake_cluster import FakeBackend, start_fake_evaluator
+
+    cluster = FakeCluster(total=2000, failure=Failure(worker=1, at=0.6))
+    first, _, _ = _run(write_spec, tmp_path, ["recovery.max_restarts=0", "policy.switch_at=0.25",
+                                              "checkpoint.every=0.1"], cluster=cluster, raises=ClusterError)
+    run = tmp_path / "run"
+    (newest,) = _forget_newest(run)
+    assert newest["fraction"] == pytest.approx(0.6)
+    # An abandoned branch's later save lies beside it: another name, never the running branch's.
+    abandoned = run / "checkpoints" / "model-r9.ckpt-1400"
+    for suffix in (".index", ".data-00000-of-00001"):
+        (run / "checkpoints" / f"model-r9.ckpt-1400{suffix}").write_text("x")
+    saved.write(str(abandoned), 1400, 0.7, "periodic")
+    again = FakeCluster(total=2000)
+    summary = manager.resume(str(run), progress=False, backend=FakeBackend(again), connect=again.connect,
+                             start_evaluator=start_fake_evaluator)
+    assert summary["status"] == "completed", summary["message"]
+    (resumed,) = summary["resumes"]
+    assert resumed["adopted"] == [newest["path"]] and resumed["checkpoint"] == newest["path"]
+    assert resumed["checkpoint_fraction"] == pytest.approx(0.6) and resumed["samples_lost"] <= 0.1 * 2000
+    assert again.nodes[0].launches[0].restore_from == newest["path"] and again.nodes[0].launches[0].start_phase == 1
+
+
+def test_resume_adopts_nothing_saved_past_a_pending_rollbacks_onset(write_spec, tmp_path):
+    from syncswitch.cluster_manager import manager
+    from tests.cluster_manager.fake_cluster import FakeBackend, start_fake_evaluator
+
+    cluster = FakeCluster(total=2000, failure=Failure(worker=1, at=0.6))
+    _run(write_spec, tmp_path, ["recovery.max_restarts=0", "policy.switch_at=0.25", "checkpoint.every=0.1"],
+         cluster=cluster, raises=ClusterError)
+    run = tmp_path / "run"
+    forgotten = _forget_newest(run, 2)  # 0.5 (an evaluation) and 0.6
+    state = json.loads((run / "run.json").read_text())
+    state["guard"]["pending_onset"] = 0.55  # the manager died while it rolled back from a degradation at 55%
+    (run / "run.json").write_text(json.dumps(state))
+    again = FakeCluster(total=2000)
+    summary = manager.resume(str(run), progress=False, backend=FakeBackend(again), connect=again.connect,
+                             start_evaluator=start_fake_evaluator)
+    (resumed,) = summary["resumes"]
+    assert resumed["adopted"] == [forgotten[0]["path"]] and resumed["checkpoint_fraction"] == pytest.approx(0.5)
+    # An adopted evaluation checkpoint the dead manager never scored is scored now.
+    assert 0.5 in [round(e["fraction"], 2) for e in summary["evaluations"]]

@@ -10,6 +10,7 @@ from click.testing import CliRunner
 from syncswitch import spec as specmod
 from syncswitch.cli import cli
 from syncswitch.cluster_manager import manager
+from syncswitch.wire import saved
 
 pytestmark = pytest.mark.cluster
 
@@ -75,6 +76,14 @@ def test_in_place_switch(write_spec, tmp_path, no_leftovers):
     entered = {r["phase"]: r for r in _records(tmp_path, "entered")}
     assert entered[0]["momentum_now"] == pytest.approx(0.9) and entered[1]["momentum"] == pytest.approx(0.9)
     assert entered[1]["momentum_now"] == 0.0
+    # Every checkpoint the chief reported has its own record beside it, for a resume after a manager kill.
+    manifest = json.loads((tmp_path / "run" / "checkpoints" / "durable.json").read_text())["checkpoints"]
+    records = {r["path"]: r for r in saved.read_all(str(tmp_path / "run" / "checkpoints" / "model.ckpt"))}
+    assert manifest and {c["path"] for c in manifest} <= set(records)
+    for checkpoint in manifest:  # (the switch at 50% saves the evaluation point's checkpoint again)
+        record = records[checkpoint["path"]]
+        assert record["samples"] == checkpoint["samples"]
+        assert record["kind"] in {c["kind"] for c in manifest if c["path"] == checkpoint["path"]}
 
 
 def test_script_error_is_one_line_and_cleans_up(write_spec, tmp_path, no_leftovers):

@@ -26,7 +26,7 @@ class EvalCheckpointHook(v1.train.SessionRunHook):
         self._eval = {round(p, 9) for p in points}
         self._all = sorted(self._eval | {round(p, 9) for p in durable})
         self.points = list(self._all)
-        self.save = save        # save(session) -> checkpoint path
+        self.save = save        # save(session, kind, samples) -> (checkpoint path, samples)
         self.emit = emit
         self.every_s = every_s
         self.clock = clock
@@ -54,12 +54,13 @@ class EvalCheckpointHook(v1.train.SessionRunHook):
         self.points = [p for p in self.points if p > fraction]
         state.marks = list(self.points)
         t0 = time.perf_counter()
-        path = self.save(self.session)
+        evaluated = any(p in self._eval for p in crossed)
+        path, _ = self.save(self.session, "evaluation" if evaluated else "periodic", state.samples)
         self.last_save = self.clock()
         # Checkpointing is syncswitch's own cost, not the chief being slow:
         # keep it out of the busy time the straggler detector compares.
         state.last_wait_s += time.perf_counter() - t0
-        if any(p in self._eval for p in crossed):
+        if evaluated:
             self.emit(codec.event(eval_checkpoint=pb.EvalCheckpoint(path=path, fraction=fraction,
                                                                     samples=state.samples)))
         else:
