@@ -136,7 +136,12 @@ class GuardRuntime:
             acc = checkpoint.accuracy
             if acc is None and not checkpoint.before_async:
                 continue  # asynchronous training may have damaged it before the loss showed: unproven
-            if acc is not None and (math.isnan(acc) or (floor is not None and acc < floor)):
+            if acc is not None and math.isnan(acc):
+                continue
+            # Below the floor only condemns what asynchronous training wrote: a checkpoint from before any
+            # asynchronous step scores what synchronous training had reached there, lower than later, healthy
+            # ASP evaluations (a digits run found no target at all: "no healthy checkpoint").
+            if acc is not None and not checkpoint.before_async and floor is not None and acc < floor:
                 continue
             return checkpoint
         return None

@@ -88,3 +88,18 @@ def test_a_rollback_keeps_the_target_chosen_at_the_verdict_when_later_scores_con
 def test_a_checkpoint_reported_twice_is_one_target():
     guard = _runtime(("a", 0.2), ("a", 0.2))
     assert [c.path for c in guard.checkpoints] == ["a"]
+
+
+def test_a_checkpoint_from_before_any_asynchronous_step_is_sound_below_a_later_best():
+    # Seen on the digits CNN: ASP improved to 0.97 before the loss rose; the switch checkpoint had scored 0.85
+    # under BSP, and a floor of 0.97 - drop left the rollback no target at all.
+    guard = GuardRuntime(GuardSettings(accuracy_drop=0.05))
+    guard.on_phase("bsp", 0.0)
+    guard.on_checkpoint("switch", 0.25, 250)
+    guard.on_evaluation("switch", 0.25, 0.85, 0.5)
+    guard.on_phase("asp", 0.25)
+    guard.on_checkpoint("asp-low", 0.3, 300)
+    guard.on_evaluation("asp-low", 0.3, 0.88, 0.4)
+    guard.on_evaluation("elsewhere", 0.45, 0.97, 0.2)
+    verdict = Verdict("loss", 0.6, 0.5, {})
+    assert guard.target(verdict).path == "switch"  # asp-low, written asynchronously, is below the floor
