@@ -155,13 +155,19 @@ def load_spec(job: str, overrides=()):
     return specmod.load(job, list(overrides))
 
 
-def run_summary(spec, variant: str, run_dir: str) -> dict:
-    """One run through the cluster manager; a run that raises becomes a summary with status failed."""
+def run_summary(spec, variant: str | None, run_dir: str) -> dict:
+    """One run through the cluster manager (under `variant`'s schedule, or the spec's own where None); a run
+    that raises becomes a summary with status failed."""
     from syncswitch.cluster_manager.experiments import run_variant
 
     started = time.time()
     try:
-        summary = run_variant(spec, variant, run_dir)
+        if variant is None:  # the spec's own schedule
+            from syncswitch.cluster_manager import manager
+
+            summary = manager.submit(spec, output_dir=run_dir, progress=False)
+        else:
+            summary = run_variant(spec, variant, run_dir)
     except KeyboardInterrupt:
         raise
     except Exception as exc:  # noqa: BLE001 - recorded per run

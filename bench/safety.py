@@ -55,11 +55,13 @@ def _variant_stats(summaries: list[dict]) -> dict:
 
 def _targets(stats: dict) -> dict:
     """The issue's bars, per switched variant with the guard on; and how often a guard-off switch lost > 3 points."""
+    if "bsp" not in stats:
+        return {}
     bsp = stats["bsp"]
     bsp_acc, bsp_worst = bsp["final_accuracy"]["median"], bsp["final_accuracy"]["min"]
     bsp_time = bsp["total_time_s"]["median"]
     out = {}
-    for name in ("in-place+guard", "relaunch+guard"):
+    for name in [n for n in ("in-place+guard", "relaunch+guard") if n in stats]:
         acc = stats[name]["final_accuracy"]
         quiet = stats[name]["total_time_s_guard_quiet"]["median"]
         acted = stats[name]["total_time_s_guard_acted"]["max"]
@@ -69,10 +71,13 @@ def _targets(stats: dict) -> dict:
             "time_vs_bsp_when_quiet": common.ratio(quiet, bsp_time),
             "time_vs_bsp_when_rolled_back_worst": common.ratio(acted, bsp_time),
         }
-    for name in ("in-place", "relaunch"):
+    for name in [n for n in ("in-place", "relaunch") if n in stats]:
         runs = [a for a in stats[name]["final_accuracy"]["runs"] if a is not None]
         lost = sum(bsp_acc is not None and a < bsp_acc - 0.03 for a in runs)
         out[f"{name}_lost_more_than_3pt"] = f"{lost}/{len(runs)}"
+    for name in [n for n in stats if n.startswith("in-place[")]:
+        median = stats[name]["final_accuracy"]["median"]
+        out[f"{name}_median_minus_bsp"] = None if median is None or bsp_acc is None else round(median - bsp_acc, 4)
     return out
 
 
@@ -84,24 +89,44 @@ def _log_run(root: str, label: str, variant: str, seed: int, summary: dict) -> N
         fh.write(json.dumps({"workload": label, "variant": variant, "seed": seed, **keep}) + "\n")
 
 
-def run(workloads, seeds: int, root: str, overrides=()) -> dict:
-    out = {"seeds": seeds, "variants": list(VARIANTS), "workloads": {}}
+def configuration_variants(names) -> dict:
+    """`in-place[NAME]`: the switch in place under configuration policy NAME, guard off (the raw policy)."""
+    return {f"in-place[{name}]": ("switch", ["policy.switch_mode=in-place", f"policy.configuration={name}"]
+                                  + GUARD_OFF) for name in names}
+
+
+def momentum_variants(momenta, switch_at: float = 0.25) -> dict:
+    """`in-place[asp-momentum=M]`: the switch in place with ASP's momentum set to M, guard off."""
+    return {f"in-place[asp-momentum={m:g}]": (None, [
+        f"policy.schedule=[{{protocol: bsp, until: {switch_at:g}}}, {{protocol: asp, hyperparameters: {{momentum: {m:g}}}}}]",
+        "policy.switch_mode=in-place"] + GUARD_OFF) for m in momenta}
+
+
+def run(workloads, seeds: int, root: str, overrides=(), variants=tuple(VARIANTS), configurations=(),
+        momenta=()) -> dict:
+    added = {**configuration_variants(configurations), **momentum_variants(momenta)}
+    known = {**VARIANTS, **added}
+    unknown = [v for v in variants if v not in known]
+    if unknown:
+        raise SystemExit(f"error: unknown variant(s) {unknown}; valid: {', '.join(VARIANTS)}")
+    chosen = {name: known[name] for name in list(variants) + list(added)}
+    out = {"seeds": seeds, "variants": list(chosen), "workloads": {}}
     for label in workloads:
         job, workers, extra = WORKLOADS[label]
         base = common.with_workers(list(extra) + list(overrides), workers)
         switch_at = common.load_spec(job, base).policy.schedule[0].until
-        for _, sets in VARIANTS.values():
+        for _, sets in chosen.values():
             common.load_spec(job, base + sets)  # a bad override fails before any run starts
-        common.log(f"safety {label}: {len(VARIANTS)} variants x {seeds} seeds, switch at {switch_at:g}")
-        runs = {name: [] for name in VARIANTS}
+        common.log(f"safety {label}: {len(chosen)} variants x {seeds} seeds, switch at {switch_at:g}")
+        runs = {name: [] for name in chosen}
         for seed in range(seeds):
-            for name, (variant, _) in VARIANTS.items():
-                spec = common.load_spec(job, base + VARIANTS[name][1] + [f"seed={seed}"])
-                schedule = f"switch@{switch_at:g}" if variant == "switch" else variant
+            for name, (variant, sets) in chosen.items():
+                spec = common.load_spec(job, base + sets + [f"seed={seed}"])
+                schedule = f"switch@{switch_at:g}" if variant == "switch" else variant  # None: the spec's own
                 summary = common.run_summary(spec, schedule, os.path.join(root, f"{label}-{name}-s{seed}"))
                 runs[name].append(summary)
                 _log_run(root, label, name, seed, summary)
-        stats = {name: _variant_stats(runs[name]) for name in VARIANTS}
+        stats = {name: _variant_stats(runs[name]) for name in chosen}
         out["workloads"][label] = {"job": os.path.relpath(job, common.ROOT), "workers": workers,
                                    "switch_at": switch_at, **stats, "targets": _targets(stats)}
     return out
@@ -109,13 +134,21 @@ def run(workloads, seeds: int, root: str, overrides=()) -> dict:
 
 def _args(parser) -> None:
     parser.add_argument("--workloads", help=f"Comma-separated subset of: {', '.join(WORKLOADS)}.")
+    parser.add_argument("--variants", help=f"Comma-separated subset of: {', '.join(VARIANTS)} (default all).")
+    parser.add_argument("--configurations", help="Comma-separated configuration policies: adds an in-place switch "
+                                                 "variant, guard off, for each (e.g. paper,compensated).")
+    parser.add_argument("--asp-momenta", help="Comma-separated momenta: adds an in-place switch variant, guard off, "
+                                              "with ASP at each momentum (a per-phase override).")
     parser.add_argument("--seeds", type=int, help="Seeds per variant (default 5, quick 2).")
     parser.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE")
 
 
 def _run(args, root) -> dict:
     names = args.workloads.split(",") if args.workloads else (QUICK_WORKLOADS if args.quick else list(WORKLOADS))
-    return run(names, args.seeds or (2 if args.quick else 5), root, args.sets)
+    variants = args.variants.split(",") if args.variants else tuple(VARIANTS)
+    configurations = args.configurations.split(",") if args.configurations else ()
+    momenta = [float(m) for m in args.asp_momenta.split(",")] if args.asp_momenta else ()
+    return run(names, args.seeds or (2 if args.quick else 5), root, args.sets, variants, configurations, momenta)
 
 
 if __name__ == "__main__":

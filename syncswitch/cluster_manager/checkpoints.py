@@ -76,6 +76,8 @@ class DurableCheckpoints:
         return store
 
     def add(self, checkpoint: DurableCheckpoint) -> None:
+        if any(c.path == checkpoint.path and c.kind == checkpoint.kind for c in self.entries):
+            return  # adopted from the chief's record before its report came
         self.entries.append(checkpoint)
         self.entries.sort(key=lambda c: c.fraction)
         self._rotate()

@@ -12,10 +12,9 @@ import json
 import os
 import time
 
-from syncswitch.cluster_manager.checkpoints import DurableCheckpoint, DurableCheckpoints, complete
+from syncswitch.cluster_manager.checkpoints import DurableCheckpoints
 from syncswitch.errors import ClusterError, SyncSwitchError
 from syncswitch.files import write_json_atomic
-from syncswitch.wire import saved
 
 JOB_FILE, RUN_FILE = "job.json", "run.json"
 RECORD_KEYS = ("job_id", "t_submit", "first_step_time", "total_samples", "phase_log", "switches",
@@ -129,37 +128,6 @@ class JobResume:
                                                       * (self.record.total_samples or 0))),
                             "down_s": time.time() - previous.get("saved_at", time.time()),
                             "adopted": [c.path for c in adopted]}
-
-    def _adopt_unreported(self, store: DurableCheckpoints, name: str | None,
-                          pending_onset: float | None) -> list[DurableCheckpoint]:
-        """The running branch's complete checkpoints the dead manager had not heard of, added to `store`.
-
-        A manager killed between a save and its report used to resume a whole interval further back (2144
-        samples lost against a 2000-sample interval in a chaos run). The branch's name keeps the abandoned
-        branches' files out; a verdict being acted on keeps out what was saved after its onset."""
-        if not name:
-            return []
-        newest = store.entries[-1].fraction if store.entries else 0.0
-        known = {c.path for c in store.entries}
-        adopted = []
-        for record in saved.read_all(os.path.join(os.path.abspath(store.folder), name)):
-            fraction = record["fraction"]
-            if record["path"] in known or fraction <= newest or not complete(record["path"]):
-                continue
-            if pending_onset is not None and fraction > pending_onset:
-                continue
-            time_s = os.path.getmtime(saved.record_path(record["path"])) - (self.record.t_submit or 0.0)
-            adopted.append(DurableCheckpoint(record["path"], fraction, record["samples"], record["kind"],
-                                             self._phase_at(fraction), time_s))
-        store.adopt(adopted)
-        return adopted
-
-    def _phase_at(self, fraction: float) -> int:
-        """The plan phase that was running when progress reached `fraction` (the one it ends, at a boundary)."""
-        for k, phase in enumerate(self.plan):
-            if fraction <= phase.until + 1e-9:
-                return k
-        return len(self.plan) - 1
 
     def _start_resumed(self) -> int:
         """Launch every node from the resume checkpoint, in the phase it was taken in; returns that phase."""

@@ -261,3 +261,25 @@ def test_resume_adopts_nothing_saved_past_a_pending_rollbacks_onset(write_spec, 
     assert resumed["adopted"] == [forgotten[0]["path"]] and resumed["checkpoint_fraction"] == pytest.approx(0.5)
     # An adopted evaluation checkpoint the dead manager never scored is scored now.
     assert 0.5 in [round(e["fraction"], 2) for e in summary["evaluations"]]
+
+
+def test_recovery_adopts_a_save_whose_report_had_not_arrived(write_spec, tmp_path):
+    # The chief saved at 50% and the worker died before the manager read the report (a chaos run lost 2048
+    # samples this way): the chief's record on disk makes it the restore point, not the one at 25%.
+    cluster = FakeCluster(total=2000, failure=Failure(worker=1, at=0.6))
+    real_emit = cluster.emit
+
+    def emit(node, **member):
+        late = member.get("eval_checkpoint") or member.get("saved")
+        if late is not None and 0.45 < late.fraction < 0.6:
+            return  # still on its way when the failure is handled
+        real_emit(node, **member)
+
+    cluster.emit = emit
+    summary, cluster, _ = _run(write_spec, tmp_path, ["policy.switch_at=0.25"], cluster=cluster)
+    assert summary["status"] == "completed", summary["message"]
+    (failure,) = summary["failures"]
+    assert failure["checkpoint_fraction"] == pytest.approx(0.5) and failure["adopted"] == [failure["checkpoint"]]
+    assert cluster.nodes[0].launches[1].restore_from == failure["checkpoint"]
+    assert 0 < failure["samples_lost"] <= 0.25 * 2000
+    assert [c["path"] for c in _manifest(tmp_path)].count(failure["checkpoint"]) == 1
