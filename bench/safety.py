@@ -75,7 +75,7 @@ def _targets(stats: dict) -> dict:
         runs = [a for a in stats[name]["final_accuracy"]["runs"] if a is not None]
         lost = sum(bsp_acc is not None and a < bsp_acc - 0.03 for a in runs)
         out[f"{name}_lost_more_than_3pt"] = f"{lost}/{len(runs)}"
-    for name in [n for n in stats if n.startswith("in-place[")]:
+    for name in [n for n in stats if n.startswith("in-place:")]:
         median = stats[name]["final_accuracy"]["median"]
         out[f"{name}_median_minus_bsp"] = None if median is None or bsp_acc is None else round(median - bsp_acc, 4)
     return out
@@ -90,14 +90,14 @@ def _log_run(root: str, label: str, variant: str, seed: int, summary: dict) -> N
 
 
 def configuration_variants(names) -> dict:
-    """`in-place[NAME]`: the switch in place under configuration policy NAME, guard off (the raw policy)."""
-    return {f"in-place[{name}]": ("switch", ["policy.switch_mode=in-place", f"policy.configuration={name}"]
+    """`in-place:NAME`: the switch in place under configuration policy NAME, guard off (the raw policy)."""
+    return {f"in-place:{name}": ("switch", ["policy.switch_mode=in-place", f"policy.configuration={name}"]
                                   + GUARD_OFF) for name in names}
 
 
 def momentum_variants(momenta, switch_at: float = 0.25) -> dict:
-    """`in-place[asp-momentum=M]`: the switch in place with ASP's momentum set to M, guard off."""
-    return {f"in-place[asp-momentum={m:g}]": (None, [
+    """`in-place:asp-momentum=M`: the switch in place with ASP's momentum set to M, guard off."""
+    return {f"in-place:asp-momentum={m:g}": (None, [
         f"policy.schedule=[{{protocol: bsp, until: {switch_at:g}}}, {{protocol: asp, hyperparameters: {{momentum: {m:g}}}}}]",
         "policy.switch_mode=in-place"] + GUARD_OFF) for m in momenta}
 

@@ -52,6 +52,11 @@ class JobRun(JobEvents, JobRecovery, JobResume):
                  start_evaluator=None, resume: bool = False):
         self.spec = spec
         self.run_dir = os.path.abspath(run_dir)
+        odd = sorted(set("*?[]") & set(self.run_dir))
+        if odd:
+            # TensorFlow looks a checkpoint up as a glob pattern: the first evaluation or restore would fail mid-run.
+            raise SyncSwitchError(f"--output-dir {run_dir}: {' '.join(odd)} in the run folder's path; TensorFlow "
+                                  "reads checkpoint paths as glob patterns, choose a folder without * ? [ ]")
         self.resuming = resume  # `syncswitch resume`: prepare_resume() takes the folder's run over
         if os.path.exists(os.path.join(self.run_dir, "summary.json")) and not resume:
             raise SyncSwitchError(f"--output-dir {run_dir} already holds a run (summary.json); choose another")

@@ -50,3 +50,12 @@ def test_straggler_policy_option(write_spec):
     assert result.exit_code == 2
     assert result.output.strip() == ("error: stragglers.policy='greedy': needs cluster.workers >= 3 (got 2): "
                                      "mean - std cannot single out a straggler among fewer workers")
+
+
+def test_an_output_dir_tensorflow_would_read_as_a_glob_is_refused_before_anything_starts(write_spec, tmp_path):
+    folder = tmp_path / "runs[1]"
+    result = CliRunner().invoke(cli, ["submit", write_spec(MINIMAL), "--output-dir", str(folder)])
+    assert result.exit_code != 0 and "Traceback" not in result.output
+    assert result.output.strip() == (f"error: --output-dir {folder}: [ ] in the run folder's path; TensorFlow reads "
+                                     "checkpoint paths as glob patterns, choose a folder without * ? [ ]")
+    assert not folder.exists()
