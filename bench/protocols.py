@@ -19,12 +19,26 @@ SECOND_AFTER = 0.25  # the BSP share before a protocol runs as the second phase
 DIGITS_CNN = os.path.join(common.ROOT, "jobs", "digits_cnn.yaml")
 
 
+def _phase_item(part: str) -> dict:
+    """`ssp` or `bsp(aggregate=3)`: a protocol with its parameters (numbers where they parse)."""
+    name, _, rest = part.partition("(")
+    item = {"protocol": name.strip()}
+    for pair in filter(None, rest.rstrip(")").split(",")):
+        key, _, value = pair.partition("=")
+        try:
+            item[key.strip()] = int(value) if value.strip().lstrip("-").isdigit() else float(value)
+        except ValueError:
+            item[key.strip()] = value.strip()
+    return item
+
+
 def schedule_of(variant: str):
-    """`ssp` (alone, default parameters) or `bsp>ssp` (BSP until SECOND_AFTER, then ssp) as spec phases."""
+    """`ssp` (alone, default parameters), `bsp(aggregate=3)` (with parameters) or `bsp>ssp` (BSP until
+    SECOND_AFTER, then ssp) as spec phases."""
     from syncswitch.spec.policy import parse_schedule
 
     parts = variant.split(">")
-    items = [{"protocol": p} for p in parts]
+    items = [_phase_item(p) for p in parts]
     if len(parts) == 2:
         items[0]["until"] = SECOND_AFTER
     return parse_schedule(items, f"--variant {variant}")
