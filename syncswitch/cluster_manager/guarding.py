@@ -127,7 +127,7 @@ class GuardRuntime:
         best accuracy, and that bar would disqualify every checkpoint before it)."""
         before = [accuracy for fraction, accuracy in self.scores if fraction <= verdict.onset
                   and math.isfinite(accuracy)]
-        floor = max(before) - self.settings.accuracy_drop if before else None
+        best = max(before) if before else None
         for checkpoint in sorted(self.checkpoints, key=lambda c: c.fraction, reverse=True):
             # At the onset itself is healthy: that is the phase start (an onset is clamped to it), where the
             # switch checkpoint was taken before any step of the condemned phase.
@@ -141,6 +141,7 @@ class GuardRuntime:
             # Below the floor only condemns what asynchronous training wrote: a checkpoint from before any
             # asynchronous step scores what synchronous training had reached there, lower than later, healthy
             # ASP evaluations (a digits run found no target at all: "no healthy checkpoint").
+            floor = self.policy.floor(checkpoint.fraction, best)
             if acc is not None and not checkpoint.before_async and floor is not None and acc < floor:
                 continue
             return checkpoint

@@ -275,7 +275,7 @@ class JobRun(JobEvents, JobRecovery, JobResume):
             decision, action = before.policy_switch  # a straggler policy decided before any worker paused
         else:
             action = None
-        mode = self._mode_into(upcoming.protocol)
+        mode = self.plan.mode
         if mode == "relaunch":
             # The paper's mechanism: durable checkpoint, relaunch every task in parallel, restore.
             self._save("switch")
@@ -309,16 +309,6 @@ class JobRun(JobEvents, JobRecovery, JobResume):
         fraction = max([m.fraction for m in self.latest.values()] + [verdict.fraction])
         self.broadcast(set_boundary=pb.SetBoundary(phase=self.lifecycle.phase, until=fraction))
 
-    def _mode_into(self, protocol: str) -> str:
-        """How to enter `protocol`: the plan's mode, but by relaunch into BSP once elastic shrank the group.
-
-        The chief's SyncReplicas queue runner has one aggregation pending since BSP was last left, with the
-        group size it read then; entered in place with the full group, that aggregation hands out too few
-        tokens and a worker waits forever. Fresh processes start a fresh queue runner.
-        """
-        shrunk = any(a["action"] == "shrink" for a in self.stragglers.actions)
-        return "relaunch" if shrunk and protocol == "bsp" else self.plan.mode
-
     def _rollback(self, k: int) -> None:
         """Restore every node from the last good checkpoint and run the rest of the workload on the next rung."""
         verdict = self.guard.verdict
@@ -338,7 +328,7 @@ class JobRun(JobEvents, JobRecovery, JobResume):
         self.save_run()  # before the new branch saves anything: a resume adopts only the running branch's saves
         self.record.abandoned_evaluations += self.evaluations.abandon_after(checkpoint.fraction)
         self.durable.drop_after(checkpoint.fraction)
-        mode = self._mode_into(protocol)
+        mode = self.plan.mode
         if mode == "in-place":
             self.send(0, restore=pb.Restore(path=checkpoint.path, checkpoint_name=self.checkpoint_name))
             self.feed.wait_until(lambda: abandoned.restored is not None, "the rollback's restore", timeout_s=120)

@@ -8,6 +8,7 @@ import math
 import statistics
 
 from syncswitch.policies.base import GuardPolicy, Verdict
+from syncswitch.spec.reference import interpolate
 
 
 @dataclasses.dataclass(frozen=True)
@@ -38,6 +39,10 @@ class GuardSettings:
     long_window: float = 0.1
     smoothing: float = 0.02
     max_rollbacks: int = 2
+    # (fraction, accuracy): what earlier runs of the job had reached where (policy.guard.reference); an
+    # asynchronous phase more than accuracy_drop behind it is degraded too, even if it never fell below
+    # its own best.
+    reference: tuple[tuple[float, float], ...] = ()
 
     @classmethod
     def from_spec(cls, spec) -> "GuardSettings":
@@ -121,13 +126,19 @@ class DegradationGuard(GuardPolicy):
                                {"smoothed_loss": smoothed, "reference_loss": self.reference_loss, "limit": bound})
         return None
 
+    def floor(self, fraction: float, best: float | None) -> float | None:
+        """The accuracy below which an evaluation at `fraction` is degraded: `accuracy_drop` below the best
+        reached so far (`best`), or below the reference there when that is higher; None without either."""
+        candidates = [v for v in (best, interpolate(self.settings.reference, fraction)) if v is not None]
+        return max(candidates) - self.settings.accuracy_drop if candidates else None
+
     def on_evaluation(self, fraction: float, accuracy: float) -> Verdict | None:
         best = self.best_accuracy
         if best is None or accuracy > best:
             self.best_accuracy = accuracy
         if not self.watching or fraction <= self.phase_start or best is None:
             return None
-        floor = best - self.settings.accuracy_drop
+        floor = self.floor(fraction, best)
         # Two of the last three evaluations below the floor, the first of them at least `window` back: twice
         # in a row alone missed an ASP phase that oscillated (0.36, 0.41, 0.22, 0.39, 0.34 against a floor of
         # 0.37) and ended 17 points below BSP; one dip between healthy evaluations still does not fire.
@@ -135,7 +146,11 @@ class DegradationGuard(GuardPolicy):
         bad = [f for f, below in self._recent if below]
         if accuracy >= floor or len(bad) < 2 or fraction - bad[0] < self.settings.window:
             return None
-        return Verdict("accuracy", fraction, bad[0], {"accuracy": accuracy, "best_accuracy": best, "floor": floor})
+        values = {"accuracy": accuracy, "best_accuracy": best, "floor": floor}
+        reference = interpolate(self.settings.reference, fraction)
+        if reference is not None:
+            values["reference_accuracy"] = reference
+        return Verdict("accuracy", fraction, bad[0], values)
 
     def on_divergence(self, fraction: float, loss: float) -> Verdict:
         return Verdict("diverged", fraction, fraction, {"loss": loss})

@@ -57,6 +57,8 @@ class GuardSpec:
     long_window: float | None = None
     smoothing: float | None = None
     max_rollbacks: int | None = None
+    # (fraction, accuracy) of earlier runs' evaluations (policy.guard.reference): the accuracy to keep up with
+    reference: tuple[tuple[float, float], ...] = ()
 
 
 @dataclasses.dataclass(frozen=True)

@@ -9,6 +9,7 @@ from syncswitch.errors import SpecError
 from syncswitch.registry import CONFIGURATION_POLICIES, PROTOCOLS
 from syncswitch.spec.fields import check_keys, choice, fail, mapping, number
 from syncswitch.spec.model import DEFAULT_SWITCH_AT, PHASE_HYPERPARAMETERS, SWITCH_MODES, GuardSpec, Phase, PolicySpec
+from syncswitch.spec.reference import load_reference
 
 
 def parse_schedule(value: Any, field: str = "policy.schedule") -> tuple[Phase, ...]:
@@ -89,12 +90,14 @@ def adopt_stored_switch_at(job_spec, switch_at: float | None):
     return job_spec.with_policy(dataclasses.replace(job_spec.policy, schedule=schedule, source="store"))
 
 
-def guard_section(value: Any) -> GuardSpec:
+def guard_section(value: Any, base: str = ".") -> GuardSpec:
+    """`policy.guard`; `base` is the spec file's folder, which a reference's relative paths start from."""
     field = "policy.guard"
     if isinstance(value, bool):
         return GuardSpec(enabled=value)
     doc = mapping(value, field)
-    keys = ("enabled", "loss_rise", "loss_margin", "accuracy_drop", "window", "long_window", "smoothing", "max_rollbacks")
+    keys = ("enabled", "loss_rise", "loss_margin", "accuracy_drop", "window", "long_window", "smoothing", "max_rollbacks",
+            "reference")
     check_keys(doc, keys, f"{field}.")
     enabled = doc.get("enabled", True)
     if not isinstance(enabled, bool):
@@ -108,7 +111,8 @@ def guard_section(value: Any) -> GuardSpec:
                      accuracy_drop=given("accuracy_drop", lo=0.0, lo_open=True, hi=1.0),
                      window=given("window", lo=0.0, hi=0.5), long_window=given("long_window", lo=0.0, hi=0.9),
                      smoothing=given("smoothing", lo=0.001, hi=0.5),
-                     max_rollbacks=given("max_rollbacks", lo=0, hi=100, integer=True))
+                     max_rollbacks=given("max_rollbacks", lo=0, hi=100, integer=True),
+                     reference=load_reference(doc.get("reference"), base, f"{field}.reference"))
 
 
 def fallback_section(value: Any) -> tuple[str, ...]:
@@ -124,7 +128,7 @@ def fallback_section(value: Any) -> tuple[str, ...]:
     return tuple(value)
 
 
-def policy_section(doc: Any) -> PolicySpec:
+def policy_section(doc: Any, base: str = ".") -> PolicySpec:
     doc = mapping(doc, "policy")
     check_keys(doc, ("schedule", "switch_at", "switch_mode", "configuration", "guard", "fallback"), "policy.")
     if "schedule" in doc and "switch_at" in doc:
@@ -138,5 +142,5 @@ def policy_section(doc: Any) -> PolicySpec:
     mode = choice(doc.get("switch_mode", "in-place"), "policy.switch_mode", SWITCH_MODES)
     configuration = doc.get("configuration", "paper")
     CONFIGURATION_POLICIES.get(configuration, field="policy.configuration")
-    return PolicySpec(schedule, mode, configuration, source, guard=guard_section(doc.get("guard", True)),
+    return PolicySpec(schedule, mode, configuration, source, guard=guard_section(doc.get("guard", True), base),
                       fallback=fallback_section(doc.get("fallback", ["bsp"])))

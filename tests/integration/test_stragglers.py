@@ -24,8 +24,10 @@ stragglers:
 """
 
 
-def _run(write_spec, tmp_path, policy, duration, epochs=12):
+def _run(write_spec, tmp_path, policy, duration, epochs=12, schedule=None):
     text = JOB.replace("POLICY", policy).replace("DURATION", str(duration)).replace("EPOCHS", str(epochs))
+    if schedule:
+        text = text.replace("policy: {switch_at: 0.7}", f"policy: {{schedule: {schedule}}}")
     job = specmod.load(write_spec(text))
     summary = manager.submit(job, output_dir=str(tmp_path / "run"), progress=False)
     assert summary["status"] == "completed", summary["message"]
@@ -49,6 +51,19 @@ def test_elastic_drops_the_straggler_until_the_switch(write_spec, tmp_path, no_l
         records = [json.loads(line) for line in fh]
     assert any(r.get("kind") == "idled" and r["source"] == 2 for r in records)
     assert any(r.get("kind") == "straggler" and r["worker"] == 2 for r in records)
+
+
+def test_bsp_entered_again_in_place_after_elastic_shrank_the_group(write_spec, tmp_path, no_leftovers):
+    # The chief's queue runner left BSP with an aggregation pending for the shrunk group of 3; entered again
+    # in place with all 4 workers, it hands out 3 tokens and owes the fourth (SyncReplicasEngine._owe_tokens).
+    # Before, one worker waited forever, and such re-entries went by relaunch.
+    schedule = "[{protocol: bsp, until: 0.3}, {protocol: asp, until: 0.5}, {protocol: bsp}]"
+    summary, _, _ = _run(write_spec, tmp_path, "elastic", 600, schedule=schedule)
+    assert summary["policy_actions"][0]["action"] == "shrink"
+    assert [(s["from"], s["to"], s["mode"]) for s in summary["switches"]] == [("bsp", "asp", "in-place"),
+                                                                             ("asp", "bsp", "in-place")]
+    assert [p["protocol"] for p in summary["schedule"]] == ["bsp", "asp", "bsp"]
+    assert summary["schedule"][-1]["end_fraction"] >= 1.0
 
 
 def test_greedy_switches_to_asp_and_back(write_spec, tmp_path, no_leftovers):

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import threading
+import time
+
 import tensorflow as tf
 
 from .base import CountingOptimizer, ProtocolEngine, state_variable
 
 v1 = tf.compat.v1
+OWED_WAIT_S = 600.0  # how long the tokens owed at an in-place re-entry wait for the pending aggregation
 
 
 class SyncReplicasEngine(ProtocolEngine):
@@ -35,6 +39,10 @@ class SyncReplicasEngine(ProtocolEngine):
             self._set_aggregate = self.aggregate.assign(self._aggregate_in)
             # Computed beside the variables: on the worker, every step would read both from the PS.
             group = self.group_size.read_value()
+            # The group size each aggregation of the chief's queue runner read when it started (see enter_chief).
+            self.pending_group = state_variable("syncswitch/sync_pending_group", [], tf.int32, init=num_workers)
+            with tf.control_dependencies([self.pending_group.assign(group)]):
+                group = tf.identity(group)
             wanted = self.aggregate.read_value()
             take = tf.where(wanted > 0, tf.minimum(wanted, group), group)
         counting = CountingOptimizer(optimizer, samples, tf.cast(take, tf.int64) * per_worker_batch, "bsp")
@@ -69,6 +77,9 @@ class SyncReplicasEngine(ProtocolEngine):
         self._queue_runner_started = False
         with tf.device(global_step.device):
             self._release_op = queue.enqueue_many(tf.fill([num_workers], global_step.read_value()))
+            self._owed_count = v1.placeholder(tf.int32, [], name="bsp_owed_tokens")
+            self._owed_op = queue.enqueue_many(tf.fill([self._owed_count], global_step.read_value()))
+            self._global_step = global_step
             self._queue_size = queue.size()
             self._drain_count = v1.placeholder(tf.int32, [], name="bsp_drain_count")
             self._drain_op = queue.dequeue_many(self._drain_count)
@@ -88,6 +99,8 @@ class SyncReplicasEngine(ProtocolEngine):
             session.run(self._drain_op, {self._drain_count: size})
         session.run(self._set_group, {self._group_in: self._num_workers})  # the full group again
         session.run(self._chief_init_op)  # accumulators accept gradients from the current step on
+        if self._queue_runner_started:
+            self._owe_tokens(session)
         # Gradients pushed without completing an update would stay in the accumulators (no variables: a
         # restore leaves them), but no discarding take_grad may run here: the chief queue runner's pending
         # take_grad heads each accumulator's FIFO of takes, so it would block behind it. None are left in
@@ -97,6 +110,29 @@ class SyncReplicasEngine(ProtocolEngine):
             coord = tf.train.Coordinator()
             self._opt.get_chief_queue_runner().create_threads(session, coord=coord, daemon=True, start=True)
             self._queue_runner_started = True
+
+    def _owe_tokens(self, session) -> None:
+        """BSP entered again in place: the queue runner's pending aggregation read the group size when BSP was
+        last left; after elastic shrank the group it hands out that many tokens for the full group's n workers,
+        and one waits forever. The tokens it owes are enqueued once that aggregation has applied, carrying the
+        new global step as its own do (before, a worker taking one would push a gradient for the step done)."""
+        pending, step = session.run([self.pending_group, self._global_step])
+        owed = self._num_workers - int(pending)
+        if owed <= 0:
+            return
+
+        def hand_out():
+            deadline = time.monotonic() + OWED_WAIT_S
+            while time.monotonic() < deadline:
+                try:
+                    if session.run(self._global_step) > step:
+                        session.run(self._owed_op, {self._owed_count: owed})
+                        return
+                except Exception:  # noqa: BLE001 - the session closed: the phase or the task ended first
+                    return
+                time.sleep(0.005)
+
+        threading.Thread(target=hand_out, name="bsp-owed-tokens", daemon=True).start()
 
     def enter_worker(self, session, params: dict | None = None) -> None:
         session.run(self._local_step_init_op)
