@@ -103,14 +103,14 @@ def momentum_variants(momenta, switch_at: float = 0.25) -> dict:
 
 
 def run(workloads, seeds: int, root: str, overrides=(), variants=tuple(VARIANTS), configurations=(),
-        momenta=()) -> dict:
+        momenta=(), first_seed: int = 0) -> dict:
     added = {**configuration_variants(configurations), **momentum_variants(momenta)}
     known = {**VARIANTS, **added}
     unknown = [v for v in variants if v not in known]
     if unknown:
         raise SystemExit(f"error: unknown variant(s) {unknown}; valid: {', '.join(VARIANTS)}")
     chosen = {name: known[name] for name in list(variants) + list(added)}
-    out = {"seeds": seeds, "variants": list(chosen), "workloads": {}}
+    out = {"seeds": seeds, "first_seed": first_seed, "variants": list(chosen), "workloads": {}}
     for label in workloads:
         job, workers, extra = WORKLOADS[label]
         base = common.with_workers(list(extra) + list(overrides), workers)
@@ -119,7 +119,7 @@ def run(workloads, seeds: int, root: str, overrides=(), variants=tuple(VARIANTS)
             common.load_spec(job, base + sets)  # a bad override fails before any run starts
         common.log(f"safety {label}: {len(chosen)} variants x {seeds} seeds, switch at {switch_at:g}")
         runs = {name: [] for name in chosen}
-        for seed in range(seeds):
+        for seed in range(first_seed, first_seed + seeds):
             for name, (variant, sets) in chosen.items():
                 spec = common.load_spec(job, base + sets + [f"seed={seed}"])
                 schedule = f"switch@{switch_at:g}" if variant == "switch" else variant  # None: the spec's own
@@ -139,6 +139,7 @@ def _args(parser) -> None:
                                                  "variant, guard off, for each (e.g. paper,compensated).")
     parser.add_argument("--asp-momenta", help="Comma-separated momenta: adds an in-place switch variant, guard off, "
                                               "with ASP at each momentum (a per-phase override).")
+    parser.add_argument("--first-seed", type=int, default=0, help="Seed of the first repeat (default 0).")
     parser.add_argument("--seeds", type=int, help="Seeds per variant (default 5, quick 2).")
     parser.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE")
 
@@ -148,7 +149,8 @@ def _run(args, root) -> dict:
     variants = args.variants.split(",") if args.variants else tuple(VARIANTS)
     configurations = args.configurations.split(",") if args.configurations else ()
     momenta = [float(m) for m in args.asp_momenta.split(",")] if args.asp_momenta else ()
-    return run(names, args.seeds or (2 if args.quick else 5), root, args.sets, variants, configurations, momenta)
+    return run(names, args.seeds or (2 if args.quick else 5), root, args.sets, variants, configurations, momenta,
+               args.first_seed)
 
 
 if __name__ == "__main__":
