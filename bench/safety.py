@@ -97,9 +97,12 @@ def configuration_variants(names) -> dict:
 
 def momentum_variants(momenta, switch_at: float = 0.25) -> dict:
     """`in-place:asp-momentum=M`: the switch in place with ASP's momentum set to M, guard off."""
-    return {f"in-place:asp-momentum={m:g}": (None, [
-        f"policy.schedule=[{{protocol: bsp, until: {switch_at:g}}}, {{protocol: asp, hyperparameters: {{momentum: {m:g}}}}}]",
-        "policy.switch_mode=in-place"] + GUARD_OFF) for m in momenta}
+    def schedule(m):
+        asp = f"{{protocol: asp, hyperparameters: {{momentum: {m:g}}}}}"
+        return f"policy.schedule=[{{protocol: bsp, until: {switch_at:g}}}, {asp}]"
+
+    return {f"in-place:asp-momentum={m:g}": (None, [schedule(m), "policy.switch_mode=in-place"] + GUARD_OFF)
+            for m in momenta}
 
 
 def run(workloads, seeds: int, root: str, overrides=(), variants=tuple(VARIANTS), configurations=(),

@@ -139,7 +139,8 @@ def run_cmd(job, runs, threshold, max_settings, bsp_runs, target_accuracy, worke
         threshold=threshold, search_cost_s=result.cost_s, search_cost_bsp=result.cost_bsp, runs=result.runs,
         created=storemod.now_iso(), inputs=inputs,
         settings={"max_settings": max_settings, "runs": runs, "bsp_runs": bsp_runs if target_accuracy is None else 0,
-                  "two_sided": not one_sided, "switching": switching})
+                  "two_sided": not one_sided, "switching": switching},
+        reference_runs=[os.path.abspath(d) for d in result.reference_runs])
     if not no_store:
         storemod.PolicyStore().put(record)
     if fmt == "json":

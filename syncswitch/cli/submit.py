@@ -24,14 +24,17 @@ def submit(job, protocol, switch_at, switch_mode, workers, target_accuracy, stra
     from syncswitch import spec as specmod
     from syncswitch.cli.logs import configure_logging
     from syncswitch.cluster_manager import manager
-    from syncswitch.search.store import stored_switch_at
+    from syncswitch.search.store import stored_policy
 
     configure_logging(verbose)
     overrides = spec_overrides(protocol, workers, switch_at, switch_mode, target_accuracy, sets, straggler_policy,
                                no_guard, cpus_per_node)
     job_spec = specmod.load(job, overrides)
-    # A recurring job reuses its searched switch point, unless the spec or the command line gives one.
-    job_spec = specmod.adopt_stored_switch_at(job_spec, stored_switch_at(job_spec))
+    # A recurring job reuses its searched switch point, unless the spec or the command line gives one, and
+    # the search's BSP pilots become the guard's reference, unless the spec names one.
+    stored = stored_policy(job_spec)
+    job_spec = specmod.adopt_stored_switch_at(job_spec, stored.switch_at if stored else None)
+    job_spec = specmod.adopt_stored_reference(job_spec, stored.reference_runs if stored else ())
     if dry_run:
         click.echo(manager.dry_run(job_spec))
         return

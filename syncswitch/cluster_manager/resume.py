@@ -25,7 +25,9 @@ def save_job(spec, run_dir: str) -> None:
     """The spec as run: its validated document and the schedule it ran (a stored switch point included)."""
     schedule = [{"protocol": p.protocol, "until": p.until} for p in spec.policy.schedule]
     write_json_atomic(os.path.join(run_dir, JOB_FILE), {"path": spec.path, "raw": spec.raw, "schedule": schedule,
-                                                        "schedule_source": spec.policy.source})
+                                                        "schedule_source": spec.policy.source,
+                                                        # a stored policy's reference is not in the raw spec
+                                                        "guard_reference": spec.policy.guard.reference})
 
 
 def load_job(run_dir: str):
@@ -39,7 +41,10 @@ def load_job(run_dir: str):
         raise SyncSwitchError(f"{run_dir}: not a syncswitch run folder (no {JOB_FILE})") from None
     spec = specmod.validate(doc["raw"], doc["path"])
     schedule = tuple(specmod.Phase(p["protocol"], p["until"]) for p in doc["schedule"])
-    return spec.with_policy(dataclasses.replace(spec.policy, schedule=schedule, source=doc["schedule_source"]))
+    reference = doc.get("guard_reference") or spec.policy.guard.reference
+    guard = dataclasses.replace(spec.policy.guard, reference=tuple(tuple(p) for p in reference))
+    return spec.with_policy(dataclasses.replace(spec.policy, schedule=schedule, source=doc["schedule_source"],
+                                                guard=guard))
 
 
 def load_run(run_dir: str) -> dict:

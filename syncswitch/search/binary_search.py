@@ -70,6 +70,8 @@ class SearchResult:
     runs: int  # pilots the search needed (reference + candidates)
     new_runs: int  # of which actually launched by this call (the rest came from the cache)
     stopped: str  # "max-settings" | "grid-exhausted"
+    # The run folders of the BSP reference pilots that completed: the accuracy guard's reference for later runs
+    reference_runs: tuple[str, ...] = ()
 
     @property
     def chosen(self) -> PointResult | None:
@@ -205,6 +207,7 @@ def binary_search(
         return result, reused
 
     reference: tuple[float | None, ...] = ()
+    reference_runs: tuple[str, ...] = ()
     bsp_times: list[float] = []
     if target_accuracy is None:
         emit("reference", runs=bsp_runs)
@@ -215,6 +218,7 @@ def binary_search(
             raise SearchError(f"all {bsp_runs} BSP reference run(s) failed; no target accuracy to search against")
         target = statistics.fmean(usable)
         bsp_times = [r.total_time_s for r in results]
+        reference_runs = tuple(r.run_dir for r in results if r.ok and r.run_dir)
     else:
         target = float(target_accuracy)
     emit("target", target_accuracy=target, threshold=threshold, reference=reference)
@@ -246,6 +250,7 @@ def binary_search(
         runs=spent["runs"],
         new_runs=spent["new"],
         stopped=stopped,
+        reference_runs=reference_runs,
     )
     emit("done", switch_at=switch_at, cost_s=result.cost_s, cost_bsp=result.cost_bsp, runs=result.runs,
          new_runs=result.new_runs, stopped=stopped)

@@ -108,6 +108,8 @@ class PolicyRecord:
     created: str
     inputs: dict = dataclasses.field(default_factory=dict)
     settings: dict = dataclasses.field(default_factory=dict)  # M, R, K the search ran with
+    # The BSP reference pilots' run folders: the accuracy guard's reference for the job's later runs
+    reference_runs: list = dataclasses.field(default_factory=list)
 
     @classmethod
     def from_dict(cls, doc: dict, where: str) -> "PolicyRecord":
@@ -219,8 +221,8 @@ class PolicyStore:
         return record
 
 
-def stored_switch_at(job_spec, store: PolicyStore | None = None) -> float | None:
-    """The stored switch point for this exact job (None when absent or the job changed since)."""
+def stored_policy(job_spec, store: PolicyStore | None = None) -> PolicyRecord | None:
+    """The stored policy for this exact job (None when absent or the job changed since)."""
     signature, _ = signature_for_spec(job_spec)
     record = (store or PolicyStore()).get(signature)
     if record is None:
@@ -228,7 +230,13 @@ def stored_switch_at(job_spec, store: PolicyStore | None = None) -> float | None
     searched = record.settings.get("switching")
     if searched and searched.get("configuration") != job_spec.policy.configuration:
         return None  # found under another configuration policy: it does not carry over
-    return float(record.switch_at)
+    return record
+
+
+def stored_switch_at(job_spec, store: PolicyStore | None = None) -> float | None:
+    """The stored switch point for this exact job (None when absent or the job changed since)."""
+    record = stored_policy(job_spec, store)
+    return None if record is None else float(record.switch_at)
 
 
 class JsonPilotCache(MutableMapping):

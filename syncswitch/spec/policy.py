@@ -90,14 +90,29 @@ def adopt_stored_switch_at(job_spec, switch_at: float | None):
     return job_spec.with_policy(dataclasses.replace(job_spec.policy, schedule=schedule, source="store"))
 
 
+def adopt_stored_reference(job_spec, runs) -> Any:
+    """The spec to run when the policy store names the BSP pilots of the job's search (`runs`): their
+    evaluations become the guard's reference unless the spec gives one, the guard is off, or the folders are
+    gone (then the spec is run as it is)."""
+    guard = job_spec.policy.guard
+    if not runs or not guard.enabled or guard.reference:
+        return job_spec
+    try:
+        reference = load_reference(list(runs), "/", "stored policy reference_runs")
+    except SpecError:
+        return job_spec
+    policy = dataclasses.replace(job_spec.policy, guard=dataclasses.replace(guard, reference=reference))
+    return job_spec.with_policy(policy)
+
+
 def guard_section(value: Any, base: str = ".") -> GuardSpec:
     """`policy.guard`; `base` is the spec file's folder, which a reference's relative paths start from."""
     field = "policy.guard"
     if isinstance(value, bool):
         return GuardSpec(enabled=value)
     doc = mapping(value, field)
-    keys = ("enabled", "loss_rise", "loss_margin", "accuracy_drop", "window", "long_window", "smoothing", "max_rollbacks",
-            "reference")
+    keys = ("enabled", "loss_rise", "loss_margin", "accuracy_drop", "window", "long_window", "smoothing",
+            "max_rollbacks", "reference")
     check_keys(doc, keys, f"{field}.")
     enabled = doc.get("enabled", True)
     if not isinstance(enabled, bool):

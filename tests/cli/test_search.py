@@ -99,6 +99,8 @@ def test_search_job_runs_pilots_stores_policy_and_reuses_them(runner, job_file, 
     records = json.loads(listed.output)
     assert len(records) == 1 and records[0]["switch_at"] == 0.125 and records[0]["job_name"] == "tiny"
     assert records[0]["inputs"]["workers"] == 3 and records[0]["runs"] == 10
+    # The two BSP pilots: the guard's reference for the job's later submits (syncswitch/cli/submit.py).
+    assert records[0]["reference_runs"] == [str(tmp_path / "pilots" / f"1.0-{r}") for r in (0, 1)]
 
     fake_cluster.clear()
     again = runner.invoke(search, args)

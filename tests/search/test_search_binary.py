@@ -169,3 +169,12 @@ def test_invalid_parameters_name_the_field(kwargs, field):
 def test_all_reference_runs_failing_is_a_clear_error():
     with pytest.raises(SearchError, match="BSP reference"):
         binary_search(lambda s, r: PilotResult(None, 1.0), bsp_runs=2)
+
+
+def test_the_completed_bsp_references_are_the_result_s_reference_runs():
+    def pilots(s, r):
+        return PilotResult(None if (s, r) == (1.0, 1) else BSP_ACC, 10.0, f"/runs/{s}-{r}")
+
+    result = binary_search(pilots, max_settings=2, runs=1, bsp_runs=3)
+    assert result.reference_runs == ("/runs/1.0-0", "/runs/1.0-2")  # the failed one is no reference
+    assert binary_search(Pilots(knee_curve(0.2)), max_settings=2, target_accuracy=0.9).reference_runs == ()

@@ -167,3 +167,40 @@ def test_a_stored_switch_point_only_replaces_the_default_schedule(job_file):
     assert [(p.protocol, p.until) for p in used.policy.schedule] == [("bsp", 0.0625), ("asp", 1.0)]
     explicit = specmod.load(str(job_file), ["policy.switch_at=0.5"])
     assert specmod.adopt_stored_switch_at(explicit, 0.0625) is explicit
+
+
+def test_a_stored_search_s_bsp_pilots_become_the_guard_s_reference(job_file):
+    from syncswitch.search.store import stored_policy
+
+    runs = []
+    for i, accs in enumerate([(0.6, 0.8), (0.7, 0.9)]):
+        folder = job_file.parent / "runs" / f"bsp-{i}"
+        folder.mkdir(parents=True)
+        (folder / "summary.json").write_text(json.dumps({"evaluations": [
+            {"fraction": 0.5, "accuracy": accs[0]}, {"fraction": 1.0, "accuracy": accs[1]}]}))
+        runs.append(str(folder))
+    job_spec = specmod.load(str(job_file))
+    found = record(signature_for_spec(job_spec)[0], "tiny", 0.125)
+    found.reference_runs = runs
+    PolicyStore().put(found)
+    stored = stored_policy(job_spec)
+    assert stored.reference_runs == runs  # kept through the store's JSON
+    adopted = specmod.adopt_stored_reference(job_spec, stored.reference_runs)
+    assert adopted.policy.guard.reference == ((0.5, 0.65), (1.0, 0.85))
+    # The spec's own reference, a guard turned off, or pilot folders deleted since: the spec runs as it is.
+    assert specmod.adopt_stored_reference(specmod.load(str(job_file), ["policy.guard=false"]), runs).policy.guard \
+        .reference == ()
+    own = specmod.load(str(job_file), [f"policy.guard.reference={runs[0]}"])
+    assert specmod.adopt_stored_reference(own, runs).policy.guard.reference == ((0.5, 0.6), (1.0, 0.8))
+    assert specmod.adopt_stored_reference(job_spec, [str(job_file.parent / "gone")]) is job_spec
+
+
+def test_a_run_folder_keeps_the_adopted_reference_for_resume(job_file, tmp_path):
+    from syncswitch.cluster_manager.resume import load_job, save_job
+
+    curve = ((0.5, 0.7), (1.0, 0.85))
+    job_spec = specmod.load(str(job_file))
+    adopted = job_spec.with_policy(job_spec.policy.__class__(**{**job_spec.policy.__dict__,
+                                                              "guard": specmod.GuardSpec(reference=curve)}))
+    save_job(adopted, str(tmp_path))
+    assert load_job(str(tmp_path)).policy.guard.reference == curve
