@@ -96,7 +96,8 @@ class StragglerController:
         for found in events:
             ctx = PolicyContext(now_s=self.rel(now), protocol=protocol, stragglers=self.detector.stragglers,
                                 idle=frozenset(self.idle), num_workers=self.num_workers,
-                                bsp_share_done=not self.watching, scheduled=scheduled)
+                                bsp_share_done=not self.watching, scheduled=scheduled,
+                                rates=dict(self.detector.last_rates))
             hook = self.policy.on_detected if found.kind == "detected" else self.policy.on_cleared
             for action in hook(found.worker, ctx):
                 if action.kind == "shrink":

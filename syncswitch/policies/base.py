@@ -46,6 +46,9 @@ class PolicyContext:
     num_workers: int
     bsp_share_done: bool        # the schedule's BSP share is complete: ASP from here on is immune
     scheduled: str = "bsp"      # protocol the schedule calls for now; greedy returns to it
+    # Each tracked worker's speed over the detector's last window (local steps per busy second); empty
+    # before the first window. Under BSP a step waits for the slowest, so these predict the group's speed.
+    rates: dict = dataclasses.field(default_factory=dict)
 
 
 ACTION_KINDS = ("switch", "shrink")

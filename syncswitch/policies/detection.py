@@ -1,4 +1,4 @@
-"""Straggler detection from per-worker progress: windowed throughput below the cluster's mean − std (paper IV-B2)."""
+"""Straggler detection from per-worker progress: windowed throughput below the others' mean − std (paper IV-B2)."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ class StragglerEvent:
     kind: str            # "detected" | "cleared"
     time_s: float        # end of the window that completed the streak
     throughput: float    # the worker's local steps per second over that window
-    threshold: float     # below this a window counts as slow: min(mean − std, (1 − min_gap) × median of others)
+    threshold: float     # below this a window counts as slow: min(mean − std, (1 − min_gap) × median), of the others
 
 
 @dataclasses.dataclass
@@ -45,10 +45,14 @@ class StragglerDetector:
       small next to the paper's transient stragglers (up to 100 s).
     - consecutive=2: a window straddling the onset may look healthy, so detection lands at most
       3 windows after the onset; one window alone is too easily a noise spike.
-    - population std (σ over the workers of the window, not n−1): the window's workers are the
-      whole cluster, not a sample of it. With it, k equally slow workers are flagged exactly when
-      they are a strict minority (k < n/2); with 2 workers the slower one sits exactly at S̄ − σ and
-      can never be flagged, hence min_workers=3.
+    - S̄ and σ of the *other* workers (leave-one-out, population std): the paper's S̄ − σ over the
+      whole cluster lets the stragglers' own rates pull the bound down, so k equally slow workers
+      were flagged only as a strict minority (k < n/2). Two stragglers on 4 workers, the paper's
+      moderate scenario on a small cluster, then sat exactly at the bound and were missed in most
+      windows. Against the others, k equally slow workers are flagged up to half the cluster
+      (k <= n/2: the others' median is still a healthy worker's rate); a slow majority is not
+      flagged, since it is as likely the cluster's own speed. With 2 workers nothing is compared
+      against more than one rate, hence min_workers=3.
     - min_gap=0.15: S̄ − σ alone flags the slowest worker of a uniform cluster in many windows (its
       own spread sets σ), so a slow window must also be below (1 − min_gap) × the median of the
       other workers. Simulated on 4 workers with 5% gaussian noise per window: 0.15 gives about
@@ -186,13 +190,11 @@ class StragglerDetector:
         if len(rates) < self.min_workers:
             return []  # too few workers to say who is slow: nobody's streak moves
         self.last_rates = rates
-        values = list(rates.values())
-        bound = statistics.fmean(values) - statistics.pstdev(values)
         end = self._origin + (window + 1) * self.window_s
         events = []
         for worker, rate in sorted(rates.items()):
             others = [r for w, r in rates.items() if w != worker]
-            threshold = min(bound, (1.0 - self.min_gap) * statistics.median(others))
+            threshold = self.threshold(others)
             state = self._workers[worker]
             if rate < threshold:
                 state.slow_streak, state.ok_streak = state.slow_streak + 1, 0
@@ -209,6 +211,11 @@ class StragglerDetector:
                 self._open.pop(worker)["cleared_at_s"] = end
                 events.append(StragglerEvent(worker, CLEARED, end, rate, threshold))
         return events
+
+    def threshold(self, others: list[float]) -> float:
+        """Below this a worker's window is slow: min(S̄ − σ, (1 − min_gap) × median) of the *other* workers."""
+        bound = statistics.fmean(others) - statistics.pstdev(others)
+        return min(bound, (1.0 - self.min_gap) * statistics.median(others))
 
     # ------------------------------------------------------------------ outputs
 

@@ -150,6 +150,31 @@ def test_elastic_keeps_at_least_one_active_worker():
                                                                      reason="worker 0 is a straggler")]
 
 
+def test_elastic_idles_two_equal_stragglers_together_when_the_rest_is_faster():
+    # 2 of 4 at a third of the speed: idling one alone leaves 3 x 1/3 < 4 x 1/3, both together 2 x 1 > 4/3.
+    elastic = STRAGGLER_POLICIES.get("elastic")()
+    rates = {0: 9.0, 1: 9.0, 2: 3.0, 3: 3.0}
+    assert elastic.on_detected(2, context(stragglers=frozenset({2}), rates=rates)) == []
+    [action] = elastic.on_detected(3, context(stragglers=frozenset({2, 3}), rates=rates))
+    assert action.workers == (2, 3) and action.reason == "workers 2, 3 slow: group speed 12 -> 18 worker-steps/s"
+
+
+@pytest.mark.parametrize("slow_rate, shrinks", [(5.0, True), (8.0, False)])
+def test_elastic_keeps_a_straggler_whose_removal_would_slow_the_group(slow_rate, shrinks):
+    # One of 4 at 5/10: 3 x 10 > 4 x 5, idle it. At 8/10: 3 x 10 < 4 x 8, the group is faster with it.
+    elastic = STRAGGLER_POLICIES.get("elastic")()
+    rates = {0: 10.0, 1: 10.0, 2: 10.0, 3: slow_rate}
+    actions = elastic.on_detected(3, context(stragglers=frozenset({3}), rates=rates))
+    assert bool(actions) is shrinks and all(a.workers == (3,) for a in actions)
+
+
+def test_elastic_without_rates_idles_the_straggler_as_the_paper_does():
+    elastic = STRAGGLER_POLICIES.get("elastic")()
+    rates = {0: 10.0, 1: 10.0, 3: 8.0}  # worker 2 had no sample in the last window
+    assert elastic.on_detected(3, context(stragglers=frozenset({3}), rates=rates)) == [
+        Action("shrink", workers=(3,), reason="worker 3 is a straggler")]
+
+
 # ----------------------------------------------------------------------------- errors
 
 
