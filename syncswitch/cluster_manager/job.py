@@ -183,7 +183,8 @@ class JobRun(JobEvents, JobRecovery, JobResume):
         self.lifecycle.to(JobState.PROVISIONING)
         self.token = token = secrets.token_urlsafe(24)
         request = ProvisionRequest(self.job_id, n, token, self.run_dir, spec.cluster.options,
-                                   spare_task=self.plan.mode == "relaunch" and len(self.plan) > 1)
+                                   spare_task=self.plan.mode == "relaunch" and len(self.plan) > 1,
+                                   ps_nodes=tuple(range(spec.cluster.ps_tasks)))
         self.cluster = self.backend.provision(request)
         self.durable.shared = self.cluster.shared_filesystem
         self.clients = [self.connect(node.index, node.agent_address, token) for node in self.cluster.nodes]

@@ -37,7 +37,7 @@ class _Worker:
 
 
 class StragglerDetector:
-    """Flags worker k when its window throughput S_k < S̄ − σ for `consecutive` windows in a row.
+    """Flags worker k when its window throughput S_k < S̄ − σ of the others for `consecutive` windows in a row.
 
     Defaults and why:
     - window_s=2.0: metrics arrive every ~0.5 s per worker, so a window holds ~4 samples; short

@@ -21,6 +21,9 @@ def check_across(job: JobSpec) -> None:
                    f"the {job.cluster.backend} backend injects stragglers by {' or '.join(methods)} only"
                    + (f" ({backend.capabilities.why_not.get(stragglers.method)})"
                       if stragglers.method in backend.capabilities.why_not else ""))
+    if job.cluster.options.get("cpus_per_ps") and not job.cluster.options.get("cpus_per_node"):
+        raise fail("cluster.cpus_per_ps", job.cluster.options["cpus_per_ps"],
+                   "adds to the budget of a node that hosts a PS task: it needs cluster.cpus_per_node")
     if stragglers.method == "cpu" and not job.cluster.options.get("cpus_per_node"):
         raise fail("stragglers.method", "cpu", "divides a node's CPU budget: it needs cluster.cpus_per_node")
     policy = STRAGGLER_POLICIES.get(stragglers.policy, field="stragglers.policy")

@@ -56,6 +56,16 @@ def test_cpus_per_node_is_a_local_option(write_spec):
     assert LocalBackend.capabilities.cpu_budgets and "cpu" in LocalBackend.capabilities.slowdown_methods
 
 
+def test_cpus_per_ps_is_checked_and_needs_cpus_per_node(write_spec):
+    spec = specmod.load(write_spec(MINIMAL), ["cluster.cpus_per_node=0.45", "cluster.cpus_per_ps=0.3"])
+    assert spec.cluster.options == {"cpus_per_node": 0.45, "cpus_per_ps": 0.3}
+    with pytest.raises(SpecError, match=r"^cluster\.cpus_per_ps=0\.3: adds to the budget of a node that hosts a PS "
+                                        r"task: it needs cluster\.cpus_per_node$"):
+        specmod.load(write_spec(MINIMAL), ["cluster.cpus_per_ps=0.3"])
+    with pytest.raises(SpecError, match=r"^cluster\.cpus_per_ps=-1: must be a number of CPUs > 0"):
+        specmod.load(write_spec(MINIMAL), ["cluster.cpus_per_node=0.45", "cluster.cpus_per_ps=-1"])
+
+
 # -- finding the controller and the one-line errors -------------------------------------------
 
 def test_v1_is_found_in_the_mount_table_under_any_name(tmp_path):
@@ -172,6 +182,26 @@ def test_v2_enables_cpu_for_children_and_writes_cpu_max(tmp_path):
     assert groups.nodes[0].budget() == pytest.approx(0.45 / 8, rel=1e-3)
     assert [path for path, alive in hierarchy.runs()] == [str(run)]
     assert hierarchy.runs()[0][1] is True  # owned by this process, which runs
+
+
+def test_a_node_hosting_a_ps_task_gets_cpus_per_ps_more_and_slows_from_its_own_budget(tmp_path):
+    # No agents: the groups and the budget arithmetic, on a v2 tree laid out as the kernel would.
+    root, run = _v2_tree(tmp_path, "ps-budget", 3)
+    backend = LocalBackend(mounts=_mounts(tmp_path, f"cgroup2 {root} cgroup2 rw 0 0"))
+    request = ProvisionRequest("ps-budget", 3, "t0ken", str(tmp_path / "run"),
+                               {"cpus_per_node": 0.45, "cpus_per_ps": 0.3}, ps_nodes=(0,))
+    assert "0.45 CPU (+0.3 for the PS task on node 0)" in backend.dry_run(request)
+    backend._cpu_groups(request)
+    assert [backend.node_cpus(i) for i in range(3)] == [pytest.approx(0.75), pytest.approx(0.45),
+                                                        pytest.approx(0.45)]
+    backend.slow_node(0, 3)
+    backend.slow_node(2, 3)
+    assert backend.node_cpus(0) == pytest.approx(0.25, rel=1e-3)  # its own 0.75, not the node budget, divided
+    assert backend.node_cpus(2) == pytest.approx(0.15, rel=1e-3)
+    backend.restore_node(0)
+    assert backend.node_cpus(0) == pytest.approx(0.75)
+    with pytest.raises(ValueError, match="one budget per node"):
+        CpuHierarchy.find(backend.mounts).create_run("ps-budget", 3, [0.45, 0.45])
 
 
 def test_v2_unlimited_reads_as_none(tmp_path):

@@ -18,6 +18,7 @@ class ProvisionRequest:
     run_dir: str                    # the run's output folder (journals, logs)
     options: dict[str, Any] = dataclasses.field(default_factory=dict)  # backend-specific, validated
     spare_task: bool = False        # keep a pre-warmed training process per node (fast relaunch)
+    ps_nodes: tuple[int, ...] = ()  # the nodes that host a parameter-server task (cluster.parameter_servers)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -305,8 +305,12 @@ class CpuHierarchy:
         except OSError as exc:
             raise CgroupError(_reason(exc, self.parent)) from None
 
-    def create_run(self, job_id: str, num_nodes: int, cpus: float, period_us: int = DEFAULT_PERIOD_US) -> RunGroups:
-        """The run's group, owned by this process, with `num_nodes` node groups capped at `cpus` each."""
+    def create_run(self, job_id: str, num_nodes: int, cpus, period_us: int = DEFAULT_PERIOD_US) -> RunGroups:
+        """The run's group, owned by this process, with `num_nodes` node groups capped at `cpus` each (a number,
+        or one per node)."""
+        budgets = [float(cpus)] * num_nodes if isinstance(cpus, (int, float)) else [float(c) for c in cpus]
+        if len(budgets) != num_nodes:
+            raise ValueError(f"cpus={cpus!r}: one budget per node ({num_nodes}) or one for all")
         name = f"{re.sub(r'[^A-Za-z0-9_.-]', '_', job_id)}@{owner_tag()}"
         run = RunGroups(os.path.join(self.parent, name), self.interface, num_nodes)
         try:
@@ -317,9 +321,9 @@ class CpuHierarchy:
             # lets a test lay out a cgroup v2 tree beforehand, files included, as the kernel would at mkdir).
             os.makedirs(run.path, exist_ok=True)
             self.interface.enable_for_children(run.path)
-            for node in run.nodes:
+            for node, budget in zip(run.nodes, budgets):
                 os.makedirs(node.path, exist_ok=True)
-                node.set_budget(cpus, period_us)
+                node.set_budget(budget, period_us)
         except OSError as exc:
             try:
                 run.remove()

@@ -92,9 +92,13 @@ class LocalBackend(Backend):
     # in their own work dirs and the manager copies them over the agents' FetchCheckpoint (for tests).
     # cpus_per_node: each node's agent and everything it starts run in the node's own CPU cgroup capped at
     # that many CPUs, so nodes compete for CPU like separate machines rather than lending each other cores.
+    # cpus_per_ps: a node that hosts a parameter-server task gets this many CPUs more, as if the PS ran on a
+    # machine of its own: the PS shares its worker's process, and inside one budget it made that worker as slow
+    # as a straggler at a third of its budget (BENCHMARKS.md, issue 15).
     # fork_server (default true): one process imports TensorFlow once and every node's training task (and the
     # evaluator) is forked from it, instead of each importing it on the shared cores (syncswitch.node.forkserver).
-    option_validators = {"shared_filesystem": _bool, "cpus_per_node": _cpus, "fork_server": _bool}
+    option_validators = {"shared_filesystem": _bool, "cpus_per_node": _cpus, "cpus_per_ps": _cpus,
+                         "fork_server": _bool}
     # Local nodes share one machine's cores and memory: a PS task per node adds processes' threads and
     # RPC fan-out competing for the same CPUs without adding bandwidth, so one PS task by default.
     default_parameter_servers = 1
@@ -111,6 +115,7 @@ class LocalBackend(Backend):
         self.groups: RunGroups | None = None
         self.run_groups: RunGroups | None = None
         self.cpus_per_node: float | None = None
+        self.budgets: list[float] = []  # each node's own CPU budget (cpus_per_node, plus cpus_per_ps on a PS node)
         self.fork_server: subprocess.Popen | None = None
         self.fork_socket: str | None = None
 
@@ -123,7 +128,7 @@ class LocalBackend(Backend):
                 where = repr(CpuHierarchy.find(self.mounts))
             except CgroupError as exc:
                 where = f"NOT AVAILABLE here: {exc}"
-            text += f"\neach node capped at {cpus:g} CPU in its own cgroup ({where})"
+            text += f"\neach node capped at {_describe(cpus, request)} in its own cgroup ({where})"
         return text
 
     def provision(self, request: ProvisionRequest) -> ClusterInfo:
@@ -280,12 +285,13 @@ class LocalBackend(Backend):
             hierarchy = CpuHierarchy.find(self.mounts)
             hierarchy.prepare()
             _report_stale(*hierarchy.clean_stale())
-            self.run_groups = hierarchy.create_run(request.job_id, request.num_nodes, cpus)
+            budgets = _budgets(cpus, request)
+            self.run_groups = hierarchy.create_run(request.job_id, request.num_nodes, budgets)
         except CgroupError as exc:
             raise ClusterError(f"cluster.cpus_per_node={cpus:g}: cannot give nodes their own CPU budget: "
                                f"{exc}") from None
-        self.cpus_per_node = cpus
-        self._event(f"each node capped at {cpus:g} CPU in its own cgroup under {self.run_groups.path}")
+        self.cpus_per_node, self.budgets = cpus, budgets
+        self._event(f"each node capped at {_describe(cpus, request)} in its own cgroup under {self.run_groups.path}")
         return self.run_groups
 
     def _clean_stale_quietly(self) -> None:
@@ -304,14 +310,14 @@ class LocalBackend(Backend):
         if not (isinstance(factor, (int, float)) and math.isfinite(factor) and factor > 1):
             raise ClusterError(f"slow_node({index}, {factor!r}): the slowdown factor must be a number > 1")
         try:
-            group.set_budget(self.cpus_per_node / factor)
+            group.set_budget(self.budgets[index] / factor)
         except OSError as exc:
             raise ClusterError(f"cannot slow node {index} down: {exc}") from None
 
     def restore_node(self, index: int) -> None:
         """Give node `index` its full CPU budget back."""
         try:
-            self._node_group(index, "restore").set_budget(self.cpus_per_node)
+            self._node_group(index, "restore").set_budget(self.budgets[index])
         except OSError as exc:
             raise ClusterError(f"cannot restore node {index}'s CPU budget: {exc}") from None
 
@@ -357,6 +363,19 @@ class LocalBackend(Backend):
             except CgroupError as exc:
                 # Teardown must not fail the run's summary; the next start removes it (its owner is gone).
                 logger.warning("%s; it is removed at the next start", exc)
+
+
+def _budgets(cpus: float, request: ProvisionRequest) -> list[float]:
+    extra = request.options.get("cpus_per_ps") or 0.0
+    return [cpus + (extra if i in request.ps_nodes else 0.0) for i in range(request.num_nodes)]
+
+
+def _describe(cpus: float, request: ProvisionRequest) -> str:
+    extra = request.options.get("cpus_per_ps")
+    if not extra or not request.ps_nodes:
+        return f"{cpus:g} CPU"
+    nodes = ", ".join(map(str, request.ps_nodes))
+    return f"{cpus:g} CPU (+{extra:g} for the PS task on node{'s' if len(request.ps_nodes) > 1 else ''} {nodes})"
 
 
 def _signal_group(proc: subprocess.Popen, sig: int) -> None:
