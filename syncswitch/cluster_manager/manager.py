@@ -25,7 +25,8 @@ def exit_code(summary: dict) -> int:
 def dry_run(spec) -> str:
     backend = get_backend(spec.cluster.backend)()
     request = ProvisionRequest(job_id="dry-run", num_nodes=spec.cluster.workers, token="<generated>",
-                               run_dir=default_run_dir(spec.name), options=spec.cluster.options)
+                               run_dir=default_run_dir(spec.name), options=spec.cluster.options,
+                               ps_nodes=tuple(range(spec.cluster.ps_tasks)))
     phases = ", ".join(f"{p.protocol} until {p.until:g}" for p in spec.policy.schedule)
     ps = spec.cluster.parameter_servers
     layout = f"{ps} PS task(s), on node(s) 0..{ps - 1}" if ps else "one PS task per node"
