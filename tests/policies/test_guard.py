@@ -145,3 +145,60 @@ def test_isolated_dips_between_healthy_evaluations_do_not_fire():
     guard = _watched_after_bsp()
     for f, acc in [(0.30, 0.36), (0.35, 0.41), (0.40, 0.43), (0.45, 0.36), (0.50, 0.45), (0.55, 0.46)]:
         assert guard.on_evaluation(f, acc) is None, f
+
+
+def _rising_loss_after_bsp(best_before=0.68):
+    guard = DegradationGuard(GuardSettings(loss_rise=0.5, window=0.04, smoothing=0.02))
+    _bsp(guard)
+    guard.on_evaluation(0.2, best_before)
+    guard.on_phase("asp", False, 0.25)
+    return guard
+
+
+def test_a_loss_rise_is_no_verdict_while_an_evaluation_since_says_the_model_is_healthy():
+    # The synthetic ResNet: the loss rose after the switch while test accuracy kept climbing past its best before it.
+    guard = _rising_loss_after_bsp()
+    rise = lambda f: 1.3 if f < 0.28 else 2.3  # noqa: E731
+    assert _feed_until(guard, rise, 0.25, 0.30) is None
+    assert guard.on_evaluation(0.30, 0.75) is None       # after the onset, above 0.68
+    assert _feed_until(guard, rise, 0.30, 0.35) is None  # the window has passed: still no verdict
+    assert guard.on_evaluation(0.35, 0.60) is None       # one low evaluation: the accuracy rule waits for two
+    verdict = _feed_until(guard, rise, 0.35, 0.40)
+    assert verdict.reason == "loss" and 0.26 <= verdict.onset <= 0.28  # the onset is kept
+
+
+@pytest.mark.parametrize("evaluation", [None, (0.255, 0.75), (0.30, 0.66)], ids=["none", "before-onset", "below-best"])
+def test_a_loss_rise_fires_without_a_healthy_evaluation_after_its_onset(evaluation):
+    guard = _rising_loss_after_bsp()
+    rise = lambda f: 1.3 if f < 0.28 else 2.3  # noqa: E731
+    start = 0.25
+    if evaluation is not None:
+        assert _feed_until(guard, rise, start, evaluation[0]) is None
+        guard.on_evaluation(*evaluation)
+        start = evaluation[0]
+    verdict = _feed_until(guard, rise, start, 0.40)
+    assert verdict is not None and verdict.reason == "loss" and verdict.fraction <= 0.35
+
+
+def test_a_healthy_evaluation_must_keep_up_with_the_reference():
+    guard = DegradationGuard(GuardSettings(loss_rise=0.5, window=0.04, smoothing=0.02,
+                                           reference=((0.2, 0.70), (0.3, 0.85), (0.4, 0.90))))
+    _bsp(guard)
+    guard.on_evaluation(0.2, 0.68)
+    guard.on_phase("asp", False, 0.25)
+    rise = lambda f: 1.3 if f < 0.28 else 2.3  # noqa: E731
+    assert _feed_until(guard, rise, 0.25, 0.30) is None
+    guard.on_evaluation(0.30, 0.75)  # above its own best, but 10 points behind the reference there
+    assert _feed_until(guard, rise, 0.30, 0.40).reason == "loss"
+
+
+def _feed_until(guard, losses, start, end, step=0.002, workers=2):
+    """Like _feed, but only over [start, end): the first verdict, or None."""
+    f = start
+    while f < end:
+        for _ in range(workers):
+            verdict = guard.on_loss(f, losses(f))
+            if verdict is not None:
+                return verdict
+        f = round(f + step, 9)
+    return None
