@@ -78,8 +78,6 @@ class DegradationGuard(GuardPolicy):
         self._loss_onset: float | None = None       # since when the smoothed loss is above the limit
         self._long_onset: float | None = None       # since when it is above the lower, long-window limit
         self._recent: list[tuple[float, bool]] = []  # the phase's last evaluations: (fraction, below the floor)
-        self.best_before_phase: float | None = None  # the best accuracy when the watched phase began
-        self._last_evaluation: tuple[float, float] | None = None  # the phase's latest (fraction, accuracy)
 
     # -- inputs ---------------------------------------------------------------------------------
     def on_phase(self, protocol: str, synchronous: bool, fraction: float) -> None:
@@ -90,7 +88,6 @@ class DegradationGuard(GuardPolicy):
         self.phase_start = fraction
         self._loss_onset = self._long_onset = None
         self._recent = []
-        self.best_before_phase, self._last_evaluation = self.best_accuracy, None
         self._forget_after(fraction)  # a rollback restarts training from `fraction`
         self.reference_loss = self.smoothed_loss(fraction)
 
@@ -124,23 +121,10 @@ class DegradationGuard(GuardPolicy):
             self._loss_onset = fraction - lag
         for onset, span, bound in ((self._loss_onset, settings.window, limit),
                                    (self._long_onset, settings.long_window, long_limit)):
-            if onset is not None and fraction - onset - lag >= span and not self._evaluated_healthy_since(onset):
+            if onset is not None and fraction - onset - lag >= span:
                 return Verdict("loss", fraction, max(self.phase_start, onset),
                                {"smoothed_loss": smoothed, "reference_loss": self.reference_loss, "limit": bound})
         return None
-
-    def _evaluated_healthy_since(self, onset: float) -> bool:
-        # The loss is a proxy; the test accuracy is what the user gets. An evaluation after the rise began that is
-        # at least the best accuracy before the phase (and keeps up with the reference, if any) says the model is
-        # not degraded: measured on the synthetic ResNet, every loss verdict came with accuracy still climbing
-        # (0.68 before the switch, 0.85 at the verdict), and a rollback there only cost time. A collapse is
-        # caught at the next evaluation below that bar, with the onset kept.
-        if self._last_evaluation is None or self.best_before_phase is None:
-            return False
-        at, accuracy = self._last_evaluation
-        reference = interpolate(self.settings.reference, at)
-        return (at >= onset and accuracy >= self.best_before_phase
-                and (reference is None or accuracy >= reference - self.settings.accuracy_drop))
 
     def floor(self, fraction: float, best: float | None) -> float | None:
         """The accuracy below which an evaluation at `fraction` is degraded: `accuracy_drop` below the best
@@ -154,7 +138,6 @@ class DegradationGuard(GuardPolicy):
             self.best_accuracy = accuracy
         if not self.watching or fraction <= self.phase_start or best is None:
             return None
-        self._last_evaluation = (fraction, accuracy)
         floor = self.floor(fraction, best)
         # Two of the last three evaluations below the floor, the first of them at least `window` back: twice
         # in a row alone missed an ASP phase that oscillated (0.36, 0.41, 0.22, 0.39, 0.34 against a floor of
