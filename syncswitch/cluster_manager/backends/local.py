@@ -371,11 +371,9 @@ def _budgets(cpus: float, request: ProvisionRequest) -> list[float]:
 
 
 def _describe(cpus: float, request: ProvisionRequest) -> str:
-    extra = request.options.get("cpus_per_ps")
-    if not extra or not request.ps_nodes:
-        return f"{cpus:g} CPU"
-    nodes = ", ".join(map(str, request.ps_nodes))
-    return f"{cpus:g} CPU (+{extra:g} for the PS task on node{'s' if len(request.ps_nodes) > 1 else ''} {nodes})"
+    extra, nodes = request.options.get("cpus_per_ps"), ", ".join(map(str, request.ps_nodes))
+    plural = "s" if len(request.ps_nodes) > 1 else ""
+    return f"{cpus:g} CPU" + (f" (+{extra:g} for the PS task on node{plural} {nodes})" if extra and nodes else "")
 
 
 def _signal_group(proc: subprocess.Popen, sig: int) -> None:
