@@ -1,4 +1,4 @@
-"""The `syncswitch` command line: submit, resume, experiment, report, search, policy and cluster.
+"""The `syncswitch` command line: submit, resume, experiment, report, search, policy, guard and cluster.
 
 Every command lives in this package and raises domain errors only; `errors.friendly_errors`
 turns them into one line and an exit code. Libraries never import this package.
@@ -10,6 +10,7 @@ import click
 
 from syncswitch.cli.cluster import cluster
 from syncswitch.cli.experiment import experiment
+from syncswitch.cli.guard import guard
 from syncswitch.cli.report import report
 from syncswitch.cli.resume import resume
 from syncswitch.cli.search import policy, search
@@ -22,7 +23,7 @@ def cli():
     """syncswitch: BSP->ASP switching parameter-server training for TensorFlow."""
 
 
-for _command in (submit, resume, experiment, report, search, policy, cluster):
+for _command in (submit, resume, experiment, report, search, policy, guard, cluster):
     cli.add_command(_command)
 
 

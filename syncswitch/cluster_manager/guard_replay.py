@@ -1,0 +1,162 @@
+"""What the accuracy guard would decide on recorded runs: their loss reports and evaluations fed through it again.
+
+A recurring job's past runs are the best test of the guard's thresholds for it. The guard is deterministic
+and sees nothing but the stream a run's metrics.jsonl records (loss reports, evaluations, divergence and
+phase starts, in the order the manager received them), so replaying that stream with other settings says
+what those settings would have done, up to the first rollback (after it the run trained another branch).
+A run that never left synchronous training can be replayed as though an asynchronous phase began at a
+fraction (`as_switch_at`): a verdict there fires on synchronous training's own noise, a false alarm.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from typing import Any
+
+from syncswitch.cluster_manager.guarding import synchronous
+from syncswitch.cluster_manager.reports import find_run_dirs
+from syncswitch.errors import SpecError
+from syncswitch.policies.base import Verdict
+from syncswitch.policies.guard import DegradationGuard, GuardSettings
+from syncswitch.spec.policy import guard_section
+
+PREFIX = "policy.guard."
+
+
+@dataclasses.dataclass(frozen=True)
+class Replay:
+    """One run replayed: what it was, what its own guard did, what the replayed guard decided."""
+
+    run_dir: str
+    status: str | None
+    final_accuracy: float | None
+    watched_from: float | None      # where the first watched asynchronous phase began (None: nothing watched)
+    pretended: bool                 # that phase is `as_switch_at` on a synchronous run
+    guarded: bool                   # the run's own guard was on
+    recorded: dict | None           # the run's own first guard event
+    verdict: Verdict | None         # the replayed guard's first verdict
+    replayed_to: float              # the last fraction fed (the run's own rollback ends the replay)
+
+    def line(self) -> str:
+        name = os.path.basename(os.path.normpath(self.run_dir))
+        acc = "-" if self.final_accuracy is None else f"{self.final_accuracy:.3f}"
+        head = f"{name}: {self.status or '?'}, final accuracy {acc}"
+        if self.watched_from is None and self.verdict is None:
+            return f"{head}; no asynchronous phase after a synchronous one: nothing to watch"
+        what = "pretended switch" if self.pretended else "asynchronous from"
+        if self.verdict is None:
+            said = f"quiet up to {self.replayed_to * 100:.1f}%"
+        else:
+            values = ", ".join(f"{k} {v:.4g}" for k, v in self.verdict.values.items())
+            said = (f"{self.verdict.reason} verdict at {self.verdict.fraction * 100:.1f}% "
+                    f"(onset {self.verdict.onset * 100:.1f}%; {values})")
+        own = ("quiet" if self.guarded else "off") if self.recorded is None else \
+            f"{self.recorded.get('reason')} at {float(self.recorded.get('fraction', 0)) * 100:.1f}%, " \
+            f"{self.recorded.get('action')}"
+        where = "" if self.watched_from is None else f"; {what} {self.watched_from * 100:.1f}%"
+        return f"{head}{where}: {said}; the run's own guard: {own}"
+
+    def as_dict(self) -> dict:
+        verdict = None if self.verdict is None else dataclasses.asdict(self.verdict)
+        return {"run_dir": self.run_dir, "status": self.status, "final_accuracy": self.final_accuracy,
+                "watched_from": self.watched_from, "pretended": self.pretended, "guarded": self.guarded,
+                "recorded": self.recorded,
+                "verdict": verdict, "replayed_to": self.replayed_to}
+
+
+def settings_for(recorded: dict | None, overrides: dict[str, Any]) -> GuardSettings:
+    """The run's own guard settings (defaults where it recorded none), switched on, then `overrides` (keys of
+    `policy.guard`, with or without that prefix), validated as a spec's would be."""
+    given = {}
+    for key, value in overrides.items():
+        given[key[len(PREFIX):] if key.startswith(PREFIX) else key] = value
+    spec = guard_section(given)  # unknown keys and bad values fail here, named as policy.guard.KEY
+    fields = {f.name for f in dataclasses.fields(GuardSettings)}
+    base = {k: v for k, v in (recorded or {}).items() if k in fields and v is not None}
+    base["reference"] = tuple(tuple(point) for point in base.get("reference") or ())
+    base["enabled"] = True
+    settings = GuardSettings(**base)
+    changed = {k: getattr(spec, k) for k in given if k != "enabled" and getattr(spec, k, None) is not None}
+    if "reference" in changed and not changed["reference"]:
+        del changed["reference"]
+    return dataclasses.replace(settings, **changed)
+
+
+def _read(run_dir: str) -> tuple[dict, list[dict]]:
+    summary_path, metrics_path = (os.path.join(run_dir, n) for n in ("summary.json", "metrics.jsonl"))
+    try:
+        with open(summary_path, encoding="utf-8") as fh:
+            summary = json.load(fh)
+        records = []
+        with open(metrics_path, encoding="utf-8") as fh:
+            for line in fh:
+                if line.strip():
+                    records.append(json.loads(line))
+    except FileNotFoundError as exc:
+        raise SpecError(f"{exc.filename}: missing; not a finished run folder") from None
+    except ValueError as exc:
+        raise SpecError(f"{run_dir}: summary.json or metrics.jsonl is not valid JSON ({exc})") from None
+    if not isinstance(summary, dict) or not isinstance(summary.get("schedule"), list):
+        raise SpecError(f"{summary_path}: no phase schedule recorded; not a syncswitch run summary")
+    return summary, records
+
+
+def replay_run(run_dir: str, overrides: dict[str, Any] | None = None, as_switch_at: float | None = None) -> Replay:
+    """Feed one run's recorded stream through a fresh guard; stops at its first verdict or the run's own rollback."""
+    summary, records = _read(run_dir)
+    schedule = summary["schedule"]
+    guard = DegradationGuard(settings_for(summary.get("guard"), overrides or {}))
+    ran_async = any(not synchronous(p.get("protocol", "bsp")) for p in schedule)
+    pretend = as_switch_at if as_switch_at is not None and not ran_async else None
+    watched_from, reached, verdict = None, 0.0, None
+    recorded = next((r for r in records if r.get("kind") == "guard"), None)
+    if pretend is not None:
+        guard.on_phase("bsp", True, 0.0)  # every phase of the run was synchronous
+    for record in records:
+        kind, fraction = record.get("kind"), record.get("fraction")
+        if kind == "guard":
+            break  # the run rolled back: what follows is the fallback's branch
+        if kind == "entered" and pretend is None and record.get("phase", -1) < len(schedule):
+            protocol = schedule[record["phase"]].get("protocol", "bsp")
+            guard.on_phase(protocol, synchronous(protocol), float(fraction or 0.0))
+            if guard.watching and watched_from is None:
+                watched_from = float(fraction or 0.0)
+            continue
+        if kind not in ("metrics", "evaluation", "diverged") or fraction is None:
+            continue
+        if pretend is not None and watched_from is None and fraction >= pretend:
+            guard.on_phase("asp", False, pretend)
+            watched_from = pretend
+        reached = max(reached, float(fraction))
+        if kind == "metrics" and record.get("loss") is not None:
+            verdict = guard.on_loss(float(fraction), float(record["loss"]))
+        elif kind == "evaluation" and not record.get("abandoned") and record.get("accuracy") is not None:
+            verdict = guard.on_evaluation(float(fraction), float(record["accuracy"]))
+        elif kind == "diverged":
+            verdict = guard.on_divergence(float(fraction), float(record.get("loss", float("nan"))))
+        if verdict is not None:
+            break
+    if recorded is not None:
+        recorded = {k: recorded.get(k) for k in ("reason", "fraction", "onset", "action", "values")}
+    guarded = bool((summary.get("guard") or {}).get("enabled"))
+    return Replay(run_dir, summary.get("status"), summary.get("final_accuracy"), watched_from, pretend is not None,
+                  guarded, recorded, verdict, reached)
+
+
+def replay_runs(paths, overrides: dict[str, Any] | None = None, as_switch_at: float | None = None) -> list[Replay]:
+    """Every run under `paths` (run folders or their parents), replayed in the order found."""
+    if as_switch_at is not None and not 0.0 < as_switch_at < 1.0:
+        raise SpecError(f"as_switch_at={as_switch_at}: must be a fraction of the workload strictly between 0 and 1")
+    settings_for(None, overrides or {})  # a bad override fails once, before any run is read
+    return [replay_run(d, overrides, as_switch_at) for d in find_run_dirs(paths)]
+
+
+def tally(replays: list[Replay]) -> str:
+    """One line: how many watched runs got a verdict, and where."""
+    watched = [r for r in replays if r.watched_from is not None]
+    fired = sorted(r.verdict.fraction for r in watched if r.verdict is not None)
+    where = f" (at {fired[0] * 100:.0f}-{fired[-1] * 100:.0f}%)" if fired else ""
+    return f"{len(fired)} of {len(watched)} watched run(s) would be rolled back{where}; " \
+           f"{len(replays) - len(watched)} had nothing to watch"
