@@ -38,6 +38,9 @@ class Replay:
     recorded: dict | None           # the run's own first guard event
     verdict: Verdict | None         # the replayed guard's first verdict
     replayed_to: float              # the last fraction fed (the run's own rollback ends the replay)
+    # Training progress (the furthest loss report) when the verdict came in: evaluations lag training, so an
+    # accuracy verdict about 36% can arrive at 50%, and a rollback loses the asynchronous work up to here.
+    decided_at: float | None = None
 
     def line(self) -> str:
         name = os.path.basename(os.path.normpath(self.run_dir))
@@ -51,7 +54,7 @@ class Replay:
         else:
             values = ", ".join(f"{k} {v:.4g}" for k, v in self.verdict.values.items())
             said = (f"{self.verdict.reason} verdict at {self.verdict.fraction * 100:.1f}% "
-                    f"(onset {self.verdict.onset * 100:.1f}%; {values})")
+                    f"(onset {self.verdict.onset * 100:.1f}%; {values}), decided at {self.decided_at * 100:.1f}%")
         own = ("quiet" if self.guarded else "off") if self.recorded is None else \
             f"{self.recorded.get('reason')} at {float(self.recorded.get('fraction', 0)) * 100:.1f}%, " \
             f"{self.recorded.get('action')}"
@@ -63,7 +66,7 @@ class Replay:
         return {"run_dir": self.run_dir, "status": self.status, "final_accuracy": self.final_accuracy,
                 "watched_from": self.watched_from, "pretended": self.pretended, "guarded": self.guarded,
                 "recorded": self.recorded,
-                "verdict": verdict, "replayed_to": self.replayed_to}
+                "verdict": verdict, "replayed_to": self.replayed_to, "decided_at": self.decided_at}
 
 
 def settings_for(recorded: dict | None, overrides: dict[str, Any]) -> GuardSettings:
@@ -110,7 +113,7 @@ def replay_run(run_dir: str, overrides: dict[str, Any] | None = None, as_switch_
     guard = DegradationGuard(settings_for(summary.get("guard"), overrides or {}))
     ran_async = any(not synchronous(p.get("protocol", "bsp")) for p in schedule)
     pretend = as_switch_at if as_switch_at is not None and not ran_async else None
-    watched_from, reached, verdict = None, 0.0, None
+    watched_from, reached, trained, verdict = None, 0.0, 0.0, None
     recorded = next((r for r in records if r.get("kind") == "guard"), None)
     if pretend is not None:
         guard.on_phase("bsp", True, 0.0)  # every phase of the run was synchronous
@@ -130,6 +133,8 @@ def replay_run(run_dir: str, overrides: dict[str, Any] | None = None, as_switch_
             guard.on_phase("asp", False, pretend)
             watched_from = pretend
         reached = max(reached, float(fraction))
+        if kind == "metrics":
+            trained = max(trained, float(fraction))
         if kind == "metrics" and record.get("loss") is not None:
             verdict = guard.on_loss(float(fraction), float(record["loss"]))
         elif kind == "evaluation" and not record.get("abandoned") and record.get("accuracy") is not None:
@@ -142,7 +147,7 @@ def replay_run(run_dir: str, overrides: dict[str, Any] | None = None, as_switch_
         recorded = {k: recorded.get(k) for k in ("reason", "fraction", "onset", "action", "values")}
     guarded = bool((summary.get("guard") or {}).get("enabled"))
     return Replay(run_dir, summary.get("status"), summary.get("final_accuracy"), watched_from, pretend is not None,
-                  guarded, recorded, verdict, reached)
+                  guarded, recorded, verdict, reached, None if verdict is None else max(trained, verdict.fraction))
 
 
 def replay_runs(paths, overrides: dict[str, Any] | None = None, as_switch_at: float | None = None) -> list[Replay]:
@@ -156,7 +161,7 @@ def replay_runs(paths, overrides: dict[str, Any] | None = None, as_switch_at: fl
 def tally(replays: list[Replay]) -> str:
     """One line: how many watched runs got a verdict, and where."""
     watched = [r for r in replays if r.watched_from is not None]
-    fired = sorted(r.verdict.fraction for r in watched if r.verdict is not None)
-    where = f" (at {fired[0] * 100:.0f}-{fired[-1] * 100:.0f}%)" if fired else ""
+    fired = sorted(r.decided_at for r in watched if r.verdict is not None)
+    where = f" (decided at {fired[0] * 100:.0f}-{fired[-1] * 100:.0f}%)" if fired else ""
     return f"{len(fired)} of {len(watched)} watched run(s) would be rolled back{where}; " \
            f"{len(replays) - len(watched)} had nothing to watch"

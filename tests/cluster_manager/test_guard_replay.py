@@ -139,10 +139,21 @@ def test_the_command_prints_a_line_per_run_and_a_tally(tmp_path):
     lines = result.output.splitlines()
     assert lines[0].startswith("a-collapse: completed") and "accuracy verdict" in lines[0]
     assert lines[1].startswith("b-healthy: completed") and "quiet up to 100.0%" in lines[1]
-    assert lines[2] == "1 of 2 watched run(s) would be rolled back (at 35-35%); 0 had nothing to watch"
+    assert lines[2] == "1 of 2 watched run(s) would be rolled back (decided at 35-35%); 0 had nothing to watch"
     as_json = CliRunner().invoke(cli, ["guard", "replay", "--json", str(parent)])
     assert [json.loads(line)["verdict"] is None for line in as_json.output.splitlines()] == [False, True]
     bad = CliRunner().invoke(cli, ["guard", "replay", "--set", "accuracy_drop", str(parent)])
     assert bad.exit_code == 2 and bad.output.strip().startswith("error: --set 'accuracy_drop': expected KEY=VALUE")
     assert tally([]) == "0 of 0 watched run(s) would be rolled back; 0 had nothing to watch"
     assert os.path.isdir(parent)
+
+
+def test_a_late_evaluation_is_decided_where_training_had_got_to(tmp_path):
+    # The evaluator lags: the evaluations of 0.30-0.40 arrive only once training reports 0.6.
+    records = _stream(_collapse)
+    late = [r for r in records if r["kind"] == "evaluation" and 0.25 < r["fraction"] <= 0.6]
+    rest = [r for r in records if r not in late]
+    at = next(i for i, r in enumerate(rest) if r.get("fraction", 0) >= 0.6 and r["kind"] == "metrics")
+    replay = replay_run(_run(tmp_path, "late", rest[:at + 1] + late + rest[at + 1:]))
+    assert replay.verdict.fraction == 0.35 and replay.decided_at == 0.6
+    assert "decided at 60.0%" in replay.line()
