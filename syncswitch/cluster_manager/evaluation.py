@@ -1,4 +1,4 @@
-"""The run's evaluator: a separate low-priority process that scores checkpoints in the order they were written."""
+"""The run's evaluator: a separate low-priority process that scores checkpoints, the most recently written first."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 
 from syncswitch.cluster_manager.actuator import CheckpointShipper
 from syncswitch.cluster_manager.events import EVALUATOR
@@ -39,8 +40,9 @@ class Evaluations:
     The process starts with the nodes' tasks and imports TensorFlow beside them (`open`): started at the
     first step instead, its import took the CPU from the first synchronous phase (the quickstart's BSP
     throughput was 0.65x a bare loop's on 4 workers) and its first result came only after the switch,
-    which left the guard blind. Checkpoints written before training starts (`start`) wait. Without a shared filesystem each checkpoint
-    is first copied from the chief, on the shipper's thread, which keeps them in order.
+    which left the guard blind. Checkpoints written before training starts (`start`) wait. Without a shared
+    filesystem each checkpoint is first copied from the chief, on the shipper's thread. The evaluator scores
+    the newest first (syncswitch/node/eval_queue.py), so results can arrive out of order.
     """
 
     def __init__(self, spec, run_dir: str, feed, start_process=start_evaluator_process):
@@ -50,12 +52,14 @@ class Evaluations:
         self.start_process = start_process
         self.proc: subprocess.Popen | None = None
         self.results: list[dict] = []
-        self.pending = 0
+        self._outstanding: dict[str, float] = {}  # checkpoints (as the task reported them) still to be scored
         self._abandoned: set[str] = set()       # checkpoints of branches a rollback gave up
         self._submitted: dict[str, float] = {}  # path -> fraction, of the running branch
         self._copies: dict[str, str] = {}       # local copy -> the chief's path (no shared filesystem)
         self.t0: float | None = None          # evaluation times count from the first training step
         self._early: list[tuple[str, float, float]] = []
+        self._sent: dict[str, str] = {}         # the chief's path -> the local copy the evaluator was sent
+        self._write_lock = threading.Lock()     # requests come from the shipper's thread, cancels from the job's
         self._shipper: CheckpointShipper | None = None
 
     def open(self, fork_server: str | None = None) -> None:
@@ -89,7 +93,7 @@ class Evaluations:
         if self.proc.poll() is not None:
             return  # it has exited; its exit event reaches the feed
         request = pb.EvaluateRequest(path=path, fraction=min(fraction, 1.0), time_s=time - self.t0)
-        self.pending += 1
+        self._outstanding[path] = fraction
         self._submitted[path] = fraction
         if self._shipper is None:
             self._write(request)
@@ -97,25 +101,42 @@ class Evaluations:
 
         def deliver(local_path: str) -> None:
             self._copies[local_path] = path
-            request.path = local_path
-            self._write(request)
+            self._sent[path] = local_path
+            if path in self._outstanding:  # not cancelled while it was being copied
+                request.path = local_path
+                self._write(request)
 
         self._shipper.ship(path, deliver)
 
     def _write(self, request: pb.EvaluateRequest) -> None:
         try:
-            self.proc.stdin.write(codec.encode(request) + "\n")
-            self.proc.stdin.flush()
+            with self._write_lock:
+                self.proc.stdin.write(codec.encode(request) + "\n")
+                self.proc.stdin.flush()
         except (OSError, ValueError):
             pass  # the evaluator has exited; its exit event reaches the feed
 
     def _shipping_failed(self, message: str) -> None:
         self.feed.put(EVALUATOR, codec.event(error=pb.TaskError(message=message)))
 
+    @property
+    def pending(self) -> int:
+        """Checkpoints submitted and neither scored nor cancelled."""
+        return len(self._outstanding)
+
+    def cancel_after(self, fraction: float) -> None:
+        """Drop the queued checkpoints written after `fraction` (the guard condemned them: a rollback goes to
+        one at or before it), so the evaluator scores the rollback's candidates next, not the dead branch."""
+        for path, at in list(self._outstanding.items()):
+            if at > fraction:
+                del self._outstanding[path]
+                if self._shipper is None or path in self._sent:
+                    self._write(pb.EvaluateRequest(path=self._sent.get(path, path), cancel=True))
+
     def on_evaluation(self, evaluation: pb.Evaluation) -> dict | None:
         """The result as a record, or None for a checkpoint of an abandoned branch."""
-        self.pending -= 1
         written = self._copies.get(evaluation.checkpoint, evaluation.checkpoint)
+        self._outstanding.pop(written, None)  # scored while its cancel was on the way: already not pending
         if written in self._abandoned:
             return None
         record = dict(codec.to_dict(evaluation), written=written)  # written: the path the task reported
@@ -128,6 +149,7 @@ class Evaluations:
 
     def abandon_after(self, fraction: float) -> list[dict]:
         """A rollback to `fraction`: later checkpoints, scored or not, leave the run's results."""
+        self.cancel_after(fraction)
         self._abandoned |= {p for p, f in self._submitted.items() if f > fraction}
         self._submitted = {p: f for p, f in self._submitted.items() if f <= fraction}
         gone = [r for r in self.results if r["written"] in self._abandoned]

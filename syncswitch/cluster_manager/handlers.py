@@ -41,7 +41,7 @@ class JobEvents:
                 return  # it scored a checkpoint of a branch the guard rolled back
             self.outputs.scalar("test/accuracy", record["accuracy"], int(record["fraction"] * 1e6),
                                 self.record.t_submit + record["time_s"])
-            self.bar.accuracy = record["accuracy"]
+            self.bar.evaluated(record["fraction"], record["accuracy"])
             self.save_run()
             verdict = self.guard.on_evaluation(record["written"], record["fraction"], record["accuracy"],
                                                record["loss"])

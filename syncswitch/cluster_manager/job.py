@@ -302,6 +302,8 @@ class JobRun(JobEvents, JobRecovery, JobResume):
         if self.guard.decided_at is None:
             self.guard.decided_at = received
             self.save_run()  # a resume must not adopt what is saved past the onset
+            # A rollback goes to a checkpoint at or before the onset: the evaluator's time goes to those next.
+            self.evaluations.cancel_after(verdict.onset)
             self.bar.message(f"guard: {verdict.reason} degraded at {verdict.fraction * 100:.1f}% ("
                              f"{', '.join(f'{key} {value:.4g}' for key, value in verdict.values.items())}); "
                              "rolling back")
@@ -328,6 +330,7 @@ class JobRun(JobEvents, JobRecovery, JobResume):
         self.checkpoint_name = f"model-r{self.guard.rollbacks}.ckpt"
         self.save_run()  # before the new branch saves anything: a resume adopts only the running branch's saves
         self.record.abandoned_evaluations += self.evaluations.abandon_after(checkpoint.fraction)
+        self.bar.rolled_back()
         self.durable.drop_after(checkpoint.fraction)
         mode = self.plan.mode
         if mode == "in-place":

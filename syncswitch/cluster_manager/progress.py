@@ -7,7 +7,7 @@ import time
 
 
 class ProgressBar:
-    """Shows progress, examples/s, loss and the last test accuracy of a running job."""
+    """Shows progress, examples/s, loss and the test accuracy of the newest checkpoint scored so far."""
 
     def __init__(self, enabled: bool = True, stream=None, width: int = 24):
         self.stream = stream or sys.stderr
@@ -17,6 +17,16 @@ class ProgressBar:
         self._last_draw = 0.0
         self._last_decile = -1
         self.accuracy: float | None = None
+        self._scored_at = -1.0
+
+    def evaluated(self, fraction: float, accuracy: float) -> None:
+        """An evaluation came in; the evaluator fills in older checkpoints after newer ones, which stay shown."""
+        if fraction >= self._scored_at:
+            self._scored_at, self.accuracy = fraction, accuracy
+
+    def rolled_back(self) -> None:
+        """The branch the shown accuracy belongs to was abandoned."""
+        self._scored_at, self.accuracy = -1.0, None
 
     def update(self, fraction: float, protocol: str | None, examples_per_s: float, loss: float | None) -> None:
         if not self.enabled:

@@ -1,7 +1,8 @@
 """The evaluator process: test-split accuracy of each checkpoint it is sent.
 
 Run as `python -m syncswitch.node.evaluator`: the first stdin line is its EvaluatorConfig, each later
-line an EvaluateRequest; each result is one Event line on stdout (syncswitch/wire).
+line an EvaluateRequest, scored newest first (`eval_queue`); each result is one Event line on stdout
+(syncswitch/wire).
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ def main() -> None:
 
     from syncswitch.errors import SyncSwitchError
     from syncswitch.node import script as scriptmod
+    from syncswitch.node.eval_queue import RequestQueue
 
     # The import ran at the nodes' priority, so the evaluator is ready when they are (an unprivileged process
     # cannot raise its priority again); the evaluations, which overlap training, run niced. Set here, not
@@ -61,8 +63,8 @@ def main() -> None:
         _emit(error=pb.TaskError(message=str(exc), kind=pb.ERROR_KIND_SCRIPT))
         return
     _emit(evaluator_ready=pb.EvaluatorReady())
-    for line in sys.stdin:
-        job = codec.decode(line, pb.EvaluateRequest)
+    queue = RequestQueue(sys.stdin)
+    while (job := queue.next()) is not None:
         started = time.time()
         try:
             saver.restore(session, job.path)

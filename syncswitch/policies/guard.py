@@ -70,14 +70,13 @@ class DegradationGuard(GuardPolicy):
         self.settings = settings
         self._fractions: list[float] = []      # every loss report so far, in the order received
         self._losses: list[float] = []
-        self.best_accuracy: float | None = None
+        self._scores: list[tuple[float, float]] = []  # every evaluation so far: (fraction, accuracy), by fraction
         self.watching = False
         self._after_synchronous = False  # a synchronous phase ran: an asynchronous one now has a reference
         self.phase_start = 0.0
         self.reference_loss: float | None = None
         self._loss_onset: float | None = None       # since when the smoothed loss is above the limit
         self._long_onset: float | None = None       # since when it is above the lower, long-window limit
-        self._recent: list[tuple[float, bool]] = []  # the phase's last evaluations: (fraction, below the floor)
 
     # -- inputs ---------------------------------------------------------------------------------
     def on_phase(self, protocol: str, synchronous: bool, fraction: float) -> None:
@@ -87,7 +86,6 @@ class DegradationGuard(GuardPolicy):
         self._after_synchronous |= synchronous
         self.phase_start = fraction
         self._loss_onset = self._long_onset = None
-        self._recent = []
         self._forget_after(fraction)  # a rollback restarts training from `fraction`
         self.reference_loss = self.smoothed_loss(fraction)
 
@@ -133,24 +131,26 @@ class DegradationGuard(GuardPolicy):
         return max(candidates) - self.settings.accuracy_drop if candidates else None
 
     def on_evaluation(self, fraction: float, accuracy: float) -> Verdict | None:
-        best = self.best_accuracy
-        if best is None or accuracy > best:
-            self.best_accuracy = accuracy
-        if not self.watching or fraction <= self.phase_start or best is None:
+        bisect.insort(self._scores, (fraction, accuracy))
+        if not self.watching or fraction <= self.phase_start:
             return None
-        floor = self.floor(fraction, best)
-        # Two of the last three evaluations below the floor, the first of them at least `window` back: twice
-        # in a row alone missed an ASP phase that oscillated (0.36, 0.41, 0.22, 0.39, 0.34 against a floor of
-        # 0.37) and ended 17 points below BSP; one dip between healthy evaluations still does not fire.
-        self._recent = (self._recent + [(fraction, accuracy < floor)])[-3:]
-        bad = [f for f, below in self._recent if below]
-        if accuracy >= floor or len(bad) < 2 or fraction - bad[0] < self.settings.window:
+        # Judged by fraction, not by arrival: the evaluator scores the newest checkpoint first and fills in older
+        # ones later, so an evaluation can land between two it arrived after. Each is held against the best
+        # reached before it. The latest must be below its floor (a model that has recovered is not rolled back
+        # for its past), and two of the last three, the first of them at least `window` back: twice in a row
+        # alone missed an ASP phase that oscillated (0.36, 0.41, 0.22, 0.39, 0.34 against a floor of 0.37) and
+        # ended 17 points below BSP; one dip between healthy evaluations still does not fire.
+        last = [(f, a, self._below(f, a)) for f, a in self._scores if f > self.phase_start][-3:]
+        bad = [f for f, _, below in last if below]
+        latest, latest_accuracy, latest_below = last[-1]
+        if not latest_below or len(bad) < 2 or latest - bad[0] < self.settings.window:
             return None
-        values = {"accuracy": accuracy, "best_accuracy": best, "floor": floor}
-        reference = interpolate(self.settings.reference, fraction)
+        best = self._best_before(latest)
+        values = {"accuracy": latest_accuracy, "best_accuracy": best, "floor": self.floor(latest, best)}
+        reference = interpolate(self.settings.reference, latest)
         if reference is not None:
             values["reference_accuracy"] = reference
-        return Verdict("accuracy", fraction, bad[0], values)
+        return Verdict("accuracy", latest, bad[0], values)
 
     def on_divergence(self, fraction: float, loss: float) -> Verdict:
         return Verdict("diverged", fraction, fraction, {"loss": loss})
@@ -163,6 +163,20 @@ class DegradationGuard(GuardPolicy):
         window = self._losses[lo:hi]
         return statistics.median(window) if window else None
 
+    @property
+    def best_accuracy(self) -> float | None:
+        """The best accuracy evaluated on the running branch."""
+        return max((a for _, a in self._scores), default=None)
+
+    def _best_before(self, fraction: float) -> float | None:
+        """The best accuracy evaluated before `fraction` (None without any)."""
+        return max((a for f, a in self._scores if f < fraction), default=None)
+
+    def _below(self, fraction: float, accuracy: float) -> bool:
+        floor = self.floor(fraction, self._best_before(fraction))
+        return floor is not None and accuracy < floor
+
     def _forget_after(self, fraction: float) -> None:
         keep = bisect.bisect_right(self._fractions, fraction)
         del self._fractions[keep:], self._losses[keep:]
+        self._scores = [(f, a) for f, a in self._scores if f <= fraction]  # the abandoned branch's evaluations

@@ -8,6 +8,7 @@ import os
 import sys
 import time
 
+from syncswitch.node.eval_queue import RequestQueue
 from syncswitch.wire import agent_pb2 as pb
 from syncswitch.wire import codec
 
@@ -17,8 +18,8 @@ def main() -> None:
     sys.stdout.write(codec.encode(codec.event(evaluator_ready=pb.EvaluatorReady())) + "\n")
     delay = float(os.environ.get("FAKE_EVAL_DELAY_S", "0"))
     collapse = float(os.environ.get("FAKE_EVAL_COLLAPSE_AFTER", "2"))
-    for line in sys.stdin:
-        job = codec.decode(line, pb.EvaluateRequest)
+    queue = RequestQueue(sys.stdin)  # the real evaluator's order: newest first, cancelled ones dropped
+    while (job := queue.next()) is not None:
         time.sleep(delay)
         accuracy = 0.5 + 0.4 * job.fraction
         if job.fraction > collapse and os.path.basename(job.path).startswith("model.ckpt-"):

@@ -145,3 +145,33 @@ def test_isolated_dips_between_healthy_evaluations_do_not_fire():
     guard = _watched_after_bsp()
     for f, acc in [(0.30, 0.36), (0.35, 0.41), (0.40, 0.43), (0.45, 0.36), (0.50, 0.45), (0.55, 0.46)]:
         assert guard.on_evaluation(f, acc) is None, f
+
+
+def test_evaluations_are_judged_by_fraction_not_by_arrival():
+    # The evaluator scores the newest checkpoint first and fills in the older ones after.
+    def guard_after_switch():
+        guard = DegradationGuard(GuardSettings(accuracy_drop=0.05, window=0.04))
+        guard.on_phase("bsp", True, 0.0)
+        guard.on_evaluation(0.2, 0.75)
+        guard.on_phase("asp", False, 0.25)
+        return guard
+
+    guard = guard_after_switch()
+    assert guard.on_evaluation(0.40, 0.40) is None         # the newest: bad, alone so far
+    verdict = guard.on_evaluation(0.30, 0.50)               # filled in: two of the last three are bad
+    assert (verdict.fraction, verdict.onset, verdict.values["accuracy"]) == (0.40, 0.30, 0.40)
+
+    recovered = guard_after_switch()
+    assert recovered.on_evaluation(0.45, 0.78) is None      # the newest is healthy again
+    assert recovered.on_evaluation(0.30, 0.40) is None
+    assert recovered.on_evaluation(0.40, 0.45) is None      # the past dip is no reason to roll back now
+
+
+def test_a_rollback_forgets_the_abandoned_branchs_evaluations():
+    guard = DegradationGuard()
+    guard.on_phase("bsp", True, 0.0)
+    guard.on_evaluation(0.2, 0.7)
+    guard.on_phase("asp", False, 0.25)
+    guard.on_evaluation(0.3, 0.9)   # a lucky evaluation of the branch that is then rolled back
+    guard.on_phase("bsp", True, 0.25)
+    assert guard.best_accuracy == 0.7

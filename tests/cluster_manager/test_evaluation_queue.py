@@ -1,0 +1,60 @@
+"""The manager's side of the evaluator queue: what is pending, and cancelling the checkpoints a rollback drops."""
+
+from __future__ import annotations
+
+import io
+import types
+
+from syncswitch.cluster_manager.evaluation import Evaluations
+from syncswitch.wire import agent_pb2 as pb
+from syncswitch.wire import codec
+
+
+class _Proc:
+    def __init__(self):
+        self.stdin = io.StringIO()
+
+    def poll(self):
+        return None
+
+    def requests(self):
+        return [codec.decode(line, pb.EvaluateRequest) for line in self.stdin.getvalue().splitlines()]
+
+
+def _evaluations():
+    proc = _Proc()
+    spec = types.SimpleNamespace(script="s.py", params={}, evaluation=types.SimpleNamespace(batch_size=10))
+    feed = types.SimpleNamespace(follow_process=lambda source, process: None)
+    evaluations = Evaluations(spec, "/tmp", feed, start_process=lambda config, log: proc)
+    evaluations.start(t0=0.0)
+    for i, fraction in enumerate((0.2, 0.3, 0.4, 0.5)):
+        evaluations.submit(f"ckpt-{i}", fraction, time=fraction)
+    return evaluations, proc
+
+
+def _result(path, fraction):
+    return pb.Evaluation(checkpoint=path, fraction=fraction, accuracy=0.5, loss=1.0, examples=10)
+
+
+def test_cancel_after_drops_the_later_checkpoints_from_the_queue_and_from_pending():
+    evaluations, proc = _evaluations()
+    assert evaluations.pending == 4
+    evaluations.cancel_after(0.3)
+    cancels = [r.path for r in proc.requests() if r.cancel]
+    assert cancels == ["ckpt-2", "ckpt-3"] and evaluations.pending == 2
+    # One was already being scored when its cancel went out: its result must not count twice.
+    evaluations.on_evaluation(_result("ckpt-3", 0.5))
+    assert evaluations.pending == 2
+    evaluations.on_evaluation(_result("ckpt-1", 0.3))
+    evaluations.on_evaluation(_result("ckpt-0", 0.2))
+    assert evaluations.pending == 0
+
+
+def test_a_rollback_cancels_what_it_abandons_and_sets_its_results_apart():
+    evaluations, proc = _evaluations()
+    assert evaluations.on_evaluation(_result("ckpt-3", 0.5)) is not None  # newest first, before the verdict
+    gone = evaluations.abandon_after(0.3)
+    assert [r["written"] for r in gone] == ["ckpt-3"] and evaluations.results == []
+    assert [r.path for r in proc.requests() if r.cancel] == ["ckpt-2"]
+    assert evaluations.on_evaluation(_result("ckpt-2", 0.4)) is None  # scored before the cancel arrived
+    assert evaluations.pending == 2
