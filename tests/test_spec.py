@@ -43,6 +43,7 @@ def test_quickstart_spec_is_valid():
     ("workload.samples=10", "workload needs exactly one of workload.epochs or workload.samples"),
     ("policy.guard.loss_margin=-0.1", "policy.guard.loss_margin=-0.1: must be >= 0"),
     ("policy.guard.los_margin=0.1", "unknown key policy.guard.los_margin (did you mean 'loss_margin'?)"),
+    ("policy.guard.loss_rule=yes please", "policy.guard.loss_rule='yes please': must be true or false"),
 ])
 def test_bad_fields_are_named(write_spec, override, message):
     with pytest.raises(SpecError) as info:
@@ -238,3 +239,15 @@ def test_switch_at_override_replaces_the_files_schedule(write_spec):
     assert [(p.protocol, p.until) for p in job.policy.schedule] == [("bsp", 0.6), ("asp", 1.0)]
     job = specmod.load(path, ["policy.switch_at=0.6", "policy.schedule=[{protocol: asp}]"])
     assert [(p.protocol, p.until) for p in job.policy.schedule] == [("asp", 1.0)]
+
+
+@pytest.mark.parametrize("override, loss_rule", [
+    (None, None),                                      # the guard's default: off
+    ("policy.guard={loss_rule: true}", True),
+    ("policy.guard={loss_rise: 0.8}", True),            # a loss threshold asks for the rule
+    ("policy.guard={loss_rise: 0.8, loss_rule: false}", False),
+    ("policy.guard={accuracy_drop: 0.1}", None),
+])
+def test_the_loss_rule_is_asked_for_by_name_or_by_a_loss_threshold(write_spec, override, loss_rule):
+    spec = specmod.load(write_spec(MINIMAL), [override] if override else [])
+    assert spec.policy.guard.loss_rule is loss_rule

@@ -80,8 +80,10 @@ def settings_for(recorded: dict | None, overrides: dict[str, Any]) -> GuardSetti
     base = {k: v for k, v in (recorded or {}).items() if k in fields and v is not None}
     base["reference"] = tuple(tuple(point) for point in base.get("reference") or ())
     base["enabled"] = True
+    if recorded and "loss_rule" not in recorded:
+        base["loss_rule"] = True  # recorded before the loss rule became optional: it was on
     settings = GuardSettings(**base)
-    changed = {k: getattr(spec, k) for k in given if k != "enabled" and getattr(spec, k, None) is not None}
+    changed = {k: getattr(spec, k) for k in (*given, "loss_rule") if k != "enabled" and getattr(spec, k, None) is not None}
     if "reference" in changed and not changed["reference"]:
         del changed["reference"]
     return dataclasses.replace(settings, **changed)

@@ -50,6 +50,7 @@ class GuardSpec:
     """`policy.guard`: the accuracy guard's switch and thresholds; None leaves a threshold at the guard's default."""
 
     enabled: bool = True
+    loss_rule: bool | None = None
     loss_rise: float | None = None
     loss_margin: float | None = None
     accuracy_drop: float | None = None

@@ -105,23 +105,32 @@ def adopt_stored_reference(job_spec, runs) -> Any:
     return job_spec.with_policy(policy)
 
 
+LOSS_RULE_KEYS = ("loss_rise", "loss_margin", "long_window", "smoothing")  # the loss rule's own thresholds
+
+
 def guard_section(value: Any, base: str = ".") -> GuardSpec:
     """`policy.guard`; `base` is the spec file's folder, which a reference's relative paths start from."""
     field = "policy.guard"
     if isinstance(value, bool):
         return GuardSpec(enabled=value)
     doc = mapping(value, field)
-    keys = ("enabled", "loss_rise", "loss_margin", "accuracy_drop", "window", "long_window", "smoothing",
+    keys = ("enabled", "loss_rule", "loss_rise", "loss_margin", "accuracy_drop", "window", "long_window", "smoothing",
             "max_rollbacks", "reference")
     check_keys(doc, keys, f"{field}.")
     enabled = doc.get("enabled", True)
     if not isinstance(enabled, bool):
         raise fail(f"{field}.enabled", enabled, "must be true or false")
 
+    loss_rule = doc.get("loss_rule")
+    if loss_rule is not None and not isinstance(loss_rule, bool):
+        raise fail(f"{field}.loss_rule", loss_rule, "must be true or false")
+    if loss_rule is None and any(doc.get(k) is not None for k in LOSS_RULE_KEYS):
+        loss_rule = True  # a loss threshold given is a loss rule asked for
+
     def given(key, **bounds):  # None leaves the guard's default
         return None if doc.get(key) is None else number(doc[key], f"{field}.{key}", **bounds)
 
-    return GuardSpec(enabled=enabled, loss_rise=given("loss_rise", lo=0.0, lo_open=True),
+    return GuardSpec(enabled=enabled, loss_rule=loss_rule, loss_rise=given("loss_rise", lo=0.0, lo_open=True),
                      loss_margin=given("loss_margin", lo=0.0),
                      accuracy_drop=given("accuracy_drop", lo=0.0, lo_open=True, hi=1.0),
                      window=given("window", lo=0.0, hi=0.5), long_window=given("long_window", lo=0.0, hi=0.9),

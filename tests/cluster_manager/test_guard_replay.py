@@ -101,7 +101,15 @@ def test_the_runs_own_rollback_ends_the_replay(tmp_path):
 
 def test_a_loss_climb_and_a_divergence_are_replayed(tmp_path):
     climb = _run(tmp_path, "climb", _stream(_rising, losses=lambda f: 1.0 if f <= 0.3 else 2.5))
+    assert replay_run(climb).verdict is None  # the loss rule is off by default
+    assert replay_run(climb, {"loss_rule": True}).verdict.reason == "loss"
+    assert replay_run(climb, {"loss_rise": 0.5}).verdict.reason == "loss"  # a loss threshold asks for the rule
+    # A run recorded before the rule became optional had it on, and is replayed so.
+    old = {k: v for k, v in vars(GuardSettings()).items() if k != "loss_rule"}
+    climb = _run(tmp_path, "old", _stream(_rising, losses=lambda f: 1.0 if f <= 0.3 else 2.5),
+                 guard={**old, "reference": [], "fallback": ["bsp"]})
     assert replay_run(climb).verdict.reason == "loss"
+    assert replay_run(climb, {"loss_rule": False}).verdict is None
     records = _stream(_rising)
     records.insert(len(records) // 2, {"kind": "diverged", "fraction": 0.5, "loss": float("nan")})
     assert replay_run(_run(tmp_path, "nan", records)).verdict.reason == "diverged"

@@ -148,8 +148,8 @@ def test_divergence_after_the_switch_rolls_back_and_falls_back_to_bsp(write_spec
 def test_a_sustained_loss_rise_rolls_back_by_relaunch(write_spec, tmp_path):
     loss = lambda f, protocol: 3.0 if protocol == "asp" and f > 0.55 else 1.0  # noqa: E731
     cluster = FakeCluster(total=4000, loss=loss)
-    summary, cluster, _ = _run(write_spec, tmp_path, ["policy.switch_at=0.25", "policy.switch_mode=relaunch"],
-                               cluster=cluster)
+    summary, cluster, _ = _run(write_spec, tmp_path, ["policy.switch_at=0.25", "policy.switch_mode=relaunch",
+                                                    LOSS_RULE], cluster=cluster)
     assert summary["status"] == "completed"
     (event,) = summary["guard_events"]
     assert event["reason"] == "loss" and event["values"]["smoothed_loss"] == pytest.approx(3.0)
@@ -196,6 +196,10 @@ def test_an_evaluation_that_comes_in_while_finishing_still_rolls_back(write_spec
     assert min(e["accuracy"] for e in summary["evaluations"]) > 0.5
 
 
+# The fake cluster degrades by its loss alone, which the default guard does not judge.
+LOSS_RULE = "policy.guard={loss_rule: true}"
+
+
 def _asp_degrades_after_its_first_step():
     """A loss that triples once ASP has trained past the progress it entered at (as a real collapse would)."""
     entered = []
@@ -212,7 +216,8 @@ def _asp_degrades_after_its_first_step():
 def test_after_a_rollback_greedy_does_not_switch_to_asp_again(write_spec, tmp_path):
     # Worker 2 straggles all run long; asynchronous training degrades whenever it runs.
     cluster = FakeCluster(total=30000, batch=10, tick_s=0.005, slow={2: 0.4}, loss=_asp_degrades_after_its_first_step())
-    summary, cluster, _ = _run(write_spec, tmp_path, STRAGGLERS + ["stragglers.policy=greedy"], cluster, workers=4)
+    summary, cluster, _ = _run(write_spec, tmp_path, STRAGGLERS + ["stragglers.policy=greedy", LOSS_RULE], cluster,
+                               workers=4)
     assert summary["status"] == "completed"
     (event,) = summary["guard_events"]
     assert event["reason"] == "loss" and event["action"].endswith("continue with bsp")
@@ -226,7 +231,8 @@ def test_after_elastic_shrank_the_group_a_rollback_into_bsp_stays_in_place(write
     # The chief's pending aggregation, sized for the shrunk group, owes the full group its missing tokens
     # (SyncReplicasEngine.enter_chief): no relaunch, which cost 14-16 s on 0.45-CPU nodes.
     cluster = FakeCluster(total=30000, batch=10, tick_s=0.005, slow={3: 0.4}, loss=_asp_degrades_after_its_first_step())
-    summary, cluster, _ = _run(write_spec, tmp_path, STRAGGLERS + ["stragglers.policy=elastic"], cluster, workers=4)
+    summary, cluster, _ = _run(write_spec, tmp_path, STRAGGLERS + ["stragglers.policy=elastic", LOSS_RULE], cluster,
+                               workers=4)
     assert summary["status"] == "completed"
     assert [a["action"] for a in summary["policy_actions"]][:1] == ["shrink"]
     (event,) = summary["guard_events"]

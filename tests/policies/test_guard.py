@@ -8,6 +8,9 @@ import pytest
 from syncswitch.policies.guard import DegradationGuard, GuardSettings
 
 
+LOSS_RULE = GuardSettings(loss_rule=True)
+
+
 def _feed(guard, losses, start, step=0.002, workers=2, noise=0.0, seed=0):
     """Report `losses(fraction)` from every worker every `step` of the workload from `start`; first verdict."""
     rng = random.Random(seed)
@@ -29,7 +32,7 @@ def _bsp(guard, loss=1.3, until=0.25):
 
 
 def test_a_sustained_rise_after_the_switch_fires_and_names_its_onset():
-    guard = DegradationGuard(GuardSettings(loss_rise=0.5, window=0.04, smoothing=0.02))
+    guard = DegradationGuard(GuardSettings(loss_rule=True, loss_rise=0.5, window=0.04, smoothing=0.02))
     _bsp(guard)
     guard.on_phase("asp", False, 0.25)
     assert guard.reference_loss == pytest.approx(1.3)
@@ -40,8 +43,20 @@ def test_a_sustained_rise_after_the_switch_fires_and_names_its_onset():
     assert verdict.values["smoothed_loss"] == pytest.approx(2.3)
 
 
-def test_a_transient_bump_and_noise_do_not_fire():
+def test_by_default_only_evaluations_and_divergence_are_judged_not_a_loss_rise():
+    # A healthy switch's loss can rise as much as a collapsing one's (BENCHMARKS.md): the loss rule is opt-in.
     guard = DegradationGuard()
+    _bsp(guard)
+    guard.on_phase("asp", False, 0.25)
+    assert _feed(guard, lambda f: 1.3 if f < 0.30 else 2.3, 0.25) is None
+    assert guard.on_loss(0.9, math.nan).reason == "diverged"
+    guard.on_evaluation(0.2, 0.8)
+    assert guard.on_evaluation(0.3, 0.5) is None
+    assert guard.on_evaluation(0.35, 0.5).reason == "accuracy"
+
+
+def test_a_transient_bump_and_noise_do_not_fire():
+    guard = DegradationGuard(LOSS_RULE)
     _bsp(guard)
     guard.on_phase("asp", False, 0.25)
     # +35% for 5% of the workload right after the switch, then learning goes on; 10% noise per report.
@@ -50,7 +65,7 @@ def test_a_transient_bump_and_noise_do_not_fire():
 
 
 def test_a_rise_shorter_than_the_window_does_not_fire():
-    guard = DegradationGuard(GuardSettings(window=0.04, smoothing=0.01))
+    guard = DegradationGuard(GuardSettings(loss_rule=True, window=0.04, smoothing=0.01))
     guard.on_phase("bsp", True, 0.0)
     guard.on_phase("asp", False, 0.0)
     blip = lambda f: 3.0 if 0.5 <= f < 0.52 else 1.0  # noqa: E731
@@ -58,7 +73,7 @@ def test_a_rise_shorter_than_the_window_does_not_fire():
 
 
 def test_synchronous_phases_are_not_watched_but_divergence_always_is():
-    guard = DegradationGuard()
+    guard = DegradationGuard(LOSS_RULE)
     guard.on_phase("bsp", True, 0.0)
     assert _feed(guard, lambda f: 1.0 + 10 * f, 0.0) is None  # BSP rising: nothing safer to fall back to
     verdict = guard.on_loss(0.6, math.nan)
@@ -88,14 +103,14 @@ def test_one_bad_evaluation_between_good_ones_is_noise():
 
 
 def test_an_asynchronous_phase_that_starts_the_run_is_watched_for_divergence_only():
-    guard = DegradationGuard()
+    guard = DegradationGuard(LOSS_RULE)
     guard.on_phase("asp", False, 0.0)
     assert _feed(guard, lambda f: 1.0 if f < 0.4 else 3.0, 0.0) is None
     assert guard.on_loss(0.9, math.inf).reason == "diverged"
 
 
 def test_a_rollback_restarts_the_watch_from_the_checkpoint():
-    guard = DegradationGuard(GuardSettings(window=0.04, smoothing=0.02))
+    guard = DegradationGuard(GuardSettings(loss_rule=True, window=0.04, smoothing=0.02))
     guard.on_phase("bsp", True, 0.0)
     guard.on_phase("asp", False, 0.0)
     assert _feed(guard, lambda f: 1.0 if f < 0.4 else 3.0, 0.0).reason == "loss"
@@ -105,12 +120,12 @@ def test_a_rollback_restarts_the_watch_from_the_checkpoint():
 
 def test_a_relative_rise_at_a_tiny_loss_needs_the_absolute_margin():
     # Near convergence: 0.03 -> 0.05 is +67% but 0.02 nats, ASP noise rather than a collapse.
-    guard = DegradationGuard()
+    guard = DegradationGuard(LOSS_RULE)
     _bsp(guard, loss=0.03)
     guard.on_phase("asp", False, 0.25)
     assert _feed(guard, lambda f: 0.05, 0.25, noise=0.1, seed=1) is None
     # A real collapse from the same level still fires.
-    guard = DegradationGuard()
+    guard = DegradationGuard(LOSS_RULE)
     _bsp(guard, loss=0.03)
     guard.on_phase("asp", False, 0.25)
     verdict = _feed(guard, lambda f: 0.03 if f < 0.3 else 0.5, 0.25)
@@ -118,7 +133,7 @@ def test_a_relative_rise_at_a_tiny_loss_needs_the_absolute_margin():
 
 
 def test_without_a_margin_the_relative_rule_alone_decides():
-    guard = DegradationGuard(GuardSettings(loss_margin=0.0))
+    guard = DegradationGuard(GuardSettings(loss_rule=True, loss_margin=0.0))
     _bsp(guard, loss=0.03)
     guard.on_phase("asp", False, 0.25)
     assert _feed(guard, lambda f: 0.05, 0.25).reason == "loss"
