@@ -74,7 +74,7 @@ def settings_for(recorded: dict | None, overrides: dict[str, Any]) -> GuardSetti
     `policy.guard`, with or without that prefix), validated as a spec's would be."""
     given = {}
     for key, value in overrides.items():
-        given[key[len(PREFIX):] if key.startswith(PREFIX) else key] = value
+        given[key.removeprefix(PREFIX)] = value
     spec = guard_section(given)  # unknown keys and bad values fail here, named as policy.guard.KEY
     fields = {f.name for f in dataclasses.fields(GuardSettings)}
     base = {k: v for k, v in (recorded or {}).items() if k in fields and v is not None}
