@@ -54,11 +54,11 @@ def main(argv=None) -> int:
     parser.add_argument("--workers", type=int, default=4, help="Workers of the tta, stragglers, init and memory runs.")
     parser.add_argument("--repeats", type=int, help="Override every repeat count (development).")
     parser.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
-                        help="Spec override for the tta, tta_resnet, stragglers and memory jobs (development, e.g. "
-                             "workload.epochs=0.5).")
+                        help="Spec override for the tta, tta_resnet, stragglers, safety, protocols and memory jobs "
+                             "(development, e.g. workload.epochs=0.5).")
     parser.add_argument("--cpus-per-node", type=float, help="Give every local node its own CPU budget (cgroups, root) "
-                                                            "in the tta, tta_resnet, stragglers, safety and memory runs; "
-                                                            "stragglers then slow a node's budget (method cpu).")
+                                                            "in the tta, tta_resnet, stragglers, safety, protocols and "
+                                                            "memory runs; stragglers then slow a node's budget (method cpu).")
     parser.add_argument("--straggler-job", default=common.QUICKSTART, help="Job of the straggler comparison.")
     parser.add_argument("--switch-samples", type=int, help="Workload of the switch-overhead runs in samples "
                                                            "(development; default per mode, see switch_overhead.py).")
