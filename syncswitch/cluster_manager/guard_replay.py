@@ -83,7 +83,8 @@ def settings_for(recorded: dict | None, overrides: dict[str, Any]) -> GuardSetti
     if recorded and "loss_rule" not in recorded:
         base["loss_rule"] = True  # recorded before the loss rule became optional: it was on
     settings = GuardSettings(**base)
-    changed = {k: getattr(spec, k) for k in (*given, "loss_rule") if k != "enabled" and getattr(spec, k, None) is not None}
+    asked = (*given, "loss_rule")  # loss_rule too: a loss threshold given turns it on
+    changed = {k: getattr(spec, k) for k in asked if k != "enabled" and getattr(spec, k, None) is not None}
     if "reference" in changed and not changed["reference"]:
         del changed["reference"]
     return dataclasses.replace(settings, **changed)

@@ -114,8 +114,8 @@ def guard_section(value: Any, base: str = ".") -> GuardSpec:
     if isinstance(value, bool):
         return GuardSpec(enabled=value)
     doc = mapping(value, field)
-    keys = ("enabled", "loss_rule", "loss_rise", "loss_margin", "accuracy_drop", "window", "long_window", "smoothing",
-            "max_rollbacks", "reference")
+    keys = ("enabled", "loss_rule", "loss_rise", "loss_margin", "accuracy_drop", "window", "long_window",
+            "smoothing", "max_rollbacks", "reference")
     check_keys(doc, keys, f"{field}.")
     enabled = doc.get("enabled", True)
     if not isinstance(enabled, bool):
