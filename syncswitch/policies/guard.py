@@ -99,10 +99,12 @@ class DegradationGuard(GuardPolicy):
     def on_loss(self, fraction: float, loss: float) -> Verdict | None:
         if not math.isfinite(loss):
             return Verdict("diverged", fraction, fraction, {"loss": loss})
+        if not self.settings.loss_rule:
+            return None  # only the loss rule reads the reports: keep none (one arrives per worker every 0.5 s)
         at = bisect.bisect_right(self._fractions, fraction)  # workers report slightly out of order
         self._fractions.insert(at, fraction)
         self._losses.insert(at, loss)
-        if not self.watching or not self.settings.loss_rule:
+        if not self.watching:
             return None
         smoothed = self.smoothed_loss(fraction)
         if fraction - self.phase_start < self.settings.smoothing:

@@ -8,7 +8,7 @@ import pytest
 from syncswitch.errors import ClusterError
 from syncswitch.wire import saved
 from tests.cluster_manager.fake_cluster import FakeCluster, Failure
-from tests.cluster_manager.test_job_lifecycle import _run, _states
+from tests.cluster_manager.test_job_lifecycle import LOSS_RULE, _run, _states
 
 
 def _manifest(tmp_path):
@@ -106,8 +106,7 @@ def test_resume_continues_a_failed_run_from_its_last_checkpoint(write_spec, tmp_
     from tests.cluster_manager.fake_cluster import FakeBackend, start_fake_evaluator
 
     cluster = FakeCluster(total=2000, failure=Failure(worker=1, at=0.6))
-    first, _, _ = _run(write_spec, tmp_path, ["recovery.max_restarts=0", "policy.switch_at=0.25",
-                                                   "policy.guard={loss_rule: true}"], cluster=cluster,
+    first, _, _ = _run(write_spec, tmp_path, ["recovery.max_restarts=0", "policy.switch_at=0.25"], cluster=cluster,
                        raises=ClusterError)
     assert first["status"] == "failed"
     run = tmp_path / "run"
@@ -141,9 +140,8 @@ def test_resume_after_a_guard_rollback_goes_on_in_the_fallback_phase(write_spec,
 
     loss = lambda f, protocol: 3.0 if protocol == "asp" and f > 0.3 else 1.0  # noqa: E731
     cluster = FakeCluster(total=4000, loss=loss, failure=Failure(worker=1, at=0.85))
-    first, _, _ = _run(write_spec, tmp_path, ["recovery.max_restarts=0", "policy.switch_at=0.25",
-                                                   "policy.guard={loss_rule: true}"], cluster=cluster,
-                       raises=ClusterError)
+    first, _, _ = _run(write_spec, tmp_path, ["recovery.max_restarts=0", "policy.switch_at=0.25", LOSS_RULE],
+                       cluster=cluster, raises=ClusterError)
     assert first["status"] == "failed" and len(first["guard_events"]) == 1
     again = FakeCluster(total=4000, loss=loss)
     summary = manager.resume(str(tmp_path / "run"), progress=False, backend=FakeBackend(again),
@@ -161,9 +159,8 @@ def test_a_resumed_asynchronous_phase_is_still_guarded(write_spec, tmp_path):
     from tests.cluster_manager.fake_cluster import FakeBackend, start_fake_evaluator
 
     cluster = FakeCluster(total=4000, failure=Failure(worker=1, at=0.6))
-    first, _, _ = _run(write_spec, tmp_path, ["recovery.max_restarts=0", "policy.switch_at=0.25",
-                                                   "policy.guard={loss_rule: true}"], cluster=cluster,
-                       raises=ClusterError)
+    first, _, _ = _run(write_spec, tmp_path, ["recovery.max_restarts=0", "policy.switch_at=0.25", LOSS_RULE],
+                       cluster=cluster, raises=ClusterError)
     assert first["status"] == "failed" and not first["guard_events"]
     loss = lambda f, protocol: 3.0 if protocol == "asp" and f > 0.7 else 1.0  # noqa: E731 - collapses after resume
     again = FakeCluster(total=4000, loss=loss)
