@@ -20,7 +20,8 @@ cluster: {backend: local, workers: 3}
 
 
 def test_names_and_traits():
-    assert PROTOCOLS.names() == sorted(specmod.PROTOCOLS) == ["asp", "bsp", "dc-asgd", "fasgd", "specsync", "ssp"]
+    assert PROTOCOLS.names() == sorted(specmod.PROTOCOLS) == ["asp", "bsp", "dc-asgd", "fasgd", "lookahead",
+                                                                  "specsync", "ssp"]
     assert {n for n in PROTOCOLS.names() if catalog.get(n).synchronous} == {"bsp"}
     assert {n for n in PROTOCOLS.names() if catalog.get(n).blocks} == {"bsp", "ssp"}
     assert {n for n in PROTOCOLS.names() if catalog.get(n).scales_batch} == {"bsp"}
@@ -29,10 +30,10 @@ def test_names_and_traits():
 def test_defaults_are_filled_in():
     phases = parse_schedule([{"protocol": "ssp", "until": 0.2}, {"protocol": "dc-asgd", "until": 0.4},
                              {"protocol": "fasgd", "until": 0.6}, {"protocol": "specsync", "until": 0.8},
-                             {"protocol": "bsp"}])
+                             {"protocol": "lookahead", "until": 0.9}, {"protocol": "bsp"}])
     assert [p.param_dict for p in phases] == [
         {"staleness": 3}, {"lambda": 0.04, "adaptive": False, "decay": 0.95}, {"power": 1.0},
-        {"abort_rate": 0.5}, {"aggregate": 0}]
+        {"abort_rate": 0.5}, {"delay": 1.0, "adaptive": True}, {"aggregate": 0}]
 
 
 GOOD = [
@@ -40,6 +41,7 @@ GOOD = [
     ("bsp", "aggregate", 2, 2), ("dc-asgd", "lambda", 0, 0.0), ("dc-asgd", "lambda", 2, 2.0),
     ("dc-asgd", "adaptive", True, True), ("dc-asgd", "decay", 1.0, 1.0), ("fasgd", "power", 0.5, 0.5),
     ("fasgd", "power", 0, 0.0), ("specsync", "abort_rate", 0, 0.0), ("specsync", "abort_rate", 1.5, 1.5),
+    ("lookahead", "delay", 0, 0.0), ("lookahead", "delay", 3, 3.0), ("lookahead", "adaptive", False, False),
 ]
 
 
@@ -63,6 +65,8 @@ BAD = [
     ("fasgd", "power", float("nan"), "policy.schedule[0].power=nan: must be finite"),
     ("specsync", "abort_rate", -1, "policy.schedule[0].abort_rate=-1: must be >= 0.0"),
     ("specsync", "abort_rate", True, "policy.schedule[0].abort_rate=True: must be a number"),
+    ("lookahead", "delay", -0.5, "policy.schedule[0].delay=-0.5: must be >= 0.0"),
+    ("lookahead", "adaptive", 1, "policy.schedule[0].adaptive=1: must be true or false"),
 ]
 
 
@@ -86,7 +90,7 @@ def test_every_parameter_is_covered():
     ({"protocol": "asp", "staleness": 2}, ("unknown key policy.schedule[0].staleness for protocol 'asp'; "
                                            "valid: protocol, until")),
     ({"protocol": "dcasgd"}, ("unknown protocol policy.schedule[0].protocol='dcasgd' (did you mean 'dc-asgd'?); "
-                              "valid: asp, bsp, dc-asgd, fasgd, specsync, ssp")),
+                              "valid: asp, bsp, dc-asgd, fasgd, lookahead, specsync, ssp")),
     ({"until": 1.0}, "policy.schedule[0].protocol is required"),
 ])
 def test_unknown_names(item, message):

@@ -32,8 +32,9 @@ PHASES = {
     "dc-asgd": "protocol: dc-asgd, lambda: 0.5, adaptive: true",
     "fasgd": "protocol: fasgd, power: 1.0",
     "specsync": "protocol: specsync, abort_rate: 0.5",
+    "lookahead": "protocol: lookahead, delay: 2.0, adaptive: true",
 }
-MEASURES_STALENESS = {"asp", "ssp", "dc-asgd", "fasgd", "specsync"}
+MEASURES_STALENESS = {"asp", "ssp", "dc-asgd", "fasgd", "specsync", "lookahead"}
 
 
 def _schedule(protocols, untils) -> str:
@@ -88,11 +89,11 @@ def _as_dict(phase: str) -> dict:
 @pytest.mark.cluster
 def test_every_protocol_in_place_into_and_out_of(write_spec, tmp_path, no_leftovers):
     """One in-place run through every protocol: each is entered from another and left for another."""
-    protocols = ["bsp", "ssp", "dc-asgd", "fasgd", "specsync", "asp"]
-    untils = [0.15, 0.3, 0.45, 0.6, 0.8]
+    protocols = ["bsp", "ssp", "dc-asgd", "fasgd", "specsync", "lookahead", "asp"]
+    untils = [0.15, 0.3, 0.45, 0.55, 0.7, 0.85]
     summary = _run(write_spec, tmp_path, [_schedule(protocols, untils)])
     check_conformance(summary, tmp_path, protocols)
-    assert all(s["mode"] == "in-place" for s in summary["switches"]) and len(summary["switches"]) == 5
+    assert all(s["mode"] == "in-place" for s in summary["switches"]) and len(summary["switches"]) == 6
 
 
 def _check_relaunch(summary, tmp_path, protocols):
@@ -115,12 +116,12 @@ def _check_relaunch(summary, tmp_path, protocols):
 def test_relaunch_into_and_out_of_stateful_protocols(write_spec, tmp_path, no_leftovers, monkeypatch):
     """By relaunch: graphs with protocol state (clocks, mean squares) the checkpoint never held restore exactly."""
     monkeypatch.setenv("SYNCSWITCH_REPORT_VARIABLES", "1")
-    protocols = ["ssp", "dc-asgd", "bsp"]
-    summary = _run(write_spec, tmp_path, [_schedule(protocols, [0.35, 0.7]), "policy.switch_mode=relaunch"])
+    protocols = ["ssp", "dc-asgd", "lookahead", "bsp"]
+    summary = _run(write_spec, tmp_path, [_schedule(protocols, [0.3, 0.5, 0.75]), "policy.switch_mode=relaunch"])
     _check_relaunch(summary, tmp_path, protocols)
 
 
-NEW = ["ssp", "dc-asgd", "fasgd", "specsync"]
+NEW = ["ssp", "dc-asgd", "fasgd", "specsync", "lookahead"]
 
 
 @pytest.mark.slow

@@ -19,6 +19,7 @@ v1 = tf.compat.v1
 from syncswitch.protocols.engines import ENGINES, build_engines  # noqa: E402
 from syncswitch.protocols.engines.dcasgd import compensate  # noqa: E402
 from syncswitch.protocols.engines.fasgd import staleness_scale  # noqa: E402
+from syncswitch.protocols.engines.lookahead import ADAPT_EVERY, lookahead_factor, lookahead_update  # noqa: E402
 from syncswitch.protocols.engines.specsync import should_abort  # noqa: E402
 from syncswitch.protocols.engines.ssp import must_wait  # noqa: E402
 
@@ -32,7 +33,7 @@ BATCH = 8
 class Rig:
     """One weight vector, a fed gradient, and one protocol's engine; `interfere(k)` arms a peer's update."""
 
-    def __init__(self, protocol: str, workers: int = 4, task_index: int = 0):
+    def __init__(self, protocol: str, workers: int = 4, task_index: int = 0, momentum: float = 0.0):
         self.graph = tf.Graph()
         with self.graph.as_default():
             self.global_step = v1.train.get_or_create_global_step()
@@ -41,7 +42,7 @@ class Rig:
             self.g_in = v1.placeholder(tf.float32, [3])
             self.k_in = v1.placeholder(tf.int64, [])
             grad = tf.identity(self.g_in)
-            optimizer = v1.train.MomentumOptimizer(LR, 0.0)
+            optimizer = self.optimizer = v1.train.MomentumOptimizer(LR, tf.constant(momentum))
             engines = build_engines([protocol], optimizer, [(grad, self.w)], self.global_step, self.samples,
                                     {protocol: BATCH}, workers, task_index == 0, task_index=task_index)
             self.engine = engines[protocol]
@@ -129,6 +130,59 @@ def test_asp_measures_staleness_and_applies_plainly():
     np.testing.assert_allclose(w, W0 + DELTA - LR * G, rtol=1e-6)
     assert samples == BATCH
     assert rig.engine.stats(rig.session)["staleness_mean"] == 2.0
+
+
+V0 = np.array([0.4, 0.1, -0.3], np.float32)
+
+
+@pytest.mark.parametrize("momentum,delay", [(0.9, 1.0), (0.9, 1.7), (0.9, 3.0), (0.5, 2.0), (0.0, 2.0), (0.9, 0.0)])
+def test_lookahead_applies_the_look_ahead_rule(momentum, delay):
+    rig = Rig("lookahead", momentum=momentum)
+    velocity = rig.optimizer.get_slot(rig.w, "momentum")
+    with rig.graph.as_default():
+        rig.session.run(velocity.assign(V0))
+    rig.enter(delay=delay, adaptive=False)
+    w, samples, step = rig.step(k=2)
+    f = lookahead_factor(momentum, delay)
+    expected_w, expected_v = lookahead_update(W0 + DELTA, V0, G, LR, momentum, f)
+    np.testing.assert_allclose(w, expected_w, rtol=1e-5, atol=1e-7)
+    np.testing.assert_allclose(rig.session.run(velocity), expected_v, rtol=1e-5, atol=1e-7)
+    assert samples == BATCH and step == 3
+    assert rig.engine.stats(rig.session)["staleness_mean"] == 2.0
+
+
+def test_lookahead_factor_is_the_momentum_carried_over_the_delay():
+    assert lookahead_factor(0.9, 1) == pytest.approx(0.9)
+    assert lookahead_factor(0.9, 3) == pytest.approx(0.9 + 0.81 + 0.729)
+    assert lookahead_factor(0.0, 5) == 0.0 and lookahead_factor(0.9, 0) == 0.0
+    assert lookahead_factor(1.0, 2.5) == 2.5
+    with tf.Graph().as_default(), v1.Session() as session:
+        assert session.run(lookahead_factor(tf.constant(0.9), tf.constant(3.0))) == pytest.approx(2.439, abs=1e-4)
+
+
+def test_lookahead_with_delay_one_is_nesterov_momentum():
+    """f = m: the stored point is Nesterov's one-step look-ahead; TensorFlow's own Nesterov update agrees."""
+    w, v = W0.copy(), V0.copy()
+    nesterov_v = 0.9 * V0 + G
+    nesterov_w = W0 - LR * (G + 0.9 * nesterov_v)
+    w, v = lookahead_update(w, v, G, LR, 0.9, lookahead_factor(0.9, 1.0))
+    np.testing.assert_allclose(w, nesterov_w, rtol=1e-6)
+    np.testing.assert_allclose(v, nesterov_v, rtol=1e-6)
+
+
+def test_lookahead_adapts_the_delay_to_the_measured_staleness():
+    rig = Rig("lookahead", momentum=0.9, task_index=0)
+    rig.enter(delay=1.0, adaptive=True)
+    for _ in range(ADAPT_EVERY):
+        rig.step(k=3)
+        rig.engine.after_step(rig.session, _State())
+    assert rig.engine.stats(rig.session)["lookahead_delay"] == 3.0
+    other = Rig("lookahead", momentum=0.9, task_index=1)  # only the chief adapts
+    other.enter(delay=1.0, adaptive=True)
+    for _ in range(ADAPT_EVERY):
+        other.step(k=3)
+        other.engine.after_step(other.session, _State())
+    assert other.engine.stats(other.session)["lookahead_delay"] == 1.0
 
 
 @pytest.mark.parametrize("clocks,worker,s,wait", [

@@ -7,13 +7,14 @@ from .base import ENGINE_STATE, CountingOptimizer, ProtocolEngine, StalenessMete
 from .bsp import SyncReplicasEngine
 from .dcasgd import DelayCompensatedEngine
 from .fasgd import StalenessAwareEngine
+from .lookahead import LookaheadEngine
 from .specsync import SpeculativeEngine
 from .ssp import StaleSyncEngine
 
 # Catalog name (syncswitch/protocols/catalog.py) -> engine class.
 ENGINES: dict[str, type[ProtocolEngine]] = {
     "asp": AsyncEngine, "bsp": SyncReplicasEngine, "ssp": StaleSyncEngine, "dc-asgd": DelayCompensatedEngine,
-    "fasgd": StalenessAwareEngine, "specsync": SpeculativeEngine,
+    "fasgd": StalenessAwareEngine, "specsync": SpeculativeEngine, "lookahead": LookaheadEngine,
 }
 
 
@@ -30,6 +31,7 @@ def build_engines(protocols, optimizer, grads_and_vars, global_step, samples, ba
     return engines
 
 
-__all__ = ["ENGINES", "ENGINE_STATE", "AsyncEngine", "CountingOptimizer", "DelayCompensatedEngine", "ProtocolEngine",
+__all__ = ["ENGINES", "ENGINE_STATE", "AsyncEngine", "CountingOptimizer", "DelayCompensatedEngine", "LookaheadEngine",
+           "ProtocolEngine",
            "SpeculativeEngine", "StaleSyncEngine", "StalenessAwareEngine", "StalenessMeter", "SyncReplicasEngine",
            "build_engines"]
