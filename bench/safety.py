@@ -61,7 +61,7 @@ def _targets(stats: dict) -> dict:
     bsp_acc, bsp_worst = bsp["final_accuracy"]["median"], bsp["final_accuracy"]["min"]
     bsp_time = bsp["total_time_s"]["median"]
     out = {}
-    for name in [n for n in ("in-place+guard", "relaunch+guard") if n in stats]:
+    for name in [n for n in stats if n.endswith("+guard")]:
         acc = stats[name]["final_accuracy"]
         quiet = stats[name]["total_time_s_guard_quiet"]["median"]
         acted = stats[name]["total_time_s_guard_acted"]["max"]
@@ -71,7 +71,7 @@ def _targets(stats: dict) -> dict:
             "time_vs_bsp_when_quiet": common.ratio(quiet, bsp_time),
             "time_vs_bsp_when_rolled_back_worst": common.ratio(acted, bsp_time),
         }
-    for name in [n for n in ("in-place", "relaunch") if n in stats]:
+    for name in [n for n in stats if n in ("in-place", "relaunch") or n.startswith("in-place>") and "+" not in n]:
         runs = [a for a in stats[name]["final_accuracy"]["runs"] if a is not None]
         lost = sum(bsp_acc is not None and a < bsp_acc - 0.03 for a in runs)
         out[f"{name}_lost_more_than_3pt"] = f"{lost}/{len(runs)}"
@@ -105,9 +105,19 @@ def momentum_variants(momenta, switch_at: float = 0.25) -> dict:
             for m in momenta}
 
 
+def target_variants(protocols, switch_at: float = 0.25) -> dict:
+    """`in-place>X` and `in-place>X+guard`: the switch in place into protocol X instead of ASP, guard off and on."""
+    out = {}
+    for protocol in protocols:
+        schedule = f"policy.schedule=[{{protocol: bsp, until: {switch_at:g}}}, {{protocol: {protocol}}}]"
+        out[f"in-place>{protocol}"] = (None, [schedule, "policy.switch_mode=in-place"] + GUARD_OFF)
+        out[f"in-place>{protocol}+guard"] = (None, [schedule, "policy.switch_mode=in-place"])
+    return out
+
+
 def run(workloads, seeds: int, root: str, overrides=(), variants=tuple(VARIANTS), configurations=(),
-        momenta=(), first_seed: int = 0) -> dict:
-    added = {**configuration_variants(configurations), **momentum_variants(momenta)}
+        momenta=(), first_seed: int = 0, targets=()) -> dict:
+    added = {**configuration_variants(configurations), **momentum_variants(momenta), **target_variants(targets)}
     known = {**VARIANTS, **added}
     unknown = [v for v in variants if v not in known]
     if unknown:
@@ -142,6 +152,8 @@ def _args(parser) -> None:
                                                  "variant, guard off, for each (e.g. paper,compensated).")
     parser.add_argument("--asp-momenta", help="Comma-separated momenta: adds an in-place switch variant, guard off, "
                                               "with ASP at each momentum (a per-phase override).")
+    parser.add_argument("--targets", help="Comma-separated protocols: adds in-place switch variants into each instead "
+                                          "of ASP, guard off and on (e.g. lookahead).")
     parser.add_argument("--first-seed", type=int, default=0, help="Seed of the first repeat (default 0).")
     parser.add_argument("--seeds", type=int, help="Seeds per variant (default 5, quick 2).")
     parser.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE")
@@ -152,8 +164,9 @@ def _run(args, root) -> dict:
     variants = args.variants.split(",") if args.variants else tuple(VARIANTS)
     configurations = args.configurations.split(",") if args.configurations else ()
     momenta = [float(m) for m in args.asp_momenta.split(",")] if args.asp_momenta else ()
+    targets = args.targets.split(",") if args.targets else ()
     return run(names, args.seeds or (2 if args.quick else 5), root, args.sets, variants, configurations, momenta,
-               args.first_seed)
+               args.first_seed, targets)
 
 
 if __name__ == "__main__":

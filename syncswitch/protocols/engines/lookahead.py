@@ -83,16 +83,9 @@ class _LookaheadMomentum(v1.train.Optimizer):
             v_new = velocity.read_value()
         return tf.raw_ops.ResourceApplyGradientDescent(var=var.handle, alpha=lr_c, delta=v_new)
 
-    def _apply_dense(self, grad, var):  # reference variables: the rule in elementwise ops
-        velocity = self._inner.get_slot(var, "momentum")
-        lr = tf.cast(self._inner._learning_rate_tensor, grad.dtype.base_dtype)  # noqa: SLF001
-        momentum = tf.cast(self._inner._momentum_tensor, grad.dtype.base_dtype)  # noqa: SLF001
-        lr_a, lr_c = self._rates[var.device]
-        with tf.control_dependencies([grad]):
-            v_old = velocity.read_value()
-        v_new = momentum * v_old + grad
-        with tf.control_dependencies([velocity.assign(v_new)]):
-            return var.assign_sub(lr_a * (grad + momentum * v_new) + lr_c * v_new).op
+    def _apply_dense(self, grad, var):
+        # TF2's graphs make resource variables; a reference variable would need the rule in elementwise ops.
+        raise TypeError(f"protocol lookahead needs resource variables; {var.op.name} is a reference variable")
 
 
 class LookaheadEngine(ProtocolEngine):

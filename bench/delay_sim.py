@@ -1,0 +1,148 @@
+"""Staleness alone, in one process: a job's model trained by momentum SGD whose gradients arrive late.
+
+No cluster, no runtime: each update applies a gradient computed on the parameters of `delay` updates ago,
+exactly as an asynchronous worker's gradient lands after `delay` others. What this costs a job at its own
+hyperparameters is the part of ASP's accuracy loss that no runtime fix can remove; `--rules lookahead`
+measures what computing the gradient at the look-ahead point (the `lookahead` protocol) wins back.
+
+    python bench/delay_sim.py --job jobs/quickstart.yaml --delays fixed:0,fixed:1,fixed:2,rr:4 --seeds 3
+
+Delays: `fixed:K` (every gradient K updates late), `poisson:M` (random, mean M), `rr:N` (N workers, a random
+one applies next; its gradient is as old as its last read).
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import os
+import statistics
+import sys
+
+os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+import numpy as np  # noqa: E402
+import tensorflow as tf  # noqa: E402
+
+from syncswitch import spec as specmod  # noqa: E402
+from syncswitch.node import script as scriptmod  # noqa: E402
+from syncswitch.protocols.engines.lookahead import lookahead_factor  # noqa: E402
+
+
+def _model(module, path, params, x_spec, y_spec):
+    features = tf.keras.Input(x_spec.shape[1:], dtype=x_spec.dtype)
+    labels = tf.keras.Input(y_spec.shape[1:], dtype=y_spec.dtype)
+    out = scriptmod.call_model_fn(module, path, features, labels, params, True)
+    return tf.keras.Model([features, labels], [out["logits"], out["loss"]])
+
+
+def run(job, delay: str, rule: str, seed: int) -> dict:
+    """One training run; its final test accuracy and mean delay."""
+    tf.keras.backend.clear_session()
+    tf.random.set_seed(seed)
+    rng = np.random.RandomState(seed)
+    hp, params = job.hyperparameters, dict(job.params)
+    module = scriptmod.load_script(job.script)
+    train = scriptmod.call_input_fn(module, job.script, "train", hp.batch_size, params)
+    x_spec, y_spec = train.element_spec
+    model = _model(module, job.script, params, x_spec, y_spec)
+    weights = model.trainable_variables
+    velocity = [tf.Variable(tf.zeros_like(w)) for w in weights]
+    examples = scriptmod.num_train_examples(module, job.script, params)
+    steps = int(job.workload.samples or job.workload.epochs * examples) // hp.batch_size
+
+    @tf.function
+    def gradient_at(point, x, y):
+        saved = [w.read_value() for w in weights]
+        for w, p in zip(weights, point):
+            w.assign(p)
+        with tf.GradientTape() as tape:
+            loss = model([x, y], training=True)[1]
+        grads = tape.gradient(loss, weights)
+        for w, s in zip(weights, saved):
+            w.assign(s)
+        return grads
+
+    @tf.function
+    def apply(grads, lr, momentum):
+        for v, w, g in zip(velocity, weights, grads):
+            v.assign(momentum * v + g)
+            w.assign_sub(lr * v)
+
+    kind, size = delay.split(":")
+    size = float(size)
+    mean_delay = {"fixed": size, "poisson": size, "rr": size - 1}[kind]
+    history = collections.deque(maxlen=256)
+    readers = None  # rr: each worker's last read and the step it was read at
+    delays = []
+    batches = iter(train)
+    for step in range(steps):
+        fraction = step / steps
+        lr = hp.learning_rate
+        for boundary, factor in zip(hp.lr_decay.boundaries, hp.lr_decay.factors):
+            lr = hp.learning_rate * factor if fraction >= boundary else lr
+        now = ([w.read_value() for w in weights], [v.read_value() for v in velocity])
+        history.append(now)
+        if kind == "rr":
+            readers = readers or [(now, step)] * int(size)
+            worker = rng.randint(len(readers))
+            (point, v_read), read_at = readers[worker]
+            late = step - read_at
+        else:
+            late = int(size) if kind == "fixed" else rng.poisson(size)
+            late = min(late, len(history) - 1)
+            point, v_read = history[-1 - late]
+        delays.append(late)
+        if rule == "lookahead":
+            f = lookahead_factor(hp.momentum, mean_delay)
+            point = [p - lr * f * v for p, v in zip(point, v_read)]
+        x, y = next(batches)
+        apply(gradient_at(point, x, y), tf.constant(lr, tf.float32), tf.constant(hp.momentum, tf.float32))
+        if kind == "rr":
+            readers[worker] = (([w.read_value() for w in weights], [v.read_value() for v in velocity]), step + 1)
+    correct = total = 0
+    for x, y in scriptmod.call_input_fn(module, job.script, "test", 256, params):
+        logits = model([x, y], training=False)[0]
+        correct += int(np.sum(np.argmax(logits.numpy(), -1) == y.numpy()))
+        total += len(y)
+    return {"delay": delay, "rule": rule, "seed": seed, "accuracy": correct / total,
+            "mean_delay": float(np.mean(delays)), "steps": steps}
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--job", required=True)
+    parser.add_argument("--delays", default="fixed:0,fixed:1,fixed:2")
+    parser.add_argument("--rules", default="none,lookahead")
+    parser.add_argument("--seeds", type=int, default=3)
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
+    parser.add_argument("--out")
+    args = parser.parse_args(argv)
+    job = specmod.load(args.job, args.set)
+    rows = []
+    for seed in range(args.seeds):  # seeds outermost: every cell sees the same machine drift
+        for delay in args.delays.split(","):
+            for rule in args.rules.split(","):
+                if rule == "lookahead" and delay in ("fixed:0", "rr:1"):
+                    continue  # nothing to look ahead over
+                rows.append(run(job, delay, rule, seed))
+                print(json.dumps(rows[-1]), flush=True)
+    print(f"\n{job.name}: final accuracy, median [min, max] over {args.seeds} seeds")
+    cells = collections.defaultdict(list)
+    for r in rows:
+        cells[(r["delay"], r["rule"])].append(r)
+    for (delay, rule), rs in cells.items():
+        acc = [r["accuracy"] for r in rs]
+        print(f"  {delay:>10} {rule:>9}  {statistics.median(acc):.3f} [{min(acc):.3f}, {max(acc):.3f}]"
+              f"  mean delay {statistics.mean(r['mean_delay'] for r in rs):.2f}")
+    if args.out:
+        with open(args.out, "w", encoding="utf-8") as fh:
+            json.dump({"job": args.job, "set": args.set, "runs": rows}, fh, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
