@@ -33,7 +33,7 @@ def fix(run):
     return run
 
 merged = {v: [fix(r) for r in rs] for v, rs in merged.items()}
-order = ["bsp", "asp", "ssp", "dc-asgd", "fasgd", "specsync"]
+order = list(P.PROTOCOLS)
 order += [f"bsp>{p}" for p in order[1:]] + [f"bsp>{p} (guard on)" for p in order[1:]]
 results = {v: dict(P.stats(merged[v]), runs=merged[v]) for v in order if v in merged}
 out = {"workers": 4, "repeats": max(len(r) for r in merged.values()), "rounds": notes,
