@@ -102,6 +102,28 @@ def test_switch_at_shortcut(fraction, expected):
     assert [(p.protocol, p.until) for p in specmod.switch_at_schedule(fraction)] == expected
 
 
+def test_switch_at_shortcut_with_a_target():
+    target = specmod.parse_schedule([{"protocol": "lookahead", "delay": 2}])[0]
+    phases = specmod.switch_at_schedule(0.4, target=target)
+    assert [(p.protocol, p.until, p.param_dict) for p in phases] == [
+        ("bsp", 0.4, {}), ("lookahead", 1.0, {"delay": 2.0, "adaptive": True})]
+    assert [p.protocol for p in specmod.switch_at_schedule(0.0, target=target)] == ["lookahead"]
+    assert [p.protocol for p in specmod.switch_at_schedule(1.0, target=target)] == ["bsp"]
+
+
+@pytest.mark.parametrize("schedule, target", [
+    ([{"protocol": "bsp", "until": 0.3}, {"protocol": "lookahead"}], "lookahead"),
+    ([{"protocol": "bsp", "until": 0.3}, {"protocol": "ssp", "staleness": 1}], "ssp"),
+    ([{"protocol": "bsp", "until": 0.3}, {"protocol": "asp"}], None),
+    ([{"protocol": "bsp", "until": 0.3}, {"protocol": "bsp", "aggregate": 1}], None),
+    ([{"protocol": "asp", "until": 0.3}, {"protocol": "lookahead"}], None),
+    ([{"protocol": "bsp", "until": 0.3}, {"protocol": "lookahead", "until": 0.6}, {"protocol": "bsp"}], None),
+    ([{"protocol": "lookahead"}], None)])
+def test_switch_target(schedule, target):
+    found = specmod.switch_target(specmod.parse_schedule(schedule))
+    assert (found.protocol if found else None) == target
+
+
 def test_missing_script_and_file_errors(write_spec, tmp_path):
     with pytest.raises(SpecError, match=r"script='nope.py': no such file"):
         specmod.load(write_spec(MINIMAL.replace("EXAMPLES/digits_mlp.py", "nope.py")))

@@ -50,7 +50,7 @@ def _pct(x: float | None) -> str:
     return "-" if x is None else f"{x * 100:.4g}%"
 
 
-def _progress(echo):
+def _progress(echo, target: str = "ASP"):
     """on_event callback printing which point runs and what each pilot and setting gave."""
     state = {"index": 0}
 
@@ -62,7 +62,7 @@ def _progress(echo):
         elif kind in ("pilot_start", "pilot_reused"):
             if info["role"] == "candidate" and info["repeat"] == 0:
                 state["index"] += 1
-                echo(f"setting {state['index']}: BSP for {_pct(info['switch_at'])} of the workload, then ASP")
+                echo(f"setting {state['index']}: BSP for {_pct(info['switch_at'])} of the workload, then {target}")
             if kind == "pilot_start":
                 echo(f"  pilot {info['repeat'] + 1} at {_pct(info['switch_at'])}: running ...")
             else:
@@ -121,6 +121,8 @@ def run_cmd(job, runs, threshold, max_settings, bsp_runs, target_accuracy, worke
     signature, inputs = storemod.signature_for_spec(job_spec)
     root = output_dir or os.path.join("runs", f"search-{job_spec.name}-{signature[:8]}")
     switching = storemod.switching_for_spec(job_spec)
+    target = specmod.switch_target(job_spec.policy.schedule)
+    then = target.protocol if target is not None else "ASP"  # the pilots keep the job's own switch target
     cache = storemod.pilot_cache_for(signature, switching)
     if fresh:
         cache.clear()
@@ -129,7 +131,7 @@ def run_cmd(job, runs, threshold, max_settings, bsp_runs, target_accuracy, worke
          f"K={bsp_runs if target_accuracy is None else 0}, beta={threshold:g}; pilots under {root}")
     result = binary_search(run_pilot_factory(job_spec, root), max_settings=max_settings, threshold=threshold,
                            runs=runs, bsp_runs=bsp_runs, target_accuracy=target_accuracy, cache=cache,
-                           on_event=_progress(echo), two_sided=not one_sided)
+                           on_event=_progress(echo, then), two_sided=not one_sided)
     chosen = result.chosen
     accs = [a for a in (chosen.accuracies if chosen else result.reference) if a is not None]
     record = storemod.PolicyRecord(
@@ -147,7 +149,7 @@ def run_cmd(job, runs, threshold, max_settings, bsp_runs, target_accuracy, worke
         click.echo(json.dumps({"policy": storemod._plain(record), "search": storemod._plain(result.to_dict()),
                                "stored": not no_store}, indent=2))
         return
-    click.echo(f"switch at {_pct(result.switch_at)} of the workload (BSP, then ASP)"
+    click.echo(f"switch at {_pct(result.switch_at)} of the workload (BSP, then {then})"
                + (" - no earlier switch kept the accuracy: pure BSP" if result.switch_at == 1.0 else ""))
     click.echo(f"accuracy {_acc(record.achieved_mean)} vs target {result.target_accuracy:.4f} +/- {threshold:g}; "
                f"{result.runs} pilot(s), {result.new_runs} new; cost {result.cost_s:.0f} s"

@@ -286,9 +286,15 @@ class JsonPilotCache(MutableMapping):
 
 def switching_for_spec(job_spec) -> dict:
     """How a job's switches are made: what a searched switch point is only valid under."""
+    from syncswitch.spec import switch_target
+
     policy = job_spec.policy
-    return {"configuration": policy.configuration, "switch_mode": policy.switch_mode,
-            "guard": policy.guard.enabled, "fallback": list(policy.fallback)}
+    out = {"configuration": policy.configuration, "switch_mode": policy.switch_mode,
+           "guard": policy.guard.enabled, "fallback": list(policy.fallback)}
+    target = switch_target(policy.schedule)
+    if target is not None:  # ASP, the paper's target, stays unnamed: pilots and policies stored before still match
+        out["target"] = {"protocol": target.protocol, **target.param_dict, **dict(target.hyperparameters)}
+    return out
 
 
 def pilot_cache_for(signature: str, switching: dict | None = None) -> JsonPilotCache:

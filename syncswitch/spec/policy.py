@@ -68,14 +68,24 @@ def phase_hyperparameters(value: Any, field: str) -> tuple[tuple[str, float], ..
     return tuple(out)
 
 
-def switch_at_schedule(fraction: float, field: str = "--switch-at") -> tuple[Phase, ...]:
-    """The `[bsp until F, asp]` schedule; F=0 is pure ASP and F=1 pure BSP."""
+def switch_at_schedule(fraction: float, field: str = "--switch-at", target: Phase | None = None) -> tuple[Phase, ...]:
+    """The `[bsp until F, asp]` schedule (or `target` instead of asp); F=0 is the target alone, F=1 pure BSP."""
     f = number(fraction, field, lo=0.0, hi=1.0)
+    after = dataclasses.replace(target, until=1.0) if target is not None else Phase("asp", 1.0)
     if f == 0.0:
-        return (Phase("asp", 1.0),)
+        return (after,)
     if f == 1.0:
         return (Phase("bsp", 1.0),)
-    return (Phase("bsp", f), Phase("asp", 1.0))
+    return (Phase("bsp", f), after)
+
+
+def switch_target(schedule: tuple[Phase, ...]) -> Phase | None:
+    """The phase a `[bsp until F, X]` schedule switches to, X asynchronous, with its parameters; None for any
+    other schedule (ASP, the paper's target). Moving the switch point (the search's pilots) keeps X."""
+    if len(schedule) == 2 and schedule[0].protocol == "bsp" and schedule[1].protocol != "asp":
+        if not PROTOCOLS.get(schedule[1].protocol).synchronous:
+            return schedule[1]
+    return None
 
 
 def adopt_stored_switch_at(job_spec, switch_at: float | None):
@@ -86,7 +96,7 @@ def adopt_stored_switch_at(job_spec, switch_at: float | None):
     """
     if switch_at is None or job_spec.policy.source != "default":
         return job_spec
-    schedule = switch_at_schedule(switch_at, "stored policy switch_at")
+    schedule = switch_at_schedule(switch_at, "stored policy switch_at", switch_target(job_spec.policy.schedule))
     return job_spec.with_policy(dataclasses.replace(job_spec.policy, schedule=schedule, source="store"))
 
 

@@ -153,6 +153,17 @@ def test_pilots_and_stored_points_are_kept_apart_per_way_of_switching(job_file, 
     assert stored_switch_at(warmup) is None
 
 
+def test_pilots_under_another_switch_target_are_kept_apart(job_file, syncswitch_home):
+    from syncswitch.search.store import pilot_cache_for, switching_for_spec
+
+    asp = specmod.load(str(job_file), ["policy.schedule=[{protocol: bsp, until: 0.25}, {protocol: asp}]"])
+    lookahead = specmod.load(str(job_file), ["policy.schedule=[{protocol: bsp, until: 0.25}, {protocol: lookahead}]"])
+    assert "target" not in switching_for_spec(asp)  # the paper's target: what was stored before still matches
+    assert switching_for_spec(lookahead)["target"] == {"protocol": "lookahead", "adaptive": True, "delay": 1.0}
+    sig = signature_for_spec(asp)[0]
+    assert pilot_cache_for(sig, switching_for_spec(asp)).path != pilot_cache_for(sig, switching_for_spec(lookahead)).path
+
+
 def test_a_stored_switch_point_only_replaces_the_default_schedule(job_file):
     from syncswitch.search.store import stored_switch_at
 

@@ -1,0 +1,41 @@
+"""Variant names of `syncswitch experiment` and the search's pilots: which schedule each one runs."""
+
+from __future__ import annotations
+
+import pytest
+
+from syncswitch import spec as specmod
+from syncswitch.cluster_manager.experiments import variant_policy
+from syncswitch.errors import SpecError
+from tests.conftest import MINIMAL
+
+LOOKAHEAD = "policy.schedule=[{protocol: bsp, until: 0.25}, {protocol: lookahead, delay: 2, hyperparameters: {momentum: 0.5}}]"
+
+
+def _phases(policy):
+    return [(p.protocol, p.until, p.param_dict, dict(p.hyperparameters)) for p in policy.schedule]
+
+
+def test_switch_at_keeps_the_jobs_switch_target(write_spec):
+    job = specmod.load(write_spec(MINIMAL), [LOOKAHEAD])
+    assert _phases(variant_policy(job, "switch@0.4")) == [
+        ("bsp", 0.4, {}, {}), ("lookahead", 1.0, {"adaptive": True, "delay": 2.0}, {"momentum": 0.5})]
+    assert _phases(variant_policy(job, "switch@0")) == [
+        ("lookahead", 1.0, {"adaptive": True, "delay": 2.0}, {"momentum": 0.5})]
+    assert [p.protocol for p in variant_policy(job, "asp").schedule] == ["asp"]  # a protocol name is that protocol
+
+
+@pytest.mark.parametrize("schedule", [None, "policy.schedule=[{protocol: bsp, until: 0.5}, {protocol: asp}]",
+                                      "policy.schedule=[{protocol: ssp, until: 0.5}, {protocol: lookahead}]",
+                                      "policy.schedule=[{protocol: bsp, until: 0.5}, {protocol: bsp, aggregate: 1}]"])
+def test_switch_at_goes_to_asp_otherwise(write_spec, schedule):
+    job = specmod.load(write_spec(MINIMAL), [schedule] if schedule else [])
+    assert [(p.protocol, p.until) for p in variant_policy(job, "switch@0.3").schedule] == [("bsp", 0.3), ("asp", 1.0)]
+
+
+def test_bad_variant_names(write_spec):
+    job = specmod.load(write_spec(MINIMAL))
+    with pytest.raises(SpecError, match="expected switch@FRACTION"):
+        variant_policy(job, "switch@soon")
+    with pytest.raises(SpecError, match=r"expected a protocol \(bsp, asp, .*lookahead\) or switch@FRACTION"):
+        variant_policy(job, "lookahed")
