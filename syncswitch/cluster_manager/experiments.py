@@ -19,7 +19,8 @@ def variant_policy(spec, variant: str):
             fraction = float(variant.split("@", 1)[1])
         except ValueError:
             raise SpecError(f"--compare variant {variant!r}: expected switch@FRACTION, e.g. switch@0.25") from None
-        schedule = specmod.switch_at_schedule(fraction, f"--compare {variant}", specmod.switch_target(spec.policy.schedule))
+        target = specmod.switch_target(spec.policy.schedule)
+        schedule = specmod.switch_at_schedule(fraction, f"--compare {variant}", target)
     else:
         raise SpecError(f"--compare variant {variant!r}: expected a protocol ({', '.join(specmod.PROTOCOLS)}) "
                         "or switch@FRACTION")

@@ -105,7 +105,8 @@ register(Protocol("fasgd", (
     Param("power", "float", 1.0, lo=0.0, hi=4.0, help="the rate is divided by max(1, staleness) ** power"),
 ), summary="staleness-aware ASP: each update's rate divided by its measured step-staleness"))
 register(Protocol("lookahead", (
-    Param("delay", "float", 1.0, lo=0.0, hi=1000.0, help="expected staleness in updates: how far ahead gradients are taken"),
+    Param("delay", "float", 1.0, lo=0.0, hi=1000.0,
+          help="expected staleness in updates: how far ahead gradients are taken"),
     Param("adaptive", "bool", True, help="replace delay with the staleness this phase measures, every few steps"),
 ), summary="look-ahead ASP (after DANA): gradients taken where momentum will carry the parameters by their apply"))
 register(Protocol("specsync", (

@@ -15,5 +15,5 @@ from syncswitch.spec.stragglers import SCENARIO_PRESETS, SLOWDOWN_METHODS, expan
 __all__ = ["DEFAULT_SWITCH_AT", "PROTOCOLS", "SCENARIO_PRESETS", "SLOWDOWN_METHODS", "SWITCH_MODES", "TOP_KEYS",
            "CheckpointSpec", "ClusterSpec", "EvaluationSpec", "GuardSpec", "Hyperparameters", "Injection", "JobSpec",
            "LrDecay", "Phase", "PolicySpec", "RecoverySpec", "StragglerSpec", "WorkloadSpec", "adopt_stored_reference",
-           "adopt_stored_switch_at", "apply_override", "expand_scenario", "load", "parse_schedule", "switch_at_schedule", "switch_target",
-           "validate"]
+           "adopt_stored_switch_at", "apply_override", "expand_scenario", "load", "parse_schedule",
+           "switch_at_schedule", "switch_target", "validate"]

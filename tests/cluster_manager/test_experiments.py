@@ -9,7 +9,8 @@ from syncswitch.cluster_manager.experiments import variant_policy
 from syncswitch.errors import SpecError
 from tests.conftest import MINIMAL
 
-LOOKAHEAD = "policy.schedule=[{protocol: bsp, until: 0.25}, {protocol: lookahead, delay: 2, hyperparameters: {momentum: 0.5}}]"
+LOOKAHEAD = ("policy.schedule=[{protocol: bsp, until: 0.25}, "
+             "{protocol: lookahead, delay: 2, hyperparameters: {momentum: 0.5}}]")
 
 
 def _phases(policy):

@@ -10,9 +10,10 @@ look-ahead), so a worker reads it as it reads any variable: no extra transfer. T
 consistent: v' = m * v + g; phi' = phi - lr * ((1 + f) * v' - f * v). With d = 1 this is exactly Nesterov
 momentum; with f = 0 it is plain momentum ASP.
 
-The stored point differs from the plain iterate by f steps of momentum, less than one stale update
-moves it, so entering or leaving the phase needs no conversion (the checkpoint and the evaluator see phi,
-as they see Nesterov's look-ahead).
+The stored point differs from the plain iterate by lr * f * v, the distance momentum covers in d updates,
+so entering or leaving the phase needs no conversion: the first look-ahead gradient is taken d updates early,
+the first gradient after the phase d updates late, as any stale one is (the checkpoint and the evaluator see
+phi, as they see Nesterov's look-ahead).
 """
 
 from __future__ import annotations
