@@ -156,8 +156,6 @@ def test_lookahead_factor_is_the_momentum_carried_over_the_delay():
     assert lookahead_factor(0.9, 3) == pytest.approx(0.9 + 0.81 + 0.729)
     assert lookahead_factor(0.0, 5) == 0.0 and lookahead_factor(0.9, 0) == 0.0
     assert lookahead_factor(1.0, 2.5) == 2.5
-    with tf.Graph().as_default(), v1.Session() as session:
-        assert session.run(lookahead_factor(tf.constant(0.9), tf.constant(3.0))) == pytest.approx(2.439, abs=1e-4)
 
 
 def test_lookahead_with_delay_one_is_nesterov_momentum():

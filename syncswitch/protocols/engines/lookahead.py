@@ -28,13 +28,7 @@ ADAPT_EVERY = 32  # chief steps between two updates of the look-ahead from the m
 
 def lookahead_factor(momentum, delay):
     """f = m + m^2 + ... + m^d (continued to fractional d): how far, in units of lr * v, momentum alone
-    carries the parameters over the next d updates. numpy scalars or tensors."""
-    if isinstance(momentum, tf.Tensor) or isinstance(delay, tf.Tensor):
-        m = tf.cast(momentum, tf.float32)
-        d = tf.cast(delay, tf.float32)
-        near_one = m > 1.0 - 1e-6
-        safe = tf.where(near_one, tf.zeros_like(m), m)
-        return tf.where(near_one, d, safe * (1.0 - tf.pow(safe, d)) / (1.0 - safe))
+    carries the parameters over the next d updates. The chief computes it; the servers get the coefficients."""
     m, d = float(momentum), float(delay)
     return d if m > 1.0 - 1e-6 else m * (1.0 - m ** d) / (1.0 - m)
 
@@ -105,7 +99,7 @@ class LookaheadEngine(ProtocolEngine):
         self._momentum = optimizer._momentum  # noqa: SLF001 - the shared (possibly ramped) momentum tensor
         self._coefficients_in = v1.placeholder(tf.float32, [2], name="lookahead_coefficients_in")
         lr = optimizer._learning_rate  # noqa: SLF001
-        rates, setters, self._coefficients = {}, [], []
+        rates, setters = {}, []
         for _, v in grads_and_vars:
             if v.device in rates:
                 continue
@@ -113,7 +107,6 @@ class LookaheadEngine(ProtocolEngine):
             coefficients = state_variable(f"syncswitch/lookahead/coefficients_{len(rates)}", [2], tf.float32,
                                           colocate=v)
             setters.append(coefficients.assign(self._coefficients_in))
-            self._coefficients.append(coefficients)
             with tf.device(v.device):
                 both = tf.cast(lr, tf.float32) * coefficients.read_value()
                 rates[v.device] = (both[0], both[1])
