@@ -11,7 +11,9 @@ def test_minimal_spec_gets_defaults(write_spec):
     job = specmod.load(write_spec(MINIMAL))
     assert job.cluster.backend == "local" and job.cluster.workers == 2
     assert job.policy.source == "default"
-    assert [(p.protocol, p.until) for p in job.policy.schedule] == [("bsp", 0.25), ("asp", 1.0)]
+    assert [(p.protocol, p.until) for p in job.policy.schedule] == [("bsp", 0.25), ("lookahead", 1.0)]
+    assert job.policy.schedule[1].param_dict == {"delay": 1.0, "adaptive": True}  # the catalog's defaults
+    assert job.policy.switch_to == job.policy.schedule[1]
     assert job.policy.switch_mode == "in-place"
     assert job.hyperparameters.momentum == 0.9
     assert job.evaluation.every == 0.05 and job.evaluation.target_accuracy is None
@@ -96,8 +98,8 @@ def test_any_order_of_phases_is_accepted(write_spec):
     assert job.policy.source == "spec"
 
 
-@pytest.mark.parametrize("fraction, expected", [(0.0, [("asp", 1.0)]), (1.0, [("bsp", 1.0)]),
-                                                 (0.4, [("bsp", 0.4), ("asp", 1.0)])])
+@pytest.mark.parametrize("fraction, expected", [(0.0, [("lookahead", 1.0)]), (1.0, [("bsp", 1.0)]),
+                                                 (0.4, [("bsp", 0.4), ("lookahead", 1.0)])])
 def test_switch_at_shortcut(fraction, expected):
     assert [(p.protocol, p.until) for p in specmod.switch_at_schedule(fraction)] == expected
 
@@ -114,14 +116,44 @@ def test_switch_at_shortcut_with_a_target():
 @pytest.mark.parametrize("schedule, target", [
     ([{"protocol": "bsp", "until": 0.3}, {"protocol": "lookahead"}], "lookahead"),
     ([{"protocol": "bsp", "until": 0.3}, {"protocol": "ssp", "staleness": 1}], "ssp"),
-    ([{"protocol": "bsp", "until": 0.3}, {"protocol": "asp"}], None),
-    ([{"protocol": "bsp", "until": 0.3}, {"protocol": "bsp", "aggregate": 1}], None),
-    ([{"protocol": "asp", "until": 0.3}, {"protocol": "lookahead"}], None),
-    ([{"protocol": "bsp", "until": 0.3}, {"protocol": "lookahead", "until": 0.6}, {"protocol": "bsp"}], None),
-    ([{"protocol": "lookahead"}], None)])
-def test_switch_target(schedule, target):
-    found = specmod.switch_target(specmod.parse_schedule(schedule))
-    assert (found.protocol if found else None) == target
+    ([{"protocol": "bsp", "until": 0.3}, {"protocol": "asp"}], "asp"),
+    # any other shape: policy.switch_to (here dc-asgd)
+    ([{"protocol": "bsp", "until": 0.3}, {"protocol": "bsp", "aggregate": 1}], "dc-asgd"),
+    ([{"protocol": "asp", "until": 0.3}, {"protocol": "lookahead"}], "dc-asgd"),
+    ([{"protocol": "bsp", "until": 0.3}, {"protocol": "lookahead", "until": 0.6}, {"protocol": "bsp"}], "dc-asgd"),
+    ([{"protocol": "lookahead"}], "dc-asgd")])
+def test_switch_target(write_spec, schedule, target):
+    job = specmod.load(write_spec(MINIMAL), ["policy.switch_to=dc-asgd", f"policy.schedule={schedule}"])
+    assert specmod.switch_target(job.policy).protocol == target
+
+
+def test_switch_to(write_spec):
+    path = write_spec(MINIMAL)
+    job = specmod.load(path, ["policy.switch_to={protocol: lookahead, delay: 2}", "policy.switch_at=0.4"])
+    assert [(p.protocol, p.until, p.param_dict) for p in job.policy.schedule] == [
+        ("bsp", 0.4, {}), ("lookahead", 1.0, {"delay": 2.0, "adaptive": True})]
+    assert [p.protocol for p in specmod.load(path, ["policy.switch_to=asp"]).policy.schedule] == ["bsp", "asp"]
+    # A switch point moved on the command line keeps the file's `[bsp until F, X]` target ...
+    moved = specmod.load(path, ["policy.schedule=[{protocol: bsp, until: 0.3}, {protocol: ssp, staleness: 2}]",
+                                "policy.switch_at=0.5"])
+    assert [(p.protocol, p.until, p.param_dict) for p in moved.policy.schedule] == [
+        ("bsp", 0.5, {}), ("ssp", 1.0, {"staleness": 2})]
+    # ... and a target given on the command line replaces it, at the file's switch point.
+    retarget = specmod.load(path, ["policy.schedule=[{protocol: bsp, until: 0.3}, {protocol: ssp}]",
+                                   "policy.switch_to=asp"])
+    assert [(p.protocol, p.until) for p in retarget.policy.schedule] == [("bsp", 0.3), ("asp", 1.0)]
+
+
+@pytest.mark.parametrize("value, message", [
+    ("bsp", "policy.switch_to='bsp': is synchronous; a switch goes to an asynchronous protocol: asp,"),
+    ("lookahed", "policy.switch_to.protocol='lookahed' (did you mean 'lookahead'?)"),
+    ("{protocol: lookahead, delay: -1}", "policy.switch_to.delay=-1: must be >= 0.0"),
+    ("{protocol: asp, until: 0.5}", "unknown key policy.switch_to.until"),
+    ("[asp]", "policy.switch_to=['asp']: must be a mapping")])
+def test_switch_to_errors_name_the_field(write_spec, value, message):
+    with pytest.raises(SpecError) as info:
+        specmod.load(write_spec(MINIMAL), [f"policy.switch_to={value}"])
+    assert message in str(info.value)
 
 
 def test_missing_script_and_file_errors(write_spec, tmp_path):

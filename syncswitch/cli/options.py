@@ -11,7 +11,7 @@ def workers_override(workers: int | None) -> list[str]:
 
 
 def spec_overrides(protocol, workers, switch_at, switch_mode, target_accuracy, sets,
-                   straggler_policy=None, no_guard=False, cpus_per_node=None) -> list[str]:
+                   straggler_policy=None, no_guard=False, cpus_per_node=None, switch_to=None) -> list[str]:
     """Translate CLI shortcuts into `--set` assignments applied before validation."""
     out = list(sets)
     if protocol and switch_at is not None:
@@ -20,6 +20,8 @@ def spec_overrides(protocol, workers, switch_at, switch_mode, target_accuracy, s
         out.append(f"policy.schedule=[{{protocol: {protocol}}}]")
     if switch_at is not None:
         out.append(f"policy.switch_at={switch_at}")
+    if switch_to:
+        out.append(f"policy.switch_to={switch_to}")
     out += workers_override(workers)
     if switch_mode:
         out.append(f"policy.switch_mode={switch_mode}")
@@ -37,12 +39,19 @@ def spec_overrides(protocol, workers, switch_at, switch_mode, target_accuracy, s
 def job_options(fn):
     """Options shared by every command that runs a job."""
     from syncswitch.policies import STRAGGLER_POLICIES
+    from syncswitch.registry import PROTOCOLS as CATALOG
     from syncswitch.spec import PROTOCOLS
+    from syncswitch.spec.model import DEFAULT_SWITCH_TO
+
+    ASYNCHRONOUS = [n for n in PROTOCOLS if not CATALOG.get(n).synchronous]
 
     options = [
         click.option("--protocol", type=click.Choice(list(PROTOCOLS)),
                      help="Run one protocol (its default parameters) for the whole workload."),
-        click.option("--switch-at", type=float, help="Shortcut for the schedule [bsp until F, asp]."),
+        click.option("--switch-at", type=float,
+                     help="Shortcut for the schedule [bsp until F, X], X the job's switch target (--switch-to)."),
+        click.option("--switch-to", type=click.Choice(ASYNCHRONOUS),
+                     help=f"The protocol a switch goes to (default {DEFAULT_SWITCH_TO}; asp is the paper's)."),
         click.option("--switch-mode", type=click.Choice(["in-place", "relaunch"]), help="How a switch is actuated."),
         click.option("--workers", type=int, help="Number of nodes (one PS and one worker each)."),
         click.option("--target-accuracy", type=float, help="Time-to-accuracy threshold."),

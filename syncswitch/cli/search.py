@@ -121,8 +121,7 @@ def run_cmd(job, runs, threshold, max_settings, bsp_runs, target_accuracy, worke
     signature, inputs = storemod.signature_for_spec(job_spec)
     root = output_dir or os.path.join("runs", f"search-{job_spec.name}-{signature[:8]}")
     switching = storemod.switching_for_spec(job_spec)
-    target = specmod.switch_target(job_spec.policy.schedule)
-    then = target.protocol if target is not None else "ASP"  # the pilots keep the job's own switch target
+    then = specmod.switch_target(job_spec.policy).protocol  # the pilots keep the job's own switch target
     cache = storemod.pilot_cache_for(signature, switching)
     if fresh:
         cache.clear()

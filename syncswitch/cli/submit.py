@@ -18,7 +18,7 @@ from syncswitch.cli.options import job_options, spec_overrides
 @click.option("--verbose", is_flag=True, help="Log what the backend and the manager do (INFO) on stderr.")
 @click.option("--dry-run", is_flag=True, help="Print what would be provisioned and exit.")
 @friendly_errors
-def submit(job, protocol, switch_at, switch_mode, workers, target_accuracy, straggler_policy, no_guard,
+def submit(job, protocol, switch_at, switch_to, switch_mode, workers, target_accuracy, straggler_policy, no_guard,
            cpus_per_node, sets, output_dir, quiet, verbose, dry_run):
     """Run JOB (a YAML job spec) on a parameter-server cluster."""
     from syncswitch import spec as specmod
@@ -28,7 +28,7 @@ def submit(job, protocol, switch_at, switch_mode, workers, target_accuracy, stra
 
     configure_logging(verbose)
     overrides = spec_overrides(protocol, workers, switch_at, switch_mode, target_accuracy, sets, straggler_policy,
-                               no_guard, cpus_per_node)
+                               no_guard, cpus_per_node, switch_to)
     job_spec = specmod.load(job, overrides)
     # A recurring job reuses its searched switch point, unless the spec or the command line gives one, and
     # the search's BSP pilots become the guard's reference, unless the spec names one.

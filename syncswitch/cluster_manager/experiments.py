@@ -11,7 +11,7 @@ from syncswitch.errors import SpecError
 
 def variant_policy(spec, variant: str):
     """The spec's policy for a variant name: a protocol (`bsp`, `asp`, `ssp`, ...) or `switch@F` (BSP until F, then
-    the spec's own switch target: X for a `[bsp until F, X]` schedule, ASP otherwise)."""
+    the spec's own switch target: X for a `[bsp until F, X]` schedule, `policy.switch_to` otherwise)."""
     if variant in specmod.PROTOCOLS:
         schedule = (specmod.Phase(variant, 1.0),)
     elif variant.startswith("switch@"):
@@ -19,8 +19,7 @@ def variant_policy(spec, variant: str):
             fraction = float(variant.split("@", 1)[1])
         except ValueError:
             raise SpecError(f"--compare variant {variant!r}: expected switch@FRACTION, e.g. switch@0.25") from None
-        target = specmod.switch_target(spec.policy.schedule)
-        schedule = specmod.switch_at_schedule(fraction, f"--compare {variant}", target)
+        schedule = specmod.switch_at_schedule(fraction, f"--compare {variant}", specmod.switch_target(spec.policy))
     else:
         raise SpecError(f"--compare variant {variant!r}: expected a protocol ({', '.join(specmod.PROTOCOLS)}) "
                         "or switch@FRACTION")

@@ -8,16 +8,18 @@ import time
 
 from syncswitch import __version__
 from syncswitch.metrics import converged_accuracy, time_to_accuracy
+from syncswitch.registry import PROTOCOLS
 
 
 def planned_switch_at(schedule) -> float | None:
-    """The BSP share of a plain schedule (1.0 all BSP, 0.0 all ASP); None for any other shape."""
+    """The BSP share of a plain schedule (1.0 all BSP, 0.0 all ASP, F for BSP then any asynchronous protocol);
+    None for any other shape."""
     protocols = [p.protocol for p in schedule]
     if protocols == ["bsp"]:
         return 1.0
     if protocols == ["asp"]:
         return 0.0
-    if protocols == ["bsp", "asp"]:
+    if len(protocols) == 2 and protocols[0] == "bsp" and not PROTOCOLS.get(protocols[1]).synchronous:
         return schedule[0].until
     return None
 

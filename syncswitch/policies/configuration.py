@@ -5,6 +5,13 @@ from __future__ import annotations
 import dataclasses
 
 from syncswitch.policies.base import ConfigurationPolicy, PhaseConfig
+from syncswitch.registry import PROTOCOLS
+
+
+def _stale(protocol: str, workers: int) -> bool:
+    """Whether a phase of `protocol` on `workers` applies stale gradients: any asynchronous protocol (ASP, the
+    look-ahead, SSP, ...) on more than one worker. The rules below are written for ASP and hold for all of them."""
+    return workers > 1 and not PROTOCOLS.get(protocol).synchronous
 
 
 class PaperConfiguration(ConfigurationPolicy):
@@ -38,7 +45,7 @@ class AsyncMomentumConfiguration(PaperConfiguration):
 
     def configure(self, protocol, hp, workers):
         config = super().configure(protocol, hp, workers)
-        if protocol != "asp" or workers <= 1:
+        if not _stale(protocol, workers):
             return config
         implicit = 1.0 - 1.0 / workers
         return dataclasses.replace(config, momentum=max(0.0, hp.momentum - implicit))
@@ -54,7 +61,7 @@ class MomentumRampConfiguration(PaperConfiguration):
 
     def configure(self, protocol, hp, workers):
         config = super().configure(protocol, hp, workers)
-        if protocol != "asp" or workers <= 1 or hp.momentum == 0:
+        if not _stale(protocol, workers) or hp.momentum == 0:
             return config
         return dataclasses.replace(config, momentum_ramp_epochs=hp.momentum * workers)
 
@@ -69,7 +76,7 @@ class LrWarmupConfiguration(PaperConfiguration):
 
     def configure(self, protocol, hp, workers):
         config = super().configure(protocol, hp, workers)
-        if protocol != "asp" or workers <= 1:
+        if not _stale(protocol, workers):
             return config
         return dataclasses.replace(config, lr_warmup_epochs=1.0)
 
@@ -81,7 +88,7 @@ class CompensatedConfiguration(PaperConfiguration):
 
     def configure(self, protocol, hp, workers):
         config = super().configure(protocol, hp, workers)
-        if protocol != "asp" or workers <= 1:
+        if not _stale(protocol, workers):
             return config
         momentum = max(0.0, hp.momentum - (1.0 - 1.0 / workers))
         rate = config.learning_rate * (1.0 - momentum) / (1.0 - hp.momentum)

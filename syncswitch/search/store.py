@@ -291,8 +291,10 @@ def switching_for_spec(job_spec) -> dict:
     policy = job_spec.policy
     out = {"configuration": policy.configuration, "switch_mode": policy.switch_mode,
            "guard": policy.guard.enabled, "fallback": list(policy.fallback)}
-    target = switch_target(policy.schedule)
-    if target is not None:  # ASP, the paper's target, stays unnamed: pilots and policies stored before still match
+    target = switch_target(policy)
+    if target.protocol != "asp" or target.hyperparameters:
+        # ASP, the paper's target and the only one before there was a choice, stays unnamed: pilots and
+        # policies stored for it still match.
         out["target"] = {"protocol": target.protocol, **target.param_dict, **dict(target.hyperparameters)}
     return out
 

@@ -92,7 +92,23 @@ def apply_override(doc: dict, assignment: str) -> None:
     # other: `--switch-at 0.4` on a job whose file has a schedule means "use this switch point".
     replaced = {"policy.switch_at": "schedule", "policy.schedule": "switch_at"}.get(key.strip())
     if replaced:
-        node.pop(replaced, None)
+        dropped = node.pop(replaced, None)
+        # ... and keeps the schedule's own switch target: `[bsp until F, X]` moved to 0.4 still switches to X.
+        if replaced == "schedule" and "switch_to" not in node and _switch_target_item(dropped) is not None:
+            node["switch_to"] = _switch_target_item(dropped)
+    # `--switch-to asp` on a job whose file says `[bsp until F, X]` means: switch at F, to asp.
+    schedule = node.get("schedule")
+    if (key.strip() == "policy.switch_to" and _switch_target_item(schedule) is not None
+            and set(schedule[0]) <= {"protocol", "until"}):  # a BSP phase with parameters stays as written
+        node["switch_at"] = node.pop("schedule")[0].get("until")
+
+
+def _switch_target_item(schedule: Any) -> dict | None:
+    """X (its mapping, `until` dropped) of a `[{protocol: bsp, until: F}, X]` schedule as written; None otherwise."""
+    if (isinstance(schedule, list) and len(schedule) == 2 and all(isinstance(p, dict) for p in schedule)
+            and schedule[0].get("protocol") == "bsp" and schedule[1].get("protocol") not in (None, "bsp")):
+        return {k: v for k, v in schedule[1].items() if k != "until"}
+    return None
 
 
 def load(path: str, overrides: list[str] | tuple[str, ...] = ()) -> JobSpec:

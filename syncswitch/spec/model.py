@@ -9,6 +9,10 @@ PROTOCOLS = ("bsp", "asp", "ssp", "dc-asgd", "fasgd", "specsync", "lookahead")
 PHASE_HYPERPARAMETERS = ("learning_rate", "momentum")  # settable per phase, in place or by relaunch
 SWITCH_MODES = ("in-place", "relaunch")
 DEFAULT_SWITCH_AT = 0.25
+# The protocol a switch point's schedule switches to (`policy.switch_to`). Not the paper's ASP: with BSP-tuned
+# hyperparameters the look-ahead kept more accuracy than ASP on every workload measured, at ASP's speed
+# (BENCHMARKS.md, issue 13).
+DEFAULT_SWITCH_TO = "lookahead"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -70,6 +74,9 @@ class PolicySpec:
     source: str = "spec"  # where the schedule came from: spec | default | store | cli
     guard: GuardSpec = GuardSpec()
     fallback: tuple[str, ...] = ("bsp",)  # protocols a rollback continues with, one rung per rollback
+    # What `policy.switch_at`, the default schedule and a moved switch point (search, experiments) switch to;
+    # the policy section fills in the protocol's parameters.
+    switch_to: Phase = Phase(DEFAULT_SWITCH_TO, 1.0)
 
 
 PER_NODE = "per-node"

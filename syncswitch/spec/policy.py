@@ -8,7 +8,8 @@ from typing import Any
 from syncswitch.errors import SpecError
 from syncswitch.registry import CONFIGURATION_POLICIES, PROTOCOLS
 from syncswitch.spec.fields import check_keys, choice, fail, mapping, number
-from syncswitch.spec.model import DEFAULT_SWITCH_AT, PHASE_HYPERPARAMETERS, SWITCH_MODES, GuardSpec, Phase, PolicySpec
+from syncswitch.spec.model import (DEFAULT_SWITCH_AT, DEFAULT_SWITCH_TO, PHASE_HYPERPARAMETERS, SWITCH_MODES, GuardSpec,
+                                   Phase, PolicySpec)
 from syncswitch.spec.reference import load_reference
 
 
@@ -25,14 +26,7 @@ def parse_schedule(value: Any, field: str = "policy.schedule") -> tuple[Phase, .
     for i, item in enumerate(value):
         where = f"{field}[{i}]"
         item = mapping(item, where)
-        protocol = item.get("protocol")
-        if protocol is None:
-            raise SpecError(f"{where}.protocol is required; valid: {', '.join(PROTOCOLS.names())}")
-        entry = PROTOCOLS.get(protocol, field=f"{where}.protocol")
-        # Every key but protocol and until is one of the protocol's own parameters.
-        given = {k: v for k, v in item.items() if k not in ("protocol", "until", "hyperparameters")}
-        params = tuple(sorted(entry.check_params(given, where, also=("protocol", "until", "hyperparameters")).items()))
-        hyperparameters = phase_hyperparameters(item.get("hyperparameters"), f"{where}.hyperparameters")
+        protocol, params, hyperparameters = phase_fields(item, where)
         last = i == len(value) - 1
         if last:
             until = number(item.get("until", 1.0), f"{where}.until", lo=0.0, hi=1.0)
@@ -54,6 +48,17 @@ def parse_schedule(value: Any, field: str = "policy.schedule") -> tuple[Phase, .
     return tuple(phases)
 
 
+def phase_fields(item: dict, where: str, keys: tuple[str, ...] = ("protocol", "until", "hyperparameters")):
+    """(protocol, params, hyperparameters) of one phase mapping; every key but `keys` is a protocol parameter."""
+    protocol = item.get("protocol")
+    if protocol is None:
+        raise SpecError(f"{where}.protocol is required; valid: {', '.join(PROTOCOLS.names())}")
+    entry = PROTOCOLS.get(protocol, field=f"{where}.protocol")
+    given = {k: v for k, v in item.items() if k not in keys}
+    params = tuple(sorted(entry.check_params(given, where, also=keys).items()))
+    return protocol, params, phase_hyperparameters(item.get("hyperparameters"), f"{where}.hyperparameters")
+
+
 def phase_hyperparameters(value: Any, field: str) -> tuple[tuple[str, float], ...]:
     """A phase's `{learning_rate, momentum}` overrides of the configuration policy's answer."""
     if value is None:
@@ -68,10 +73,29 @@ def phase_hyperparameters(value: Any, field: str) -> tuple[tuple[str, float], ..
     return tuple(out)
 
 
+def switch_to_section(value: Any, field: str = "policy.switch_to") -> Phase:
+    """`policy.switch_to`: an asynchronous protocol's name, or `{protocol, <its params>, hyperparameters}` as a
+    schedule phase is written; its parameters are checked and completed with the catalog's defaults."""
+    named = isinstance(value, str)
+    item = {"protocol": value} if named else mapping(value, field)
+    protocol, params, hyperparameters = phase_fields(item, field, keys=("protocol", "hyperparameters"))
+    if PROTOCOLS.get(protocol).synchronous:
+        asynchronous = [n for n in PROTOCOLS.names() if not PROTOCOLS.get(n).synchronous]
+        raise fail(field if named else f"{field}.protocol", protocol,
+                   f"is synchronous; a switch goes to an asynchronous protocol: {', '.join(asynchronous)}")
+    return Phase(protocol, 1.0, params, hyperparameters)
+
+
+def default_switch_to() -> Phase:
+    """The default switch target with its catalog parameters."""
+    return switch_to_section(DEFAULT_SWITCH_TO)
+
+
 def switch_at_schedule(fraction: float, field: str = "--switch-at", target: Phase | None = None) -> tuple[Phase, ...]:
-    """The `[bsp until F, asp]` schedule (or `target` instead of asp); F=0 is the target alone, F=1 pure BSP."""
+    """The `[bsp until F, X]` schedule, X = `target` (the default switch target if None); F=0 is X alone, F=1 pure
+    BSP."""
     f = number(fraction, field, lo=0.0, hi=1.0)
-    after = dataclasses.replace(target, until=1.0) if target is not None else Phase("asp", 1.0)
+    after = dataclasses.replace(target or default_switch_to(), until=1.0)
     if f == 0.0:
         return (after,)
     if f == 1.0:
@@ -79,13 +103,16 @@ def switch_at_schedule(fraction: float, field: str = "--switch-at", target: Phas
     return (Phase("bsp", f), after)
 
 
-def switch_target(schedule: tuple[Phase, ...]) -> Phase | None:
-    """The phase a `[bsp until F, X]` schedule switches to, X asynchronous, with its parameters; None for any
-    other schedule (ASP, the paper's target). Moving the switch point (the search's pilots) keeps X."""
-    if len(schedule) == 2 and schedule[0].protocol == "bsp" and schedule[1].protocol != "asp":
-        if not PROTOCOLS.get(schedule[1].protocol).synchronous:
-            return schedule[1]
-    return None
+def switch_target(policy: PolicySpec) -> Phase:
+    """What a moved switch point (the search's pilots, experiments' switch@F, a stored switch point) switches
+    to: X of a `[bsp until F, X]` schedule with X asynchronous, with its parameters; `policy.switch_to` for any
+    other schedule."""
+    schedule = policy.schedule
+    if len(schedule) == 2 and schedule[0].protocol == "bsp" and not PROTOCOLS.get(schedule[1].protocol).synchronous:
+        return schedule[1]
+    target = policy.switch_to  # parsed specs carry its parameters; one built in code may name none
+    params = PROTOCOLS.get(target.protocol).check_params(target.param_dict, "policy.switch_to")
+    return dataclasses.replace(target, params=tuple(sorted(params.items())))
 
 
 def adopt_stored_switch_at(job_spec, switch_at: float | None):
@@ -96,7 +123,7 @@ def adopt_stored_switch_at(job_spec, switch_at: float | None):
     """
     if switch_at is None or job_spec.policy.source != "default":
         return job_spec
-    schedule = switch_at_schedule(switch_at, "stored policy switch_at", switch_target(job_spec.policy.schedule))
+    schedule = switch_at_schedule(switch_at, "stored policy switch_at", switch_target(job_spec.policy))
     return job_spec.with_policy(dataclasses.replace(job_spec.policy, schedule=schedule, source="store"))
 
 
@@ -164,17 +191,20 @@ def fallback_section(value: Any) -> tuple[str, ...]:
 
 def policy_section(doc: Any, base: str = ".") -> PolicySpec:
     doc = mapping(doc, "policy")
-    check_keys(doc, ("schedule", "switch_at", "switch_mode", "configuration", "guard", "fallback"), "policy.")
+    check_keys(doc, ("schedule", "switch_at", "switch_to", "switch_mode", "configuration", "guard", "fallback"),
+               "policy.")
     if "schedule" in doc and "switch_at" in doc:
         raise SpecError("policy.schedule and policy.switch_at are exclusive: give one")
+    # A schedule names its own phases; switch_to still says where a moved switch point goes (search, experiments).
+    switch_to = switch_to_section(doc["switch_to"]) if "switch_to" in doc else default_switch_to()
     if "schedule" in doc:
         schedule, source = parse_schedule(doc["schedule"]), "spec"
     elif "switch_at" in doc:
-        schedule, source = switch_at_schedule(doc["switch_at"], "policy.switch_at"), "spec"
+        schedule, source = switch_at_schedule(doc["switch_at"], "policy.switch_at", switch_to), "spec"
     else:
-        schedule, source = switch_at_schedule(DEFAULT_SWITCH_AT), "default"
+        schedule, source = switch_at_schedule(DEFAULT_SWITCH_AT, target=switch_to), "default"
     mode = choice(doc.get("switch_mode", "in-place"), "policy.switch_mode", SWITCH_MODES)
     configuration = doc.get("configuration", "paper")
     CONFIGURATION_POLICIES.get(configuration, field="policy.configuration")
     return PolicySpec(schedule, mode, configuration, source, guard=guard_section(doc.get("guard", True), base),
-                      fallback=fallback_section(doc.get("fallback", ["bsp"])))
+                      fallback=fallback_section(doc.get("fallback", ["bsp"])), switch_to=switch_to)

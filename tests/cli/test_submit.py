@@ -26,7 +26,16 @@ def test_dry_run_shows_the_plan(write_spec):
                                       "--switch-at", "0.4", "--switch-mode", "relaunch"])
     assert result.exit_code == 0, result.output
     assert "3 agent process(es) on 127.0.0.1" in result.output
-    assert "schedule: bsp until 0.4, asp until 1 (relaunch)" in result.output
+    assert "schedule: bsp until 0.4, lookahead until 1 (relaunch)" in result.output
+
+
+def test_switch_to_names_the_protocol_the_switch_goes_to(write_spec):
+    path = write_spec(MINIMAL)
+    result = CliRunner().invoke(cli, ["submit", path, "--dry-run", "--switch-at", "0.4", "--switch-to", "asp"])
+    assert result.exit_code == 0, result.output
+    assert "schedule: bsp until 0.4, asp until 1" in result.output
+    result = CliRunner().invoke(cli, ["submit", path, "--dry-run", "--switch-to", "bsp"])
+    assert result.exit_code == 2 and "--switch-to" in result.output
 
 
 def test_protocol_and_switch_at_are_exclusive(write_spec):

@@ -26,12 +26,17 @@ def test_switch_at_keeps_the_jobs_switch_target(write_spec):
     assert [p.protocol for p in variant_policy(job, "asp").schedule] == ["asp"]  # a protocol name is that protocol
 
 
-@pytest.mark.parametrize("schedule", [None, "policy.schedule=[{protocol: bsp, until: 0.5}, {protocol: asp}]",
-                                      "policy.schedule=[{protocol: ssp, until: 0.5}, {protocol: lookahead}]",
-                                      "policy.schedule=[{protocol: bsp, until: 0.5}, {protocol: bsp, aggregate: 1}]"])
-def test_switch_at_goes_to_asp_otherwise(write_spec, schedule):
+@pytest.mark.parametrize("schedule, target", [
+    (None, "lookahead"),  # the default switch target
+    ("policy.schedule=[{protocol: bsp, until: 0.5}, {protocol: asp}]", "asp"),
+    ("policy.schedule=[{protocol: ssp, until: 0.5}, {protocol: lookahead}]", "lookahead"),
+    ("policy.schedule=[{protocol: bsp, until: 0.5}, {protocol: bsp, aggregate: 1}]", "lookahead")])
+def test_switch_at_goes_to_the_default_target_otherwise(write_spec, schedule, target):
     job = specmod.load(write_spec(MINIMAL), [schedule] if schedule else [])
-    assert [(p.protocol, p.until) for p in variant_policy(job, "switch@0.3").schedule] == [("bsp", 0.3), ("asp", 1.0)]
+    assert [(p.protocol, p.until) for p in variant_policy(job, "switch@0.3").schedule] == [("bsp", 0.3), (target, 1.0)]
+    # policy.switch_to names it for a schedule of any other shape
+    job = specmod.load(write_spec(MINIMAL), ["policy.switch_to=dc-asgd"] + ([schedule] if schedule else []))
+    assert variant_policy(job, "switch@0.3").schedule[-1].protocol == ("asp" if target == "asp" else "dc-asgd")
 
 
 def test_bad_variant_names(write_spec):

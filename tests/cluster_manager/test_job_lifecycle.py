@@ -11,6 +11,8 @@ from syncswitch.cluster_manager.manager import exit_code
 from syncswitch.errors import ClusterError
 from tests.cluster_manager.fake_cluster import FakeBackend, FakeCluster, Failure, start_fake_evaluator
 
+TARGET = specmod.DEFAULT_SWITCH_TO  # where `policy.switch_at` switches to
+
 JOB = """
 name: fake
 script: EXAMPLES/digits_mlp.py
@@ -43,11 +45,11 @@ def test_in_place_switch_walks_the_states_and_keeps_progress(write_spec, tmp_pat
     assert _states(summary) == [("provisioning", None), ("launching", 0), ("running", 0), ("switching", 1),
                                 ("running", 1), ("finishing", None), ("tearing_down", None), ("done", None)]
     bsp, asp = summary["schedule"]
-    assert (bsp["protocol"], asp["protocol"]) == ("bsp", "asp")
+    assert (bsp["protocol"], asp["protocol"]) == ("bsp", TARGET)
     assert bsp["start_fraction"] == 0.0 and 0.25 <= bsp["end_fraction"] < 0.3
     assert asp["start_fraction"] == bsp["end_fraction"] and asp["end_fraction"] >= 1.0
     (switch,) = summary["switches"]
-    assert (switch["from"], switch["to"], switch["mode"], switch["reason"]) == ("bsp", "asp", "in-place", "schedule")
+    assert (switch["from"], switch["to"], switch["mode"], switch["reason"]) == ("bsp", TARGET, "in-place", "schedule")
     assert switch["overhead_s"] >= 0
     # Evaluation checkpoints at 25/50/75% and the final one, scored in order by the (fake) evaluator.
     assert [e["fraction"] for e in summary["evaluations"]] == pytest.approx([0.25, 0.5, 0.75, 1.0], abs=0.01)
@@ -134,7 +136,7 @@ def test_divergence_after_the_switch_rolls_back_and_falls_back_to_bsp(write_spec
     assert event["checkpoint_fraction"] == pytest.approx(0.5, abs=0.01)
     assert event["samples_lost"] > 0 and event["overhead_s"] >= 0 and event["mode"] == "in-place"
     bsp, asp, fallback = summary["schedule"]
-    assert [p["protocol"] for p in summary["schedule"]] == ["bsp", "asp", "bsp"]
+    assert [p["protocol"] for p in summary["schedule"]] == ["bsp", TARGET, "bsp"]
     assert asp["rolled_back_to"] == event["checkpoint_fraction"] == fallback["start_fraction"]
     assert fallback["end_fraction"] >= 1.0
     # Evaluations of the abandoned stretch are set apart; the run's own go on from the checkpoint.
@@ -146,7 +148,7 @@ def test_divergence_after_the_switch_rolls_back_and_falls_back_to_bsp(write_spec
 
 
 def test_a_sustained_loss_rise_rolls_back_by_relaunch(write_spec, tmp_path):
-    loss = lambda f, protocol: 3.0 if protocol == "asp" and f > 0.55 else 1.0  # noqa: E731
+    loss = lambda f, protocol: 3.0 if protocol != "bsp" and f > 0.55 else 1.0  # noqa: E731
     cluster = FakeCluster(total=4000, loss=loss)
     summary, cluster, _ = _run(write_spec, tmp_path, ["policy.switch_at=0.25", "policy.switch_mode=relaunch",
                                                     LOSS_RULE], cluster=cluster)
@@ -171,12 +173,12 @@ def test_without_rollbacks_left_a_divergence_ends_the_run(write_spec, tmp_path):
 
 
 def test_with_the_guard_off_a_degrading_phase_runs_to_the_end(write_spec, tmp_path):
-    loss = lambda f, protocol: 3.0 if protocol == "asp" and f > 0.55 else 1.0  # noqa: E731
+    loss = lambda f, protocol: 3.0 if protocol != "bsp" and f > 0.55 else 1.0  # noqa: E731
     cluster = FakeCluster(total=4000, loss=loss)
     summary, cluster, _ = _run(write_spec, tmp_path, ["policy.switch_at=0.25", "policy.guard=false"],
                                cluster=cluster)
     assert summary["status"] == "completed" and summary["guard_events"] == []
-    assert [p["protocol"] for p in summary["schedule"]] == ["bsp", "asp"]
+    assert [p["protocol"] for p in summary["schedule"]] == ["bsp", TARGET]
     assert summary["schedule"][-1]["end_fraction"] >= 1.0
 
 
@@ -191,7 +193,7 @@ def test_an_evaluation_that_comes_in_while_finishing_still_rolls_back(write_spec
     assert ("finishing", None) in states and states.index(("finishing", None)) < states.index(("rolling_back", 2))
     (event,) = summary["guard_events"]
     assert event["reason"] == "accuracy" and event["checkpoint_fraction"] == pytest.approx(0.5, abs=0.01)
-    assert [p["protocol"] for p in summary["schedule"]] == ["bsp", "asp", "bsp"]
+    assert [p["protocol"] for p in summary["schedule"]] == ["bsp", TARGET, "bsp"]
     assert summary["final_accuracy"] == pytest.approx(0.9)  # the fallback's final checkpoint, not the collapse
     assert min(e["accuracy"] for e in summary["evaluations"]) > 0.5
 
@@ -201,11 +203,12 @@ LOSS_RULE = "policy.guard={loss_rule: true}"
 
 
 def _asp_degrades_after_its_first_step():
-    """A loss that triples once ASP has trained past the progress it entered at (as a real collapse would)."""
+    """A loss that triples once an asynchronous phase (greedy's ASP, the switch target) has trained past the
+    progress it entered at (as a real collapse would)."""
     entered = []
 
     def loss(f, protocol):
-        if protocol != "asp":
+        if protocol == "bsp":
             return 1.0
         entered.append(f)
         return 3.0 if f > entered[0] else 1.0
@@ -237,5 +240,5 @@ def test_after_elastic_shrank_the_group_a_rollback_into_bsp_stays_in_place(write
     assert [a["action"] for a in summary["policy_actions"]][:1] == ["shrink"]
     (event,) = summary["guard_events"]
     assert event["mode"] == "in-place" and event["action"].endswith("continue with bsp")
-    assert [p["protocol"] for p in summary["schedule"]] == ["bsp", "asp", "bsp"]
+    assert [p["protocol"] for p in summary["schedule"]] == ["bsp", TARGET, "bsp"]
     assert summary["switches"][0]["mode"] == "in-place"  # into ASP: in place as planned

@@ -5,6 +5,7 @@ import os
 
 import pytest
 
+from syncswitch import spec as specmod
 from syncswitch.errors import ClusterError
 from syncswitch.wire import saved
 from tests.cluster_manager.fake_cluster import FakeCluster, Failure
@@ -121,7 +122,7 @@ def test_resume_continues_a_failed_run_from_its_last_checkpoint(write_spec, tmp_
     assert again.nodes[0].launches[0].start_phase == 1
     # The whole run: BSP from the first manager, ASP continued by the second; evaluations once each.
     # (a phase is logged when it ends: the first manager's unfinished ASP phase is not)
-    assert [p["protocol"] for p in summary["schedule"]] == ["bsp", "asp"]
+    assert [p["protocol"] for p in summary["schedule"]] == ["bsp", specmod.DEFAULT_SWITCH_TO]
     assert summary["schedule"][1]["start_fraction"] == pytest.approx(0.5)
     assert [e["fraction"] for e in summary["evaluations"]] == pytest.approx([0.25, 0.5, 0.75, 1.0], abs=0.01)
     assert len(summary["switches"]) == 1
@@ -138,7 +139,7 @@ def test_resume_after_a_guard_rollback_goes_on_in_the_fallback_phase(write_spec,
     from syncswitch.cluster_manager import manager
     from tests.cluster_manager.fake_cluster import FakeBackend, start_fake_evaluator
 
-    loss = lambda f, protocol: 3.0 if protocol == "asp" and f > 0.3 else 1.0  # noqa: E731
+    loss = lambda f, protocol: 3.0 if protocol != "bsp" and f > 0.3 else 1.0  # noqa: E731
     cluster = FakeCluster(total=4000, loss=loss, failure=Failure(worker=1, at=0.85))
     first, _, _ = _run(write_spec, tmp_path, ["recovery.max_restarts=0", "policy.switch_at=0.25", LOSS_RULE],
                        cluster=cluster, raises=ClusterError)
@@ -162,7 +163,7 @@ def test_a_resumed_asynchronous_phase_is_still_guarded(write_spec, tmp_path):
     first, _, _ = _run(write_spec, tmp_path, ["recovery.max_restarts=0", "policy.switch_at=0.25", LOSS_RULE],
                        cluster=cluster, raises=ClusterError)
     assert first["status"] == "failed" and not first["guard_events"]
-    loss = lambda f, protocol: 3.0 if protocol == "asp" and f > 0.7 else 1.0  # noqa: E731 - collapses after resume
+    loss = lambda f, protocol: 3.0 if protocol != "bsp" and f > 0.7 else 1.0  # noqa: E731 - collapses after resume
     again = FakeCluster(total=4000, loss=loss)
     summary = manager.resume(str(tmp_path / "run"), progress=False, backend=FakeBackend(again),
                              connect=again.connect, start_evaluator=start_fake_evaluator)

@@ -4,7 +4,7 @@ import pytest
 
 from syncswitch.cluster_manager.plan import PhasePlan
 from syncswitch.cluster_manager.stragglers import Slowdown, StragglerController
-from syncswitch.spec import Injection, StragglerSpec
+from syncswitch.spec import DEFAULT_SWITCH_TO, Injection, StragglerSpec
 
 
 def _controller(policy="none", injections=(), workers=4):
@@ -94,14 +94,14 @@ stragglers: {policy: greedy}
 
 def test_greedy_plan_owes_the_bsp_share_back(write_spec):
     plan = _plan(GREEDY.replace("SWITCH", "0.4"), write_spec)
-    bsp_cfg, asp_cfg = plan[0].config, plan[1].config
+    bsp_cfg, asp_cfg = plan[0].config, plan.config_for("asp")  # greedy's interlude is the paper's ASP
     plan.interrupt(0, 0.1)
     assert plan.greedy_owed == pytest.approx(0.3)
     assert [(p.protocol, p.until, p.config) for p in plan] == [("bsp", 0.1, bsp_cfg), ("asp", 1.0, asp_cfg)]
     assert plan.owes_bsp(1)
     plan.resume(1, 0.25)
     assert [(p.protocol, round(p.until, 6)) for p in plan] == [("bsp", 0.1), ("asp", 0.25), ("bsp", 0.55),
-                                                               ("asp", 1.0)]
+                                                               (DEFAULT_SWITCH_TO, 1.0)]
     assert sum(p.until - prev.until for prev, p in zip(plan, plan.phases[1:]) if p.protocol == "bsp") \
         + plan[0].until == pytest.approx(0.4)
     assert plan.greedy_tail is None and not plan.owes_bsp(3)

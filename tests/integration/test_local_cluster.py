@@ -10,6 +10,7 @@ from click.testing import CliRunner
 from syncswitch import spec as specmod
 from syncswitch.cli import cli
 from syncswitch.cluster_manager import manager
+from syncswitch.spec import DEFAULT_SWITCH_TO
 from syncswitch.wire import saved
 
 pytestmark = pytest.mark.cluster
@@ -63,9 +64,9 @@ def test_single_protocol_run(write_spec, tmp_path, no_leftovers, protocol, param
 def test_in_place_switch(write_spec, tmp_path, no_leftovers):
     summary = _run(write_spec, tmp_path, ["policy.switch_at=0.5", "policy.configuration=momentum-ramp"])
     _check_common(summary, tmp_path)
-    assert [p["protocol"] for p in summary["schedule"]] == ["bsp", "asp"]
+    assert [p["protocol"] for p in summary["schedule"]] == ["bsp", DEFAULT_SWITCH_TO]
     (switch,) = summary["switches"]
-    assert (switch["from"], switch["to"], switch["mode"]) == ("bsp", "asp", "in-place")
+    assert (switch["from"], switch["to"], switch["mode"]) == ("bsp", DEFAULT_SWITCH_TO, "in-place")
     assert 0.5 <= switch["at_fraction"] < 0.55 and switch["overhead_s"] > 0
     # progress is continuous across the switch: the ASP phase starts where BSP stopped
     assert summary["schedule"][1]["start_fraction"] == summary["schedule"][0]["end_fraction"]
@@ -135,7 +136,7 @@ def test_relaunch_switch_restores_exactly(write_spec, tmp_path, no_leftovers, mo
                                           "hyperparameters.lr_decay={boundaries: [0.25], factors: [0.5]}"])
     _check_common(summary, tmp_path)
     (switch,) = summary["switches"]
-    assert (switch["from"], switch["to"], switch["mode"]) == ("bsp", "asp", "relaunch")
+    assert (switch["from"], switch["to"], switch["mode"]) == ("bsp", DEFAULT_SWITCH_TO, "relaunch")
     assert summary["schedule"][1]["start_fraction"] == summary["schedule"][0]["end_fraction"]
     _check_learning_rate(summary, tmp_path)
     # Parameters, momentum slots, global step and counters after the relaunch equal those saved before it.

@@ -33,12 +33,13 @@ BATCH = 8
 class Rig:
     """One weight vector, a fed gradient, and one protocol's engine; `interfere(k)` arms a peer's update."""
 
-    def __init__(self, protocol: str, workers: int = 4, task_index: int = 0, momentum: float = 0.0):
+    def __init__(self, protocol: str, workers: int = 4, task_index: int = 0, momentum: float = 0.0,
+                 resource: bool = True):
         self.graph = tf.Graph()
         with self.graph.as_default():
             self.global_step = v1.train.get_or_create_global_step()
             self.samples = v1.get_variable("samples", [], tf.int64, v1.zeros_initializer(), trainable=False)
-            self.w = v1.get_variable("w", initializer=W0)
+            self.w = v1.get_variable("w", initializer=W0, use_resource=resource)
             self.g_in = v1.placeholder(tf.float32, [3])
             self.k_in = v1.placeholder(tf.int64, [])
             grad = tf.identity(self.g_in)
@@ -135,9 +136,12 @@ def test_asp_measures_staleness_and_applies_plainly():
 V0 = np.array([0.4, 0.1, -0.3], np.float32)
 
 
-@pytest.mark.parametrize("momentum,delay", [(0.9, 1.0), (0.9, 1.7), (0.9, 3.0), (0.5, 2.0), (0.0, 2.0), (0.9, 0.0)])
-def test_lookahead_applies_the_look_ahead_rule(momentum, delay):
-    rig = Rig("lookahead", momentum=momentum)
+@pytest.mark.parametrize("momentum,delay,resource", [(0.9, 1.0, True), (0.9, 1.7, True), (0.9, 3.0, True),
+                                                     (0.5, 2.0, True), (0.0, 2.0, True), (0.9, 0.0, True),
+                                                     (0.9, 1.7, False), (0.5, 2.0, False)])
+def test_lookahead_applies_the_look_ahead_rule(momentum, delay, resource):
+    # resource=False: a script's reference variables (use_resource=False) take the same rule.
+    rig = Rig("lookahead", momentum=momentum, resource=resource)
     velocity = rig.optimizer.get_slot(rig.w, "momentum")
     with rig.graph.as_default():
         rig.session.run(velocity.assign(V0))

@@ -79,8 +79,15 @@ class _LookaheadMomentum(v1.train.Optimizer):
         return tf.raw_ops.ResourceApplyGradientDescent(var=var.handle, alpha=lr_c, delta=v_new)
 
     def _apply_dense(self, grad, var):
-        # TF2's graphs make resource variables; a reference variable would need the rule in elementwise ops.
-        raise TypeError(f"protocol lookahead needs resource variables; {var.op.name} is a reference variable")
+        # A reference variable (a script that asked for `use_resource=False`): the same two kernels, ref flavour.
+        velocity = self._inner.get_slot(var, "momentum")
+        momentum = tf.cast(self._inner._momentum_tensor, grad.dtype.base_dtype)  # noqa: SLF001
+        lr_a, lr_c = self._rates[var.device]
+        nesterov = tf.raw_ops.ApplyMomentum(var=var, accum=velocity, lr=lr_a, grad=grad, momentum=momentum,
+                                            use_locking=False, use_nesterov=True)
+        with tf.control_dependencies([nesterov]):
+            v_new = tf.identity(velocity)
+        return tf.raw_ops.ApplyGradientDescent(var=var, alpha=lr_c, delta=v_new).op
 
 
 class LookaheadEngine(ProtocolEngine):
