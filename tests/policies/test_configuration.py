@@ -1,5 +1,7 @@
 """Configuration policies: shared conformance for every registered one, and the paper's scaling rule."""
 
+import dataclasses
+
 import pytest
 
 from syncswitch.policies import CONFIGURATION_POLICIES, PhaseConfig
@@ -9,7 +11,7 @@ HP = Hyperparameters(batch_size=32, learning_rate=0.05, momentum=0.9)
 
 
 @pytest.mark.parametrize("name", CONFIGURATION_POLICIES.names())
-@pytest.mark.parametrize("protocol", ["bsp", "asp"])
+@pytest.mark.parametrize("protocol", ["bsp", "asp", "lookahead", "ssp"])
 @pytest.mark.parametrize("workers", [1, 4, 16])
 def test_conformance(name, protocol, workers):
     policy = CONFIGURATION_POLICIES.get(name)()
@@ -71,3 +73,14 @@ def test_lr_warmup_and_compensation_touch_asp_only():
     assert asp.momentum == pytest.approx(0.15)
     assert asp.learning_rate / (1 - asp.momentum) == pytest.approx(HP.learning_rate / (1 - HP.momentum))
     assert comp.configure("bsp", HP, 4) == CONFIGURATION_POLICIES.get("paper")().configure("bsp", HP, 4)
+
+
+@pytest.mark.parametrize("name", CONFIGURATION_POLICIES.names())
+@pytest.mark.parametrize("protocol", ["lookahead", "ssp", "dc-asgd", "fasgd", "specsync"])
+def test_every_asynchronous_protocol_is_configured_as_asp(name, protocol):
+    # The rules are about stale gradients, which every asynchronous protocol applies: a policy chosen for a
+    # job that switches into `lookahead` (the default target) must not silently do nothing.
+    policy = CONFIGURATION_POLICIES.get(name)()
+    for workers in (1, 4):
+        expected = policy.configure("asp", HP, workers)
+        assert policy.configure(protocol, HP, workers) == dataclasses.replace(expected, protocol=protocol)
