@@ -39,18 +39,14 @@ def spec_overrides(protocol, workers, switch_at, switch_mode, target_accuracy, s
 def job_options(fn):
     """Options shared by every command that runs a job."""
     from syncswitch.policies import STRAGGLER_POLICIES
-    from syncswitch.registry import PROTOCOLS as CATALOG
-    from syncswitch.spec import PROTOCOLS
-    from syncswitch.spec.model import DEFAULT_SWITCH_TO
-
-    ASYNCHRONOUS = [n for n in PROTOCOLS if not CATALOG.get(n).synchronous]
+    from syncswitch.spec import DEFAULT_SWITCH_TO, PROTOCOLS, asynchronous_protocols
 
     options = [
         click.option("--protocol", type=click.Choice(list(PROTOCOLS)),
                      help="Run one protocol (its default parameters) for the whole workload."),
         click.option("--switch-at", type=float,
                      help="Shortcut for the schedule [bsp until F, X], X the job's switch target (--switch-to)."),
-        click.option("--switch-to", type=click.Choice(ASYNCHRONOUS),
+        click.option("--switch-to", type=click.Choice(asynchronous_protocols()),
                      help=f"The protocol a switch goes to (default {DEFAULT_SWITCH_TO}; asp is the paper's)."),
         click.option("--switch-mode", type=click.Choice(["in-place", "relaunch"]), help="How a switch is actuated."),
         click.option("--workers", type=int, help="Number of nodes (one PS and one worker each)."),

@@ -50,7 +50,7 @@ def _pct(x: float | None) -> str:
     return "-" if x is None else f"{x * 100:.4g}%"
 
 
-def _progress(echo, target: str = "ASP"):
+def _progress(echo, target: str):
     """on_event callback printing which point runs and what each pilot and setting gave."""
     state = {"index": 0}
 

@@ -93,9 +93,10 @@ def apply_override(doc: dict, assignment: str) -> None:
     replaced = {"policy.switch_at": "schedule", "policy.schedule": "switch_at"}.get(key.strip())
     if replaced:
         dropped = node.pop(replaced, None)
+        target = _switch_target_item(dropped) if replaced == "schedule" else None
         # ... and keeps the schedule's own switch target: `[bsp until F, X]` moved to 0.4 still switches to X.
-        if replaced == "schedule" and "switch_to" not in node and _switch_target_item(dropped) is not None:
-            node["switch_to"] = _switch_target_item(dropped)
+        if target is not None and "switch_to" not in node:
+            node["switch_to"] = target
     # `--switch-to asp` on a job whose file says `[bsp until F, X]` means: switch at F, to asp.
     schedule = node.get("schedule")
     if (key.strip() == "policy.switch_to" and _switch_target_item(schedule) is not None

@@ -73,6 +73,11 @@ def phase_hyperparameters(value: Any, field: str) -> tuple[tuple[str, float], ..
     return tuple(out)
 
 
+def asynchronous_protocols() -> list[str]:
+    """The catalog's protocols a switch may go to (every one not synchronous), in catalog order."""
+    return [n for n in PROTOCOLS.names() if not PROTOCOLS.get(n).synchronous]
+
+
 def switch_to_section(value: Any, field: str = "policy.switch_to") -> Phase:
     """`policy.switch_to`: an asynchronous protocol's name, or `{protocol, <its params>, hyperparameters}` as a
     schedule phase is written; its parameters are checked and completed with the catalog's defaults."""
@@ -80,9 +85,8 @@ def switch_to_section(value: Any, field: str = "policy.switch_to") -> Phase:
     item = {"protocol": value} if named else mapping(value, field)
     protocol, params, hyperparameters = phase_fields(item, field, keys=("protocol", "hyperparameters"))
     if PROTOCOLS.get(protocol).synchronous:
-        asynchronous = [n for n in PROTOCOLS.names() if not PROTOCOLS.get(n).synchronous]
         raise fail(field if named else f"{field}.protocol", protocol,
-                   f"is synchronous; a switch goes to an asynchronous protocol: {', '.join(asynchronous)}")
+                   f"is synchronous; a switch goes to an asynchronous protocol: {', '.join(asynchronous_protocols())}")
     return Phase(protocol, 1.0, params, hyperparameters)
 
 
