@@ -20,11 +20,14 @@ DIGITS_CNN = os.path.join(common.ROOT, "jobs", "digits_cnn.yaml")
 
 
 def _phase_item(part: str) -> dict:
-    """`ssp` or `bsp(aggregate=3)`: a protocol with its parameters (numbers where they parse)."""
+    """`ssp` or `bsp(aggregate=3)`: a protocol with its parameters (numbers and true/false where they parse)."""
     name, _, rest = part.partition("(")
     item = {"protocol": name.strip()}
     for pair in filter(None, rest.rstrip(")").split(",")):
         key, _, value = pair.partition("=")
+        if value.strip().lower() in ("true", "false"):
+            item[key.strip()] = value.strip().lower() == "true"
+            continue
         try:
             item[key.strip()] = int(value) if value.strip().lstrip("-").isdigit() else float(value)
         except ValueError:
@@ -67,6 +70,7 @@ def run_once(spec, variant: str, seed: int, run_dir: str) -> dict:
                               if summary.get("total_time_s") and summary.get("total_samples") else None),
            "last_phase_examples_per_s": last.get("examples_per_s"),
            "staleness_mean": measured.get("staleness_mean"), "aborted_steps": measured.get("aborted_steps"),
+           "measured": measured,
            "params": last.get("params"), "wall_s": round(time.time() - started, 1),
            # The accuracy guard may roll an asynchronous second phase back and finish on BSP.
            "phases": [p.get("protocol") for p in phases],

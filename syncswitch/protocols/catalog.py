@@ -111,7 +111,11 @@ register(Protocol("lookahead", (
 ), summary="look-ahead ASP (after DANA): gradients taken where momentum will carry the parameters by their apply"))
 register(Protocol("specsync", (
     Param("abort_rate", "float", 0.5, lo=0.0, hi=8.0,
-          help="drop a gradient when more than abort_rate * workers updates landed since its read"),
+          help="drop a gradient when more than abort_rate * workers updates landed in the speculation period"),
+    Param("abort_time", "float", 0.0, lo=0.0, hi=3600.0,
+          help="the speculation period in seconds after a step's read; 0: until its gradient is ready"),
+    Param("adaptive", "bool", False,
+          help="tune abort_time and abort_rate every epoch from the logged pushes (the paper's Algorithm 1)"),
 ), summary="speculative re-sync: a worker that missed too many fresh updates drops its gradient and recomputes"))
 
 

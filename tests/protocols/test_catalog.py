@@ -33,7 +33,7 @@ def test_defaults_are_filled_in():
                              {"protocol": "lookahead", "until": 0.9}, {"protocol": "bsp"}])
     assert [p.param_dict for p in phases] == [
         {"staleness": 3}, {"lambda": 0.04, "adaptive": False, "decay": 0.95}, {"power": 1.0},
-        {"abort_rate": 0.5}, {"delay": 1.0, "adaptive": True}, {"aggregate": 0}]
+        {"abort_rate": 0.5, "abort_time": 0.0, "adaptive": False}, {"delay": 1.0, "adaptive": True}, {"aggregate": 0}]
 
 
 GOOD = [
@@ -41,6 +41,7 @@ GOOD = [
     ("bsp", "aggregate", 2, 2), ("dc-asgd", "lambda", 0, 0.0), ("dc-asgd", "lambda", 2, 2.0),
     ("dc-asgd", "adaptive", True, True), ("dc-asgd", "decay", 1.0, 1.0), ("fasgd", "power", 0.5, 0.5),
     ("fasgd", "power", 0, 0.0), ("specsync", "abort_rate", 0, 0.0), ("specsync", "abort_rate", 1.5, 1.5),
+    ("specsync", "abort_time", 0.05, 0.05), ("specsync", "abort_time", 0, 0.0), ("specsync", "adaptive", True, True),
     ("lookahead", "delay", 0, 0.0), ("lookahead", "delay", 3, 3.0), ("lookahead", "adaptive", False, False),
 ]
 
@@ -65,6 +66,9 @@ BAD = [
     ("fasgd", "power", float("nan"), "policy.schedule[0].power=nan: must be finite"),
     ("specsync", "abort_rate", -1, "policy.schedule[0].abort_rate=-1: must be >= 0.0"),
     ("specsync", "abort_rate", True, "policy.schedule[0].abort_rate=True: must be a number"),
+    ("specsync", "abort_time", -0.1, "policy.schedule[0].abort_time=-0.1: must be >= 0.0"),
+    ("specsync", "abort_time", "1s", "policy.schedule[0].abort_time='1s': must be a number"),
+    ("specsync", "adaptive", "on", "policy.schedule[0].adaptive='on': must be true or false"),
     ("lookahead", "delay", -0.5, "policy.schedule[0].delay=-0.5: must be >= 0.0"),
     ("lookahead", "adaptive", 1, "policy.schedule[0].adaptive=1: must be true or false"),
 ]

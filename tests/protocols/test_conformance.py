@@ -31,7 +31,7 @@ PHASES = {
     "ssp": "protocol: ssp, staleness: 1",
     "dc-asgd": "protocol: dc-asgd, lambda: 0.5, adaptive: true",
     "fasgd": "protocol: fasgd, power: 1.0",
-    "specsync": "protocol: specsync, abort_rate: 0.5",
+    "specsync": "protocol: specsync, abort_rate: 0.5, adaptive: true",
     "lookahead": "protocol: lookahead, delay: 2.0, adaptive: true",
 }
 MEASURES_STALENESS = {"asp", "ssp", "dc-asgd", "fasgd", "specsync", "lookahead"}
@@ -65,6 +65,8 @@ def check_conformance(summary, tmp_path, protocols):
         assert phase["params"] == expected, phase
         if phase["protocol"] in MEASURES_STALENESS:
             assert phase["measured"]["updates"] > 0 and phase["measured"]["staleness_mean"] >= 0
+        if phase["params"].get("adaptive") and phase["protocol"] == "specsync":
+            assert {"tunes", "abort_time_s", "abort_rate"} <= set(phase["measured"])
         if k:
             # Progress continues across the switch: the phase starts where the previous one stopped,
             # with the sample count reached and the rate the decay schedule gives there.

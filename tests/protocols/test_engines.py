@@ -20,7 +20,8 @@ from syncswitch.protocols.engines import ENGINES, build_engines  # noqa: E402
 from syncswitch.protocols.engines.dcasgd import compensate  # noqa: E402
 from syncswitch.protocols.engines.fasgd import staleness_scale  # noqa: E402
 from syncswitch.protocols.engines.lookahead import ADAPT_EVERY, lookahead_factor, lookahead_update  # noqa: E402
-from syncswitch.protocols.engines.specsync import should_abort  # noqa: E402
+from syncswitch.protocols.engines.specsync import LOG_SIZE, pushes_in_window, should_abort  # noqa: E402
+from syncswitch.protocols.speculation import tune  # noqa: E402
 from syncswitch.protocols.engines.ssp import must_wait  # noqa: E402
 
 W0 = np.array([1.0, -2.0, 0.5], np.float32)
@@ -122,6 +123,75 @@ def test_specsync_drops_a_gradient_that_missed_too_many_updates(k, applied):
         np.testing.assert_allclose(w, w_now, rtol=1e-6)
         assert samples == 0 and step == k
     assert rig.engine.stats(rig.session)["aborted_steps"] == (0 if applied else 1)
+
+
+def _fill_log(rig, rows):
+    """Write (read, push, worker) rows into the parameter servers' push log, the rest zero."""
+    log = np.zeros((LOG_SIZE, 3))
+    log[:len(rows)] = rows
+    with rig.graph.as_default():
+        rig.session.run(rig.engine.log.assign(log))
+    return log
+
+
+@pytest.mark.parametrize("others,applied", [(2, True), (3, False)])
+def test_specsync_counts_only_other_workers_pushes_in_the_speculation_period(others, applied):
+    import time
+
+    rig = Rig("specsync", workers=4)
+    rig.enter(abort_rate=0.5, abort_time=5.0)  # more than 2 pushes by others in the first 5 s after the read
+    now = time.time()
+    rows = [(now - 1, now + 2.0, w) for w in (1, 2, 3)[:others]]
+    rows += [(now - 1, now + 2.0, 0),  # this worker's own push does not count
+             (now - 9, now - 8.0, 1),  # landed before the read
+             (now + 50, now + 60.0, 2)]  # beyond the period
+    log = _fill_log(rig, rows)
+    w, samples, _ = rig.step(k=0)  # the global-step count (0 fresh) is not what decides here
+    assert pushes_in_window(log, now, 5.0, worker=0) == others
+    if applied:
+        np.testing.assert_allclose(w, W0 - LR * G, rtol=1e-6)
+        assert samples == BATCH
+        entry = rig.session.run(rig.engine.log)[1 % LOG_SIZE]  # the slot of global step 1
+        assert entry[2] == 0 and now - 5 < entry[0] <= entry[1] < now + 5
+    else:
+        np.testing.assert_allclose(w, W0, rtol=1e-6)
+        assert samples == 0
+    assert rig.engine.stats(rig.session)["aborted_steps"] == (0 if applied else 1)
+
+
+def test_specsync_adaptive_sets_the_papers_parameters_from_the_log():
+    import time
+
+    rig = Rig("specsync", workers=3)
+    rig.enter(abort_rate=0.5, adaptive=True)
+    t0 = time.time() - 20  # a past epoch: worker 0 reads every second, workers 1 and 2 push right after
+    rows = [(t0 + k - 1.0, t0 + k, 0) for k in range(1, 7)]
+    rows += [(t0 + k - 0.9, t0 + k + 0.10, 1) for k in range(0, 7)]
+    rows += [(t0 + k - 0.85, t0 + k + 0.15, 2) for k in range(-1, 7)]
+    log = _fill_log(rig, rows)
+    expected = tune(log[:len(rows), 2], log[:len(rows), 0], log[:len(rows), 1], 3)
+    result = rig.engine.retune(rig.session)
+    assert result == expected and result.abort_time_s == pytest.approx(0.15, abs=1e-6)
+    threshold, period = rig.session.run([rig.engine.threshold, rig.engine.abort_time])
+    assert period == pytest.approx(0.15, abs=1e-6) and threshold == pytest.approx(result.abort_rate * 3, rel=1e-5)
+    stats = rig.engine.stats(rig.session)
+    assert stats["tunes"] == 1 and stats["abort_time_s"] == pytest.approx(0.15, abs=1e-5)
+    assert stats["abort_rate"] == pytest.approx(0.1, rel=1e-4)
+    assert rig.engine.retune(rig.session) is None  # nothing logged since: the epoch stays open
+
+
+def test_specsync_adaptive_that_finds_no_gain_never_aborts():
+    import time
+
+    rig = Rig("specsync", workers=3)
+    rig.enter(abort_rate=0.5, adaptive=True)
+    t0 = time.time() - 20
+    _fill_log(rig, [(t0 + k, t0 + k + 1.0, i) for i in range(3) for k in range(6)])  # lockstep: no gain
+    assert rig.engine.retune(rig.session).abort_time_s == 0.0
+    w, samples, _ = rig.step(k=3)  # 3 fresh updates would abort at the fixed rate (> 1.5)
+    np.testing.assert_allclose(w, W0 + DELTA - LR * G, rtol=1e-6)
+    stats = rig.engine.stats(rig.session)
+    assert stats["aborted_steps"] == 0 and stats["abort_rate"] is None and stats["tunes"] == 1
 
 
 def test_asp_measures_staleness_and_applies_plainly():
