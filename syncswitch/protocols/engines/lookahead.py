@@ -117,6 +117,10 @@ class LookaheadEngine(ProtocolEngine):
             with tf.device(v.device):
                 both = tf.cast(lr, tf.float32) * coefficients.read_value()
                 rates[v.device] = (both[0], both[1])
+        # The delay in force, where any worker can read it: the last worker to pause reports the phase.
+        self._delay_var = state_variable("syncswitch/lookahead/delay", [], tf.float32, 1.0, colocate=global_step)
+        self._delay_in = v1.placeholder(tf.float32, [], name="lookahead_delay_in")
+        setters.append(self._delay_var.assign(self._delay_in))
         self._set_coefficients = tf.group(*setters)
         grads = []
         for g, v in grads_and_vars:
@@ -132,7 +136,8 @@ class LookaheadEngine(ProtocolEngine):
     def _set(self, session, delay: float) -> None:
         self.delay = delay
         momentum = float(session.run(self._momentum)) if isinstance(self._momentum, tf.Tensor) else self._momentum
-        session.run(self._set_coefficients, {self._coefficients_in: fused_coefficients(momentum, delay)})
+        session.run(self._set_coefficients, {self._coefficients_in: fused_coefficients(momentum, delay),
+                                             self._delay_in: delay})
 
     def enter_chief(self, session, params: dict | None = None) -> None:
         super().enter_chief(session, params)
@@ -152,4 +157,4 @@ class LookaheadEngine(ProtocolEngine):
         return 0.0
 
     def stats(self, session) -> dict:
-        return {**super().stats(session), "lookahead_delay": self.delay}
+        return {**super().stats(session), "lookahead_delay": round(float(session.run(self._delay_var)), 4)}
