@@ -112,7 +112,6 @@ class SpeculativeEngine(ProtocolEngine):
             samples_after = v1.cond(abort, drop, apply)
         self._finish(samples_after.op, samples_after)
         self.adaptive = False
-        self.tuning: Tuning | None = None  # the chief's latest
         self._tunes = 0
         self._steps = 0
         self._epoch_from = 0.0
@@ -128,7 +127,7 @@ class SpeculativeEngine(ProtocolEngine):
         super().enter_chief(session, params)
         p = params or {}
         self.adaptive = bool(p.get("adaptive", False))
-        self.tuning, self._tunes, self._steps, self._epoch_from = None, 0, 0, 0.0
+        self._tunes, self._steps, self._epoch_from = 0, 0, 0.0
         session.run(self._reset)
         self._apply(session, float(p.get("abort_rate", 0.5)), float(p.get("abort_time", 0.0)))
 
@@ -151,7 +150,6 @@ class SpeculativeEngine(ProtocolEngine):
         if result is None:
             return None  # too few pushes yet: keep the epoch open
         self._epoch_from = float(epoch[:, 1].max())
-        self.tuning = result
         self._tunes += 1
         self._apply(session, result.abort_rate, result.abort_time_s)
         return result
