@@ -71,7 +71,8 @@ class JobRun(JobEvents, JobRecovery, JobResume):
         self.backend = backend if backend is not None else \
             get_backend(spec.cluster.backend)(on_event=self._backend_event)
         self.connect = connect
-        self.stragglers = StragglerController(spec.stragglers, spec.cluster.workers)
+        self.stragglers = StragglerController(spec.stragglers, spec.cluster.workers,
+                                              switch_to=self.plan.switch_target.protocol)
         # ASP is immune to transient stragglers: with no BSP in the schedule there is nothing to watch.
         self.stragglers.watching = self.plan.owes_bsp(0)
         self.responder = StragglerResponder(self)

@@ -6,7 +6,7 @@ import dataclasses
 
 from syncswitch.policies import CONFIGURATION_POLICIES, PhaseConfig
 from syncswitch.registry import PROTOCOLS
-from syncswitch.spec import Phase
+from syncswitch.spec import Phase, switch_target
 
 
 @dataclasses.dataclass(frozen=True)
@@ -48,12 +48,14 @@ class PhasePlan:
         configs = [dataclasses.replace(c, **dict(p.hyperparameters)) for p, c in zip(spec.policy.schedule, configs)]
         self.phases = [PlannedPhase(p, c) for p, c in zip(spec.policy.schedule, configs)]
         self.fallback = tuple(fallback)
+        # What a policy's switch to asynchronous training runs (greedy's interlude): the run's switch target.
+        self.switch_target = switch_target(spec.policy)
         self.mode = spec.policy.switch_mode
         batches = {p.config.per_worker_batch for p in self.phases}
         batches |= {self.config_for(p).per_worker_batch for p in self.extra_protocols()}
         if self.mode == "in-place" and len(batches) > 1:
             self.mode = "relaunch"  # one graph holds one input pipeline
-        # Greedy: the BSP share it still owes, and the scheduled phases after it, while it runs ASP.
+        # Greedy: the BSP share it still owes, and the scheduled phases after it, while it runs asynchronously.
         self.greedy_owed: float | None = None
         self.greedy_tail: list[PlannedPhase] | None = None
 
@@ -74,13 +76,19 @@ class PhasePlan:
         return " -> ".join(f"{p.protocol}@{p.until:g}" for p in self.phases)
 
     def extra_protocols(self) -> list[str]:
-        """Protocols the plan lacks that a policy may switch to (greedy: bsp and asp; the guard: its fallback
-        ladder): in place, their update ops are built too."""
+        """Protocols the plan lacks that a policy may switch to (greedy: bsp and the switch target; the guard:
+        its fallback ladder): in place, their update ops are built too."""
         wanted = list(self.fallback)
         if self.spec.stragglers.policy == "greedy":
-            wanted += ["bsp", "asp"]
+            wanted += ["bsp", self.switch_target.protocol]
         present = {p.protocol for p in self.phases}
         return list(dict.fromkeys(p for p in wanted if p not in present))
+
+    def _asynchronous(self) -> PlannedPhase:
+        """The switch target as a phase to the end, with its parameters and its own hyperparameters."""
+        target = self.switch_target
+        config = dataclasses.replace(self.config_for(target.protocol), **dict(target.hyperparameters))
+        return PlannedPhase(dataclasses.replace(target, until=1.0), config)
 
     def fall_back(self, k: int, protocol: str) -> None:
         """A rollback: the rest of the workload, from phase k on, runs on `protocol`."""
@@ -112,17 +120,17 @@ class PhasePlan:
         return self.greedy_tail is not None or any(p.protocol == "bsp" for p in self.phases[k:])
 
     def interrupt(self, k: int, at: float) -> None:
-        """Greedy: cut BSP phase k at `at` and run ASP from there; the BSP share left is owed, and the
-        schedule's later phases wait until the stragglers clear."""
+        """Greedy: cut BSP phase k at `at` and run the switch target from there; the BSP share left is owed,
+        and the schedule's later phases wait until the stragglers clear."""
         current = self.phases[k]
         self.greedy_owed = max(0.0, current.until - at)
         self.phases[k] = PlannedPhase(Phase(current.protocol, at), current.config)
         self.greedy_tail = self.phases[k + 1:]
         del self.phases[k + 1:]
-        self.phases.append(PlannedPhase(Phase("asp", 1.0), self.config_for("asp")))  # unless stragglers clear
+        self.phases.append(self._asynchronous())  # unless stragglers clear
 
     def resume(self, k: int, at: float) -> None:
-        """Greedy: end ASP interlude k at `at`, run the owed BSP share, then the schedule's tail."""
+        """Greedy: end asynchronous interlude k at `at`, run the owed BSP share, then the schedule's tail."""
         owed, tail = self.greedy_owed or 0.0, self.greedy_tail or []
         self.greedy_owed, self.greedy_tail = None, None
         current = self.phases[k]
@@ -132,6 +140,6 @@ class PhasePlan:
         rest = [p for p in tail if p.until > bsp_until]
         if bsp_until < 1.0:
             if not rest:
-                rest = [PlannedPhase(Phase("asp", 1.0), self.config_for("asp"))]
+                rest = [self._asynchronous()]
             rest[-1] = PlannedPhase(Phase(rest[-1].protocol, 1.0), rest[-1].config)
         self.phases.extend(rest)

@@ -26,9 +26,10 @@ class StragglerController:
     the policy's actions; the job actuates both through its one command path.
     """
 
-    def __init__(self, spec, num_workers: int):
+    def __init__(self, spec, num_workers: int, switch_to: str = "asp"):
         self.spec = spec
         self.num_workers = num_workers
+        self.switch_to = switch_to  # the asynchronous protocol greedy's interlude runs
         self.policy = STRAGGLER_POLICIES.get(spec.policy)()
         # The spec records what the user gave; the detector's defaults fill the rest.
         given = {k: getattr(spec, k) for k in ("window_s", "consecutive", "min_gap") if getattr(spec, k) is not None}
@@ -97,7 +98,7 @@ class StragglerController:
             ctx = PolicyContext(now_s=self.rel(now), protocol=protocol, stragglers=self.detector.stragglers,
                                 idle=frozenset(self.idle), num_workers=self.num_workers,
                                 bsp_share_done=not self.watching, scheduled=scheduled,
-                                rates=dict(self.detector.last_rates))
+                                switch_to=self.switch_to, rates=dict(self.detector.last_rates))
             hook = self.policy.on_detected if found.kind == "detected" else self.policy.on_cleared
             for action in hook(found.worker, ctx):
                 if action.kind == "shrink":
@@ -147,7 +148,7 @@ class StragglerResponder:
         self.job = job
         self.controller = job.stragglers
         self.idle_entries: dict[int, tuple[dict, float]] = {}   # worker -> (shrink action, decided at)
-        self.declined = False  # greedy asked for asp after a guard rollback (said once)
+        self.declined = False  # greedy asked to go asynchronous after a guard rollback (said once)
 
     def on_metrics(self, source: int, metrics, received: float, fraction: float, k: int | None) -> None:
         """Apply the injections due, then, while phase `k` runs, feed the detector and actuate the policy."""
@@ -209,14 +210,15 @@ class StragglerResponder:
         run = job.phase_run(k)
         if run.paused or run.policy_switch is not None or job.plan[k].protocol == action.protocol:
             return  # the phase is ending anyway, or already runs that protocol
-        if job.guard.rollbacks and action.protocol == "asp":
+        asynchronous = action.protocol != "bsp"
+        if job.guard.rollbacks and asynchronous:
             # The guard rolled asynchronous training back in this run: a straggler is no reason to go back to it.
             if not self.declined:
                 self.declined = True
-                job.bar.message(f"greedy: not switching to asp ({action.reason}): the guard fell back from "
-                                "asynchronous training in this run")
+                job.bar.message(f"greedy: not switching to {action.protocol} ({action.reason}): the guard fell "
+                                "back from asynchronous training in this run")
             return
-        if action.protocol == "asp":
+        if asynchronous:
             job.plan.interrupt(k, fraction)
         else:
             job.plan.resume(k, fraction)

@@ -40,12 +40,13 @@ class PolicyContext:
     """What a straggler policy sees when the detector reports; it reflects the state after the event."""
 
     now_s: float
-    protocol: str               # protocol now running: "bsp" | "asp"
+    protocol: str               # protocol now running: "bsp" or an asynchronous one
     stragglers: frozenset       # workers currently detected (a cleared worker is no longer in it)
     idle: frozenset             # workers this policy removed from the sync group
     num_workers: int
     bsp_share_done: bool        # the schedule's BSP share is complete: ASP from here on is immune
     scheduled: str = "bsp"      # protocol the schedule calls for now; greedy returns to it
+    switch_to: str = "asp"      # the asynchronous protocol a switch goes to (policy.switch_to): greedy's interlude
     # Each tracked worker's speed over the detector's last window (local steps per busy second); empty
     # before the first window. Under BSP a step waits for the slowest, so these predict the group's speed.
     rates: dict = dataclasses.field(default_factory=dict)

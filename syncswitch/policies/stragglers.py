@@ -1,4 +1,4 @@
-"""Built-in straggler policies (paper IV-B2): none, greedy (switch to ASP while stragglers last) and elastic."""
+"""Built-in straggler policies (paper IV-B2): none, greedy (asynchronous while stragglers last) and elastic."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from syncswitch.policies.detection import MIN_WORKERS
 
 
 def _in_bsp_share(ctx: PolicyContext) -> bool:
-    # Only BSP suffers from a straggler, and once the BSP share is done training stays on ASP,
+    # Only BSP suffers from a straggler, and once the BSP share is done training stays asynchronous,
     # which the paper considers immune to transient stragglers: nothing to do after that.
     return ctx.protocol == "bsp" and not ctx.bsp_share_done
 
@@ -19,10 +19,12 @@ class NoStragglerPolicy(StragglerPolicy):
 
 
 class GreedyPolicy(StragglerPolicy):
-    """Switch to ASP when a straggler appears under BSP; back to BSP once none is left.
+    """Switch to asynchronous training when a straggler appears under BSP; back to BSP once none is left.
 
-    Costs a switch each way (tens of seconds, paper VI-C2) and, in the paper's runs, 2% of final
-    accuracy; kept as the paper's first policy and a baseline for the elastic one.
+    The paper's asynchronous protocol is ASP; here it is the run's switch target (`policy.switch_to`, the
+    context's `switch_to`), the protocol every switch to asynchronous training goes to. Costs a switch each way
+    (tens of seconds, paper VI-C2) and, in the paper's runs, 2% of final accuracy; kept as the paper's first
+    policy and a baseline for the elastic one.
     """
 
     name = "greedy"
@@ -31,12 +33,12 @@ class GreedyPolicy(StragglerPolicy):
 
     def on_detected(self, worker, ctx):
         if not _in_bsp_share(ctx):
-            return []  # already on ASP (e.g. a second, overlapping straggler), or past the BSP share
-        return [Action("switch", protocol="asp", reason=f"worker {worker} is a straggler")]
+            return []  # already asynchronous (e.g. a second, overlapping straggler), or past the BSP share
+        return [Action("switch", protocol=ctx.switch_to, reason=f"worker {worker} is a straggler")]
 
     def on_cleared(self, worker, ctx):
         remaining = ctx.stragglers - {worker}
-        # Only undo our own switch: an ASP phase the schedule asked for is left alone.
+        # Only undo our own switch: an asynchronous phase the schedule asked for is left alone.
         if remaining or ctx.bsp_share_done or ctx.scheduled != "bsp" or ctx.protocol == "bsp":
             return []
         return [Action("switch", protocol="bsp", reason=f"worker {worker} recovered; no straggler left")]

@@ -111,14 +111,17 @@ def test_elastic_idles_the_straggler_and_rejoins_it_at_the_switch(write_spec, tm
     assert [s["reason"] for s in summary["switches"]] == ["schedule"]
 
 
-def test_greedy_switches_to_asp_while_a_straggler_lasts(write_spec, tmp_path):
+@pytest.mark.parametrize("switch_to", [None, "asp"])
+def test_greedy_switches_to_the_switch_target_while_a_straggler_lasts(write_spec, tmp_path, switch_to):
     cluster = FakeCluster(total=30000, batch=10, tick_s=0.005, slow={2: 0.4})
-    summary, cluster, _ = _run(write_spec, tmp_path, STRAGGLERS + ["stragglers.policy=greedy"], cluster, workers=4)
+    extra = [f"policy.switch_to={switch_to}"] if switch_to else []
+    summary, cluster, _ = _run(write_spec, tmp_path, STRAGGLERS + ["stragglers.policy=greedy"] + extra, cluster,
+                               workers=4)
     assert summary["status"] == "completed"
     first = summary["policy_actions"][0]
-    assert (first["action"], first["protocol"]) == ("switch", "asp")
+    assert (first["action"], first["protocol"]) == ("switch", switch_to or TARGET)
     protocols = [p["protocol"] for p in summary["schedule"]]
-    assert protocols[:2] == ["bsp", "asp"]
+    assert protocols[:2] == ["bsp", switch_to or TARGET]
     assert summary["switches"][0]["reason"] == "greedy policy"
     # The interrupted phase ended where the policy decided, and the next one started there.
     assert summary["schedule"][1]["start_fraction"] == summary["schedule"][0]["end_fraction"]
@@ -203,8 +206,8 @@ LOSS_RULE = "policy.guard={loss_rule: true}"
 
 
 def _asp_degrades_after_its_first_step():
-    """A loss that triples once an asynchronous phase (greedy's ASP, the switch target) has trained past the
-    progress it entered at (as a real collapse would)."""
+    """A loss that triples once an asynchronous phase (greedy's interlude, the switch target) has trained past
+    the progress it entered at (as a real collapse would)."""
     entered = []
 
     def loss(f, protocol):
@@ -216,7 +219,7 @@ def _asp_degrades_after_its_first_step():
     return loss
 
 
-def test_after_a_rollback_greedy_does_not_switch_to_asp_again(write_spec, tmp_path):
+def test_after_a_rollback_greedy_does_not_go_asynchronous_again(write_spec, tmp_path):
     # Worker 2 straggles all run long; asynchronous training degrades whenever it runs.
     cluster = FakeCluster(total=30000, batch=10, tick_s=0.005, slow={2: 0.4}, loss=_asp_degrades_after_its_first_step())
     summary, cluster, _ = _run(write_spec, tmp_path, STRAGGLERS + ["stragglers.policy=greedy", LOSS_RULE], cluster,
@@ -224,9 +227,9 @@ def test_after_a_rollback_greedy_does_not_switch_to_asp_again(write_spec, tmp_pa
     assert summary["status"] == "completed"
     (event,) = summary["guard_events"]
     assert event["reason"] == "loss" and event["action"].endswith("continue with bsp")
-    # One greedy switch to ASP, rolled back; the straggler that lasts never sends the run back to ASP.
-    assert [a["protocol"] for a in summary["policy_actions"] if a["action"] == "switch"] == ["asp"]
-    assert [p["protocol"] for p in summary["schedule"]] == ["bsp", "asp", "bsp"]
+    # One greedy switch to the target, rolled back; the straggler that lasts never sends the run back to it.
+    assert [a["protocol"] for a in summary["policy_actions"] if a["action"] == "switch"] == [TARGET]
+    assert [p["protocol"] for p in summary["schedule"]] == ["bsp", TARGET, "bsp"]
     assert summary["schedule"][-1]["end_fraction"] >= 1.0
 
 

@@ -94,14 +94,16 @@ stragglers: {policy: greedy}
 
 def test_greedy_plan_owes_the_bsp_share_back(write_spec):
     plan = _plan(GREEDY.replace("SWITCH", "0.4"), write_spec)
-    bsp_cfg, asp_cfg = plan[0].config, plan.config_for("asp")  # greedy's interlude is the paper's ASP
+    # Greedy's interlude is the run's switch target (the paper's is ASP, which `policy.switch_to: asp` gives).
+    bsp_cfg, async_cfg = plan[0].config, plan.config_for(DEFAULT_SWITCH_TO)
     plan.interrupt(0, 0.1)
     assert plan.greedy_owed == pytest.approx(0.3)
-    assert [(p.protocol, p.until, p.config) for p in plan] == [("bsp", 0.1, bsp_cfg), ("asp", 1.0, asp_cfg)]
+    assert [(p.protocol, p.until, p.config) for p in plan] == [("bsp", 0.1, bsp_cfg),
+                                                               (DEFAULT_SWITCH_TO, 1.0, async_cfg)]
     assert plan.owes_bsp(1)
     plan.resume(1, 0.25)
-    assert [(p.protocol, round(p.until, 6)) for p in plan] == [("bsp", 0.1), ("asp", 0.25), ("bsp", 0.55),
-                                                               (DEFAULT_SWITCH_TO, 1.0)]
+    assert [(p.protocol, round(p.until, 6)) for p in plan] == [("bsp", 0.1), (DEFAULT_SWITCH_TO, 0.25),
+                                                               ("bsp", 0.55), (DEFAULT_SWITCH_TO, 1.0)]
     assert sum(p.until - prev.until for prev, p in zip(plan, plan.phases[1:]) if p.protocol == "bsp") \
         + plan[0].until == pytest.approx(0.4)
     assert plan.greedy_tail is None and not plan.owes_bsp(3)
@@ -111,4 +113,17 @@ def test_greedy_plan_never_runs_past_the_end(write_spec):
     plan = _plan(GREEDY.replace("SWITCH", "0.5"), write_spec)
     plan.interrupt(0, 0.2)
     plan.resume(1, 0.9)
-    assert [(p.protocol, p.until) for p in plan] == [("bsp", 0.2), ("asp", 0.9), ("bsp", 1.0)]
+    assert [(p.protocol, p.until) for p in plan] == [("bsp", 0.2), (DEFAULT_SWITCH_TO, 0.9), ("bsp", 1.0)]
+
+
+def test_greedy_interlude_runs_the_switch_target_with_its_parameters(write_spec):
+    text = GREEDY.replace("{switch_at: SWITCH}", "{switch_at: 0.5, switch_to: {protocol: ssp, staleness: 1, "
+                                                 "hyperparameters: {learning_rate: 0.01}}}")
+    plan = _plan(text, write_spec)
+    plan.interrupt(0, 0.2)
+    interlude = plan[1]
+    assert (interlude.protocol, interlude.until, interlude.params) == ("ssp", 1.0, {"staleness": 1})
+    assert interlude.config.learning_rate == 0.01
+    plan = _plan(GREEDY.replace("{switch_at: SWITCH}", "{switch_at: 0.5, switch_to: asp}"), write_spec)
+    plan.interrupt(0, 0.2)
+    assert plan[1].protocol == "asp"  # the paper's greedy policy

@@ -8,6 +8,7 @@ from syncswitch import spec as specmod
 from syncswitch.cluster_manager import manager
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
+TARGET = specmod.DEFAULT_SWITCH_TO  # what `switch_at` and greedy's interlude switch to
 
 JOB = """
 name: stragglers
@@ -46,7 +47,7 @@ def test_elastic_drops_the_straggler_until_the_switch(write_spec, tmp_path, no_l
     assert shrink["action"] == "shrink" and shrink["workers"] == [2] and shrink["group_size"] == 3
     assert shrink["overhead_s"] is not None and shrink["overhead_s"] < 5
     # The group grows back at the one scheduled switch; the straggler joined the others there.
-    assert [(s["from"], s["to"], s["reason"]) for s in summary["switches"]] == [("bsp", "asp", "schedule")]
+    assert [(s["from"], s["to"], s["reason"]) for s in summary["switches"]] == [("bsp", TARGET, "schedule")]
     with open(tmp_path / "run" / "metrics.jsonl", encoding="utf-8") as fh:
         records = [json.loads(line) for line in fh]
     assert any(r.get("kind") == "idled" and r["source"] == 2 for r in records)
@@ -66,16 +67,16 @@ def test_bsp_entered_again_in_place_after_elastic_shrank_the_group(write_spec, t
     assert summary["schedule"][-1]["end_fraction"] >= 1.0
 
 
-def test_greedy_switches_to_asp_and_back(write_spec, tmp_path, no_leftovers):
-    # Long enough that the ASP interlude (the 5-second slowdown and its clearing windows, ~6 s) ends early in
-    # the workload and the owed BSP share still leaves an ASP tail: once tasks were forked warm and ASP steps
-    # got cheaper, 30 epochs put the return to BSP at 97% of the workload and 90 epochs at 52%.
+def test_greedy_switches_to_the_target_and_back(write_spec, tmp_path, no_leftovers):
+    # Long enough that the asynchronous interlude (the 5-second slowdown and its clearing windows, ~6 s) ends
+    # early in the workload and the owed BSP share still leaves an asynchronous tail: once tasks were forked
+    # warm and ASP steps got cheaper, 30 epochs put the return to BSP at 97% of the workload and 90 epochs at 52%.
     summary, injected, detections = _run(write_spec, tmp_path, "greedy", 5, epochs=200)
     kinds = [(a["action"], a["protocol"]) for a in summary["policy_actions"]]
-    assert kinds[:2] == [("switch", "asp"), ("switch", "bsp")], kinds
+    assert kinds[:2] == [("switch", TARGET), ("switch", "bsp")], kinds
     assert detections[0]["cleared_at_s"] is not None
     protocols = [p["protocol"] for p in summary["schedule"]]
-    assert protocols[:3] == ["bsp", "asp", "bsp"] and protocols[-1] == "asp"
+    assert protocols[:3] == ["bsp", TARGET, "bsp"] and protocols[-1] == TARGET
     # The BSP share is owed in full: BSP phases add up to the scheduled 70% of the workload.
     bsp = sum(p["end_fraction"] - p["start_fraction"] for p in summary["schedule"] if p["protocol"] == "bsp")
     assert bsp == pytest.approx(0.7, abs=0.03)

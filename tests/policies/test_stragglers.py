@@ -123,6 +123,13 @@ def test_greedy_switches_to_asp_and_back_once_free_of_stragglers():
     assert manager.ctx.protocol == "asp"
 
 
+def test_greedy_goes_to_the_runs_switch_target():
+    greedy = STRAGGLER_POLICIES.get("greedy")()
+    (action,) = greedy.on_detected(1, context(switch_to="lookahead"))
+    assert (action.kind, action.protocol) == ("switch", "lookahead")
+    assert greedy.on_detected(1, context(protocol="lookahead", switch_to="lookahead")) == []  # already there
+
+
 def test_greedy_leaves_a_scheduled_asp_phase_alone():
     greedy = STRAGGLER_POLICIES.get("greedy")()
     assert greedy.on_cleared(1, context(protocol="asp", scheduled="asp")) == []
