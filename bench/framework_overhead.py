@@ -19,8 +19,9 @@ QUICK_JOBS = ((common.QUICKSTART, ["workload.epochs=2"]), (MNIST1D, ["workload.e
 FULL_JOBS = ((common.QUICKSTART, []), (MNIST1D, []))
 SWITCH_AT = 0.25
 # The bare loop has no accuracy guard: syncswitch runs without it too, so both train the same schedule (a guard
-# rollback re-trains part of the workload, a policy decision rather than framework cost).
-SYNCSWITCH_OVERRIDES = ["policy.guard.enabled=false"]
+# rollback re-trains part of the workload, a policy decision rather than framework cost). The bare loop switches
+# to plain ASP: so does syncswitch here, whatever the default switch target.
+SYNCSWITCH_OVERRIDES = ["policy.guard.enabled=false", "policy.switch_to=asp"]
 
 
 class CpuSampler(common.ProcessSampler):
