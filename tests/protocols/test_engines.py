@@ -21,8 +21,8 @@ from syncswitch.protocols.engines.dcasgd import compensate  # noqa: E402
 from syncswitch.protocols.engines.fasgd import staleness_scale  # noqa: E402
 from syncswitch.protocols.engines.lookahead import ADAPT_EVERY, lookahead_factor, lookahead_update  # noqa: E402
 from syncswitch.protocols.engines.specsync import LOG_SIZE, pushes_in_window, should_abort  # noqa: E402
-from syncswitch.protocols.speculation import tune  # noqa: E402
 from syncswitch.protocols.engines.ssp import must_wait  # noqa: E402
+from syncswitch.protocols.speculation import tune  # noqa: E402
 
 W0 = np.array([1.0, -2.0, 0.5], np.float32)
 G = np.array([0.3, -0.2, 0.1], np.float32)
@@ -166,7 +166,7 @@ def test_specsync_adaptive_sets_the_papers_parameters_from_the_log():
     rig.enter(abort_rate=0.5, adaptive=True)
     t0 = time.time() - 20  # a past epoch: worker 0 reads every second, workers 1 and 2 push right after
     rows = [(t0 + k - 1.0, t0 + k, 0) for k in range(1, 7)]
-    rows += [(t0 + k - 0.9, t0 + k + 0.10, 1) for k in range(0, 7)]
+    rows += [(t0 + k - 0.9, t0 + k + 0.10, 1) for k in range(7)]
     rows += [(t0 + k - 0.85, t0 + k + 0.15, 2) for k in range(-1, 7)]
     log = _fill_log(rig, rows)
     expected = tune(log[:len(rows), 2], log[:len(rows), 0], log[:len(rows), 1], 3)
@@ -188,7 +188,7 @@ def test_specsync_adaptive_that_finds_no_gain_never_aborts():
     t0 = time.time() - 20
     _fill_log(rig, [(t0 + k, t0 + k + 1.0, i) for i in range(3) for k in range(6)])  # lockstep: no gain
     assert rig.engine.retune(rig.session).abort_time_s == 0.0
-    w, samples, _ = rig.step(k=3)  # 3 fresh updates would abort at the fixed rate (> 1.5)
+    w, _, _ = rig.step(k=3)  # 3 fresh updates would abort at the fixed rate (> 1.5)
     np.testing.assert_allclose(w, W0 + DELTA - LR * G, rtol=1e-6)
     stats = rig.engine.stats(rig.session)
     assert stats["aborted_steps"] == 0 and stats["abort_rate"] is None and stats["tunes"] == 1

@@ -12,7 +12,7 @@ def bursty():
     """Worker 0 reads every second on the second; workers 1 and 2 push 0.10 s and 0.15 s after it reads (from
     before worker 0's first read on, so that every iteration sees the same pattern)."""
     rows = [(0, k - 1.0, float(k)) for k in range(1, 7)]
-    rows += [(1, k - 0.9, k + 0.10) for k in range(0, 7)]
+    rows += [(1, k - 0.9, k + 0.10) for k in range(7)]
     rows += [(2, k - 0.85, k + 0.15) for k in range(-1, 7)]
     w, r, p = zip(*rows)
     return np.array(w), np.array(r), np.array(p)

@@ -65,7 +65,7 @@ class SpeculativeEngine(ProtocolEngine):
         self.meter = StalenessMeter(global_step, self.name)
         grads = [g for g, _ in grads_and_vars]
         fresh = self.meter.at_apply(grads)
-        state = dict(colocate=global_step)
+        state = {"colocate": global_step}
         self.threshold = state_variable("syncswitch/specsync_threshold", [], tf.float32, 0.5 * num_workers, **state)
         self.abort_time = state_variable("syncswitch/specsync_abort_time", [], tf.float64, **state)
         self.aborts = state_variable("syncswitch/specsync_aborts", [], tf.int64, **state)
