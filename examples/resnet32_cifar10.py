@@ -157,8 +157,8 @@ def input_fn(split, batch_size, params):
 class BatchNorm(tf.keras.layers.Layer):
     """Batch normalization whose moving-average updates join tf.compat.v1's UPDATE_OPS collection.
 
-    syncswitch trains a tf.compat.v1 graph and runs UPDATE_OPS with every step; Keras' own layer
-    creates its update ops outside any collection there, so its moving statistics would never move.
+    Any tf.compat.v1 training loop runs UPDATE_OPS with every step; Keras' own layer creates its update ops
+    outside any collection there (syncswitch finds and runs those too, but a hand-written loop would not).
     """
 
     def __init__(self, momentum=0.9, epsilon=1e-5, **kwargs):

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import dataclasses
+import sys
 
 import tensorflow as tf
 
 from syncswitch.node import script as scriptmod
+from syncswitch.node.updates import orphan_updates
 from syncswitch.protocols.engines import ENGINE_STATE, ProtocolEngine, build_engines
 
 v1 = tf.compat.v1
@@ -163,8 +165,16 @@ def build(launch, total: int, module, params: dict, cluster) -> TrainGraph:
             options.threading.private_threadpool_size = max(1, launch.intra_threads or 1)
             ds = ds.with_options(options)
             features, labels = v1.data.make_one_shot_iterator(ds).get_next()
+            before = set(graph.get_operations())
             out = scriptmod.call_model_fn(module, path, features, labels, params, True)
-            with tf.control_dependencies(v1.get_collection(v1.GraphKeys.UPDATE_OPS)):
+            collected = v1.get_collection(v1.GraphKeys.UPDATE_OPS)
+            made = [op for op in graph.get_operations() if op not in before]
+            # Keras layers' own update ops (BatchNormalization's moving statistics) are in no collection here.
+            extra = orphan_updates(graph, made, [out["loss"], out["logits"], *collected])
+            if extra:
+                print(f"syncswitch: model_fn made {len(extra)} update op(s) outside UPDATE_OPS (e.g. "
+                      f"{extra[0].name}); they run with every step", file=sys.stderr, flush=True)
+            with tf.control_dependencies(collected + extra):
                 loss = tf.identity(out["loss"], name="train_loss")
             grads = [(g, v) for g, v in optimizer.compute_gradients(loss) if g is not None]
             if not grads:
