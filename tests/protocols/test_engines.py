@@ -203,6 +203,17 @@ def test_asp_measures_staleness_and_applies_plainly():
     assert rig.engine.stats(rig.session)["staleness_mean"] == 2.0
 
 
+@pytest.mark.parametrize("protocol", ["asp", "ssp", "dc-asgd", "lookahead"])
+def test_staleness_never_counts_the_steps_own_update(protocol):
+    # The global step's increment waits for the staleness read: unordered, a read after it saw its own step.
+    rig = Rig(protocol, momentum=0.9)
+    rig.enter()
+    for _ in range(300):
+        rig.session.run([rig.engine.train_op, rig.engine.samples_after], {rig.g_in: G, rig.k_in: 2})
+    stats = rig.engine.stats(rig.session)
+    assert (stats["staleness_mean"], stats["updates"]) == (2.0, 300)
+
+
 V0 = np.array([0.4, 0.1, -0.3], np.float32)
 
 

@@ -43,14 +43,20 @@ class CountingOptimizer(v1.train.Optimizer):
     def compute_gradients(self, *args, **kwargs):
         return self._inner.compute_gradients(*args, **kwargs)
 
-    def apply_gradients(self, grads_and_vars, global_step=None, name=None):
-        update = self._inner.apply_gradients(grads_and_vars, global_step=global_step)
+    def apply_gradients(self, grads_and_vars, global_step=None, name=None, after=()):
+        """The update, then the sample counter and the global step. `after`: what must be read before this
+        update counts in the global step (the staleness meter's read: else it may see its own step, one late)."""
+        update = self._inner.apply_gradients(grads_and_vars)
+        stepped = []
+        if global_step is not None:
+            with tf.control_dependencies([update, *after]), v1.colocate_with(global_step):
+                stepped.append(v1.assign_add(global_step, 1))
         with tf.control_dependencies([update]):
             # The counter's new value, produced where the counter lives: fetching it costs no extra hop.
             with v1.colocate_with(self._samples):  # a constant made on the worker would be one more send
                 delta = tf.cast(self._per_update, tf.int64)
             self.counted = self._samples.assign_add(delta)
-        return tf.group(update, self.counted, name=name or f"{self._name}_apply")
+        return tf.group(update, self.counted, *stepped, name=name or f"{self._name}_apply")
 
     def get_slot(self, var, name):
         return self._inner.get_slot(var, name)

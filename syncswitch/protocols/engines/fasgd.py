@@ -37,7 +37,7 @@ class StalenessAwareEngine(ProtocolEngine):
             with tf.device(v.device):
                 scaled.append((dense(g) * self.scale, v))
         counting = CountingOptimizer(optimizer, samples, per_worker_batch, self.name)
-        update = counting.apply_gradients(scaled, global_step)
+        update = counting.apply_gradients(scaled, global_step, after=[staleness])
         self._finish(tf.group(update, self.meter.record(staleness), name="fasgd_train"), counting.counted)
 
     def enter_chief(self, session, params: dict | None = None) -> None:

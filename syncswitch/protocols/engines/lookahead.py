@@ -127,7 +127,7 @@ class LookaheadEngine(ProtocolEngine):
             with tf.device(v.device):
                 grads.append((dense(g), v))
         counting = CountingOptimizer(_LookaheadMomentum(optimizer, rates), samples, per_worker_batch, self.name)
-        update = counting.apply_gradients(grads, global_step)
+        update = counting.apply_gradients(grads, global_step, after=[staleness])
         self._finish(tf.group(update, self.meter.record(staleness), name="lookahead_train"), counting.counted)
         self.delay = 1.0
         self.adaptive = True

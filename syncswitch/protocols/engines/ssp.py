@@ -35,7 +35,7 @@ class StaleSyncEngine(ProtocolEngine):
         self.meter = StalenessMeter(global_step, self.name)
         staleness = self.meter.at_apply([g for g, _ in grads_and_vars])
         counting = CountingOptimizer(optimizer, samples, per_worker_batch, self.name)
-        update = counting.apply_gradients(grads_and_vars, global_step)
+        update = counting.apply_gradients(grads_and_vars, global_step, after=[staleness])
         self.clocks = state_variable("syncswitch/ssp_clocks", [num_workers], tf.int64, colocate=global_step)
         self.released = state_variable("syncswitch/ssp_released", [], tf.int32, colocate=global_step)
         with tf.device(global_step.device):
