@@ -104,6 +104,9 @@ class PhasePlan:
             if k < len(self.phases) and self.phases[k].protocol == protocol:
                 kept = self.phases[k]  # its parameters and per-phase hyperparameters stay
                 phases.append(dataclasses.replace(kept, phase=dataclasses.replace(kept.phase, until=until)))
+            elif protocol == self.switch_target.protocol:  # greedy's interlude: the target's own settings
+                interlude = self._asynchronous()
+                phases.append(dataclasses.replace(interlude, phase=dataclasses.replace(interlude.phase, until=until)))
             else:
                 phases.append(PlannedPhase(Phase(protocol, until), self.config_for(protocol)))
         self.phases = phases

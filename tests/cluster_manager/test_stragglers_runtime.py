@@ -127,3 +127,17 @@ def test_greedy_interlude_runs_the_switch_target_with_its_parameters(write_spec)
     plan = _plan(GREEDY.replace("{switch_at: SWITCH}", "{switch_at: 0.5, switch_to: asp}"), write_spec)
     plan.interrupt(0, 0.2)
     assert plan[1].protocol == "asp"  # the paper's greedy policy
+
+
+def test_a_resumed_plan_keeps_greedys_interlude_settings(write_spec):
+    # A manager restarted during greedy's interlude rebuilds its plan from the saved phases: the interlude keeps
+    # the switch target's parameters and hyperparameters, not the protocol's defaults.
+    policy = ("{schedule: [{protocol: bsp, until: 0.5}, {protocol: lookahead, until: 0.8}, {protocol: bsp}], "
+              "switch_to: {protocol: ssp, staleness: 1, hyperparameters: {learning_rate: 0.01}}}")
+    text = GREEDY.replace("{switch_at: SWITCH}", policy)
+    plan = _plan(text, write_spec)
+    plan.interrupt(0, 0.2)
+    fresh = _plan(text, write_spec)
+    fresh.restore(plan.describe_phases())
+    assert [(p.protocol, p.until) for p in fresh] == [("bsp", 0.2), ("ssp", 1.0)]
+    assert fresh[1].params == {"staleness": 1} and fresh[1].config.learning_rate == 0.01
