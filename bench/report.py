@@ -73,14 +73,14 @@ def tta_section(title: str, part) -> list[str]:
               f"({part['target_source']}). Median [min–max].", ""]
     lines += _variants(part, ("bsp", "asp", "switch"))
     note = f" ({part['speedup_vs_asp_note']})" if part.get("speedup_vs_asp_note") else ""
-    lines += ["", f"TTA speedup of BSP->ASP: **{_x(part.get('speedup_vs_bsp'))} vs BSP**, "
+    lines += ["", f"TTA speedup of the switched run: **{_x(part.get('speedup_vs_bsp'))} vs BSP**, "
                   f"**{_x(part.get('speedup_vs_asp'))} vs ASP**{note}; total-time speedup "
                   f"{_x(part.get('time_speedup_vs_bsp'))} vs BSP, {_x(part.get('time_speedup_vs_asp'))} vs ASP.", ""]
     return lines
 
 
 def stragglers_section(part) -> list[str]:
-    lines = ["### Stragglers (BSP->ASP)", ""]
+    lines = ["### Stragglers (BSP, then the switch target)", ""]
     problem = _problem(part)
     if problem:
         return lines + [problem, ""]

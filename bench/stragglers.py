@@ -1,4 +1,4 @@
-"""BSP->ASP under the paper's moderate straggler scenario with straggler policies none, greedy and elastic."""
+"""BSP, then the switch target, under the paper's moderate straggler scenario with straggler policies none, greedy and elastic."""
 
 from __future__ import annotations
 
