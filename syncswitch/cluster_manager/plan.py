@@ -84,11 +84,11 @@ class PhasePlan:
         present = {p.protocol for p in self.phases}
         return list(dict.fromkeys(p for p in wanted if p not in present))
 
-    def _asynchronous(self) -> PlannedPhase:
-        """The switch target as a phase to the end, with its parameters and its own hyperparameters."""
+    def _asynchronous(self, until: float = 1.0) -> PlannedPhase:
+        """The switch target as a phase until `until`, with its parameters and its own hyperparameters."""
         target = self.switch_target
         config = dataclasses.replace(self.config_for(target.protocol), **dict(target.hyperparameters))
-        return PlannedPhase(dataclasses.replace(target, until=1.0), config)
+        return PlannedPhase(dataclasses.replace(target, until=until), config)
 
     def fall_back(self, k: int, protocol: str) -> None:
         """A rollback: the rest of the workload, from phase k on, runs on `protocol`."""
@@ -105,8 +105,7 @@ class PhasePlan:
                 kept = self.phases[k]  # its parameters and per-phase hyperparameters stay
                 phases.append(dataclasses.replace(kept, phase=dataclasses.replace(kept.phase, until=until)))
             elif protocol == self.switch_target.protocol:  # greedy's interlude: the target's own settings
-                interlude = self._asynchronous()
-                phases.append(dataclasses.replace(interlude, phase=dataclasses.replace(interlude.phase, until=until)))
+                phases.append(self._asynchronous(until))
             else:
                 phases.append(PlannedPhase(Phase(protocol, until), self.config_for(protocol)))
         self.phases = phases

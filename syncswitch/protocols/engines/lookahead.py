@@ -129,12 +129,10 @@ class LookaheadEngine(ProtocolEngine):
         counting = CountingOptimizer(_LookaheadMomentum(optimizer, rates), samples, per_worker_batch, self.name)
         update = counting.apply_gradients(grads, global_step, after=[staleness])
         self._finish(tf.group(update, self.meter.record(staleness), name="lookahead_train"), counting.counted)
-        self.delay = 1.0
         self.adaptive = True
         self._steps = 0
 
     def _set(self, session, delay: float) -> None:
-        self.delay = delay
         momentum = float(session.run(self._momentum)) if isinstance(self._momentum, tf.Tensor) else self._momentum
         session.run(self._set_coefficients, {self._coefficients_in: fused_coefficients(momentum, delay),
                                              self._delay_in: delay})
