@@ -8,45 +8,16 @@ import pytest
 
 from syncswitch import spec as specmod
 from syncswitch.cluster_manager import manager
+from tests.conftest import ROOT
 
 pytestmark = pytest.mark.cluster
 
-SCRIPT = '''
-import numpy as np
-import tensorflow as tf
-
-
-def _data():
-    from sklearn.datasets import load_digits
-    d = load_digits()
-    x, y = (d.data / 16.0).astype(np.float32), d.target.astype(np.int64)
-    return x[:1400], y[:1400], x[1400:], y[1400:]
-
-
-def num_examples(split, params):
-    x, _, xt, _ = _data()
-    return len(x) if split == "train" else len(xt)
-
-
-def input_fn(split, batch_size, params):
-    x, y, xt, yt = _data()
-    if split == "train":
-        ds = tf.data.Dataset.from_tensor_slices((x, y)).shuffle(1400, seed=1)
-        return ds.repeat().batch(batch_size, drop_remainder=True)
-    return tf.data.Dataset.from_tensor_slices((xt, yt)).batch(batch_size)
-
-
-def model_fn(features, labels, params, training):
-    h = tf.keras.layers.Dense(64)(features)
-    h = tf.keras.layers.BatchNormalization()(h, training=training)
-    logits = tf.keras.layers.Dense(10)(tf.nn.relu(h))
-    loss = tf.reduce_mean(tf.keras.losses.sparse_categorical_crossentropy(labels, logits, from_logits=True))
-    return {"loss": loss, "logits": logits}
-'''
+# The probe script BENCHMARKS.md measures (a Dense-BatchNormalization-Dropout MLP on scikit-learn's digits).
+SCRIPT = os.path.join(ROOT, "bench", "probes", "keras_bn_mlp.py")
 
 JOB = """
 name: keras-bn
-script: bn_mlp.py
+script: SCRIPT
 hyperparameters: {batch_size: 16, learning_rate: 0.05, momentum: 0.9}
 workload: {epochs: 3}
 cluster: {backend: local, workers: 2}
@@ -58,8 +29,7 @@ evaluation: {every: 0.5}
 def test_keras_batch_norm_statistics_move_and_the_model_evaluates_well(write_spec, tmp_path, no_leftovers):
     import tensorflow as tf
 
-    (tmp_path / "bn_mlp.py").write_text(SCRIPT)
-    job = specmod.load(write_spec(JOB))
+    job = specmod.load(write_spec(JOB.replace("SCRIPT", SCRIPT)))
     summary = manager.submit(job, output_dir=str(tmp_path / "run"), progress=False)
     assert summary["status"] == "completed", summary["message"]
     reader = tf.train.load_checkpoint(str(tmp_path / "run" / "checkpoints"))
