@@ -31,6 +31,7 @@ def main() -> None:
 
     from syncswitch.errors import SyncSwitchError
     from syncswitch.node import script as scriptmod
+    from syncswitch.node import scoring
     from syncswitch.node.eval_queue import RequestQueue
 
     # The import ran at the nodes' priority, so the evaluator is ready when they are (an unprivileged process
@@ -49,16 +50,16 @@ def main() -> None:
             features, labels = iterator.get_next()
             out = scriptmod.call_model_fn(module, path, features, labels, params, False)
             logits = out["logits"]
-            if labels.shape.rank == 2:  # one-hot labels
-                labels = tf.argmax(labels, axis=1)
-            predictions = tf.argmax(logits, axis=1, output_type=tf.int64)
-            correct = tf.reduce_sum(tf.cast(tf.equal(predictions, tf.cast(labels, tf.int64)), tf.int64))
+            correct = scoring.correct_count(logits, labels)
             count = tf.shape(logits, out_type=tf.int64)[0]
             loss = out["loss"]
             saver = v1.train.Saver(var_list=v1.global_variables())
+            # A script's lookup tables (a vocabulary in input_fn) and local variables are not in checkpoints.
+            local_init = v1.group(v1.tables_initializer(), v1.local_variables_initializer())
         threads = config.threads or 1
         session = v1.Session(graph=graph, config=v1.ConfigProto(
             intra_op_parallelism_threads=threads, inter_op_parallelism_threads=threads))
+        session.run(local_init)
     except SyncSwitchError as exc:
         _emit(error=pb.TaskError(message=str(exc), kind=pb.ERROR_KIND_SCRIPT))
         return

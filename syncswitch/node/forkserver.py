@@ -114,10 +114,16 @@ def _connect(path: str, timeout_s: float) -> socket.socket:
 
 # -- the server side -----------------------------------------------------------------------------
 
+# The environment TensorFlow was imported under here. A child takes its requester's environment, and these on top:
+# TF reads some of them lazily, long after the import (TF_USE_LEGACY_KERAS when a script first touches
+# tf.compat.v1.layers), and a child without them got Keras 3 there ("`dense` is not available with Keras 3").
+RUNTIME_ENV: dict[str, str] = {}
+
+
 def warm_up() -> None:
     """Import what every child needs, and nothing that starts TensorFlow's runtime."""
-    os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    for key, default in (("TF_USE_LEGACY_KERAS", "1"), ("TF_CPP_MIN_LOG_LEVEL", "2")):
+        RUNTIME_ENV[key] = os.environ.setdefault(key, default)
     import tensorflow as tf
 
     # In the order a task runs them: graph mode first, then tf.keras (a lazy import of about a second). Keras
@@ -229,6 +235,7 @@ class Server:
             os.chdir(request["cwd"])
             os.environ.clear()
             os.environ.update(request["env"])
+            os.environ.update(RUNTIME_ENV)
             sys.stdin = open(0, encoding="utf-8", closefd=False)
             sys.stdout = open(1, "w", buffering=1, encoding="utf-8", closefd=False)
             sys.stderr = open(2, "w", buffering=1, encoding="utf-8", closefd=False)

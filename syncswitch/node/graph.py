@@ -160,11 +160,16 @@ def build(launch, total: int, module, params: dict, cluster) -> TrainGraph:
                                  f"got {sorted(batches)}; use switch_mode relaunch")
             batch = batches.pop()
             ds = scriptmod.call_input_fn(module, path, "train", batch, params)
-            ds = ds.shard(n, index)  # each worker reads every n-th batch
+            # Each worker reads every n-th batch. The workload's length is syncswitch's (epochs x examples), so
+            # the training set is repeated here: a script that does not repeat it would end its workers early.
+            ds = ds.shard(n, index).repeat()
             options = tf.data.Options()
             options.threading.private_threadpool_size = max(1, launch.intra_threads or 1)
             ds = ds.with_options(options)
-            features, labels = v1.data.make_one_shot_iterator(ds).get_next()
+            # Initializable, not one-shot: an input_fn may capture a lookup table or a variable (a text job's
+            # vocabulary), which a one-shot iterator refuses; it is initialized after the tables (local init).
+            iterator = v1.data.make_initializable_iterator(ds)
+            features, labels = iterator.get_next()
             before = set(graph.get_operations())
             out = scriptmod.call_model_fn(module, path, features, labels, params, True)
             collected = v1.get_collection(v1.GraphKeys.UPDATE_OPS)
@@ -196,9 +201,11 @@ def build(launch, total: int, module, params: dict, cluster) -> TrainGraph:
         # A session restored from a checkpoint initializes the protocol state the checkpoint lacks in its
         # local init (every worker, before any phase; the chief's phase entry sets it for each phase).
         state = v1.variables_initializer(graph.get_collection(ENGINE_STATE))
+        local_init = tf.group(v1.train.Scaffold.default_local_init_op(), state)
+        with tf.control_dependencies([local_init]):  # the input pipeline may look words up in the tables
+            local_init = tf.group(iterator.initializer)
         scaffold = v1.train.Scaffold(
-            saver=saver, ready_for_local_init_op=v1.report_uninitialized_variables(saved),
-            local_init_op=tf.group(v1.train.Scaffold.default_local_init_op(), state))
+            saver=saver, ready_for_local_init_op=v1.report_uninitialized_variables(saved), local_init_op=local_init)
         scaffold.finalize()
     return TrainGraph(graph, engines, loss, samples, global_step, lr_base, momentum, learning_rate,
                       set_lr, set_momentum, lr_in, momentum_in, momentum_now, set_ramp, ramp_in, warmup_in,

@@ -83,6 +83,7 @@ def call_model_fn(module, path: str, features, labels, params: dict, training: b
     loss, logits = out["loss"], out["logits"]
     if loss.shape.rank not in (0, None):
         raise ScriptError(f"script {path}: model_fn 'loss' must be a scalar, got shape {loss.shape}")
-    if logits.shape.rank not in (2, None):
-        raise ScriptError(f"script {path}: model_fn 'logits' must be [batch, classes], got shape {logits.shape}")
+    if logits.shape.rank not in (1, 2, None):
+        raise ScriptError(f"script {path}: model_fn 'logits' must be [batch, classes] (or [batch], one binary "
+                          f"logit), got shape {logits.shape}")
     return out

@@ -314,12 +314,19 @@ def main() -> None:
     threading.Thread(target=_read_commands, args=(holder, commands), daemon=True).start()
     code = 1
     try:
-        from syncswitch.errors import SyncSwitchError
+        from syncswitch.errors import ScriptError, SyncSwitchError
 
         task = Task(launch, commands)
         holder["task"] = task
         code = task.run()
     except SyncSwitchError as exc:
+        emit(codec.event(error=pb.TaskError(message=str(exc), kind=_error_kind(exc))))
+        code = exc.exit_code
+    except tf.errors.OutOfRangeError:
+        # The training set is repeated (graph.build), so it ends only when this worker's shard is empty.
+        exc = ScriptError(f"script {launch.script_path}: input_fn('train', ...) gave worker {launch.task_index} no "
+                          f"batch: each of the {launch.num_workers} workers reads every "
+                          f"{launch.num_workers}th batch, so the training set needs at least that many batches")
         emit(codec.event(error=pb.TaskError(message=str(exc), kind=_error_kind(exc))))
         code = exc.exit_code
     except Exception as exc:  # noqa: BLE001 - anything else is reported in one line, traceback to the log
