@@ -167,6 +167,26 @@ def test_missing_script_and_file_errors(write_spec, tmp_path):
         specmod.load(str(bad))
 
 
+def test_workdir_defaults_to_the_script_folder_and_must_hold_the_script(write_spec, tmp_path):
+    import os
+
+    job = specmod.load(write_spec(MINIMAL))
+    assert job.workdir == os.path.dirname(job.script) and not job.workdir_given
+    job = specmod.load(write_spec(MINIMAL), ["workdir=null"])
+    assert job.workdir is None and job.workdir_given
+    job = specmod.load(write_spec(MINIMAL), [f"workdir={os.path.dirname(os.path.dirname(job.script))}"])
+    assert job.workdir == os.path.dirname(os.path.dirname(job.script)) and job.workdir_given
+    (tmp_path / "elsewhere").mkdir()
+    with pytest.raises(SpecError, match=r"workdir='elsewhere': must hold the script .*digits_mlp.py"):
+        specmod.load(write_spec(MINIMAL), ["workdir=elsewhere"])
+    with pytest.raises(SpecError, match=r"workdir='nowhere': no such folder"):
+        specmod.load(write_spec(MINIMAL), ["workdir=nowhere"])
+    with pytest.raises(SpecError, match=r"workdir=3: must be a folder holding the script"):
+        specmod.load(write_spec(MINIMAL), ["workdir=3"])
+    with pytest.raises(SpecError, match=r"unknown key workdri.*workdir"):
+        specmod.load(write_spec(MINIMAL), ["workdri=x"])
+
+
 def test_set_override_parses_yaml_and_creates_sections(write_spec):
     job = specmod.load(write_spec(MINIMAL), ["params.width=8", "evaluation.target_accuracy=0.9"])
     assert job.params == {"width": 8}

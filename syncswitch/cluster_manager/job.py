@@ -24,6 +24,7 @@ from syncswitch.cluster_manager.progress import ProgressBar, summary_table
 from syncswitch.cluster_manager.record import PhaseRun, RunRecord
 from syncswitch.cluster_manager.recovery import JobRecovery, NodeFailure
 from syncswitch.cluster_manager.resume import JobResume, save_job
+from syncswitch.cluster_manager.shipping import ScriptShipment
 from syncswitch.cluster_manager.stragglers import StragglerController, StragglerResponder
 from syncswitch.cluster_manager.summary import build_summary
 from syncswitch.errors import ClusterError, DivergedError, SyncSwitchError
@@ -181,6 +182,7 @@ class JobRun(JobEvents, JobRecovery, JobResume):
         n = spec.cluster.workers
         self.bar.message(f"syncswitch: job {self.job_id} on {n} {spec.cluster.backend} node(s), "
                          f"schedule {self.plan.describe()}, output {self.run_dir}")
+        self.shipment = ScriptShipment(spec, self.run_dir, self.bar.message)  # before any node starts
         self.lifecycle.to(JobState.PROVISIONING)
         self.token = token = secrets.token_urlsafe(24)
         request = ProvisionRequest(self.job_id, n, token, self.run_dir, spec.cluster.options,
@@ -192,8 +194,6 @@ class JobRun(JobEvents, JobRecovery, JobResume):
         self.actuator = Actuator(self.clients)
         for client in self.clients:
             self.feed.follow_agent(client)
-        with open(spec.script, "rb") as fh:
-            self.script_source = fh.read()
         self.evaluations.open(self.cluster.fork_server)
         k, started = 0, False
         while True:
@@ -232,11 +232,11 @@ class JobRun(JobEvents, JobRecovery, JobResume):
             # another node's old task still served its PS shard on the same port, it registered its graph with
             # the dying server and failed a moment later ("Session handle is not found").
             self.actuator.map(lambda c: c.stop_task())
+        name, bundle = self.shipment.for_nodes(self.cluster.shared_filesystem)
         self.tasks_launched = True
-        self.actuator.map(lambda c: c.launch(os.path.basename(self.spec.script), self.script_source,
-                                             launch_message(self.spec, self.plan, self.cluster, self.run_dir,
-                                                            c.index, start_phase, restore_from,
-                                                            self.checkpoint_name)))
+        self.actuator.map(lambda c: c.launch(name, self.shipment.source, launch_message(
+            self.spec, self.plan, self.cluster, self.run_dir, c.index, start_phase, restore_from, self.checkpoint_name),
+            bundle))
         self.feed.wait_until(lambda: len(self.ready) == self.workers, "every node's training task to start",
                              timeout_s=READY_TIMEOUT_S)
 

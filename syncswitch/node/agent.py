@@ -9,11 +9,15 @@ from __future__ import annotations
 
 import argparse
 import glob
+import hashlib
 import hmac
 import os
+import shutil
 import signal
+import tempfile
 import threading
 import time
+import zipfile
 from concurrent import futures
 
 import grpc
@@ -23,6 +27,7 @@ from syncswitch.files import write_bytes_atomic
 from syncswitch.node.task_process import AgentError, TaskProcess
 from syncswitch.wire import agent_pb2 as pb
 from syncswitch.wire import agent_pb2_grpc as pb_grpc
+from syncswitch.wire import bundle as bundlemod
 from syncswitch.wire import codec
 from syncswitch.wire.token import TOKEN_HEADER
 
@@ -75,13 +80,22 @@ class Agent:
             self.events.append(event)
             self.cond.notify_all()
 
-    def launch(self, script_name: str, source: bytes, request_launch: pb.Launch) -> pb.LaunchTaskReply:
+    def launch(self, script_name: str, source: bytes, request_launch: pb.Launch,
+               bundle: bytes = b"") -> pb.LaunchTaskReply:
         if self.closed:
             raise AgentError(grpc.StatusCode.UNAVAILABLE, "agent is shutting down")
         script_dir = os.path.join(self.work_dir, "script")
-        os.makedirs(script_dir, exist_ok=True)
-        path = os.path.join(script_dir, os.path.basename(script_name) or "train.py")
-        write_bytes_atomic(path, source)
+        if bundle:
+            path = self._unpack(script_dir, script_name, bundle)
+        elif os.path.isabs(script_name):
+            # The manager shares this filesystem and names the script where it is (its folder was too large to ship).
+            if not os.path.isfile(script_name):
+                raise AgentError(grpc.StatusCode.INVALID_ARGUMENT, f"script {script_name}: no such file on this node")
+            path = script_name
+        else:
+            os.makedirs(script_dir, exist_ok=True)
+            path = os.path.join(script_dir, os.path.basename(script_name) or "train.py")
+            write_bytes_atomic(path, source)
         launch = pb.Launch()
         launch.CopyFrom(request_launch)
         launch.script_path = path
@@ -101,6 +115,32 @@ class Agent:
         # not slow training much; the task resets its priority when launched, where it may.
         self._spare_due = self.keep_spare
         return pb.LaunchTaskReply(pid=task.proc.pid, warm_s=time.time() - task.started)
+
+    def _unpack(self, script_dir: str, script_name: str, bundle: bytes) -> str:
+        """The script's folder from its bundle, in place of the last one; the script's path in it."""
+        path = os.path.join(script_dir, script_name)
+        if not script_name or os.path.isabs(script_name) or not _inside(path, script_dir):
+            raise AgentError(grpc.StatusCode.INVALID_ARGUMENT, f"script {script_name!r} is not inside its bundle")
+        digest = hashlib.sha256(bundle).hexdigest()
+        stamp = os.path.join(self.work_dir, "script.sha256")
+        try:
+            with open(stamp, encoding="ascii") as fh:
+                if fh.read() == digest and os.path.isfile(path):
+                    return path  # a relaunch or a recovery sends the same folder again
+        except FileNotFoundError:
+            pass
+        fresh = tempfile.mkdtemp(prefix="script.", dir=self.work_dir)
+        try:
+            bundlemod.unpack(bundle, fresh)
+        except (ValueError, OSError, zipfile.BadZipFile) as exc:
+            shutil.rmtree(fresh, ignore_errors=True)
+            raise AgentError(grpc.StatusCode.INVALID_ARGUMENT, f"cannot unpack the script's folder: {exc}") from None
+        shutil.rmtree(script_dir, ignore_errors=True)
+        os.replace(fresh, script_dir)
+        write_bytes_atomic(stamp, digest.encode("ascii"))
+        if not os.path.isfile(path):
+            raise AgentError(grpc.StatusCode.INVALID_ARGUMENT, f"the bundle holds no {script_name!r}")
+        return path
 
     def checkpoint_dir(self, requested: str | None) -> str:
         """Where the task writes checkpoints: an absolute path is the manager's (a shared filesystem);
@@ -236,7 +276,8 @@ class AgentServicer(pb_grpc.NodeAgentServicer):
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"{type(exc).__name__}: {exc}")
 
     def LaunchTask(self, request, context):
-        return self._call(context, self.agent.launch, request.script_name, request.script_source, request.launch)
+        return self._call(context, self.agent.launch, request.script_name, request.script_source, request.launch,
+                          request.bundle)
 
     def Control(self, request, context):
         self._call(context, self.agent.command, request)
@@ -269,7 +310,9 @@ class AgentServicer(pb_grpc.NodeAgentServicer):
 def make_server(agent: Agent, token: str, host: str, port: int, on_shutdown=lambda: None):
     """A started-later gRPC server for `agent` bound to host:port (port 0 picks a free one)."""
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=16), interceptors=[TokenInterceptor(token)],
-                         options=[("grpc.so_reuseport", 0)])
+                         options=[("grpc.so_reuseport", 0),
+                                  # A launch request carries the script's folder (wire/bundle.py, up to its limit).
+                                  ("grpc.max_receive_message_length", 2 * bundlemod.LIMIT_BYTES)])
     pb_grpc.add_NodeAgentServicer_to_server(AgentServicer(agent, on_shutdown), server)
     try:
         bound = server.add_insecure_port(f"{host}:{port}")

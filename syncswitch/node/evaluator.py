@@ -42,6 +42,7 @@ def main() -> None:
     v1.disable_eager_execution()
     path, params = config.script_path, json.loads(config.params_json or "{}")
     try:
+        os.chdir(os.path.dirname(os.path.abspath(path)))  # as the training tasks: the script's relative paths hold
         module = scriptmod.load_script(path)
         graph = tf.Graph()
         with graph.as_default():

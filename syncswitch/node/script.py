@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import inspect
+import numbers
 import os
 import sys
 import types
@@ -21,6 +22,11 @@ def load_script(path: str) -> types.ModuleType:
     if not os.path.isfile(path):
         raise ScriptError(f"script {path}: no such file")
     name = "syncswitch_user_script"
+    # As `python train.py` would: the script's folder first on the path, for its helper modules.
+    folder = os.path.dirname(os.path.abspath(path))
+    if folder in sys.path:
+        sys.path.remove(folder)
+    sys.path.insert(0, folder)
     spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
@@ -48,9 +54,10 @@ def num_train_examples(module, path: str, params: dict) -> int | None:
         n = fn("train", params)
     except Exception as exc:
         raise ScriptError(f"script {path}: num_examples('train', params) raised {type(exc).__name__}: {exc}") from exc
-    if isinstance(n, bool) or not isinstance(n, int) or n <= 0:
+    # numbers.Integral: a count from numpy (`y.shape[0]` of a loaded array, np.sum(...)) is as good as an int.
+    if isinstance(n, bool) or not isinstance(n, numbers.Integral) or n <= 0:
         raise ScriptError(f"script {path}: num_examples('train', params) returned {n!r}, expected a positive int")
-    return n
+    return int(n)
 
 
 def call_input_fn(module, path: str, split: str, batch_size: int, params: dict):

@@ -68,6 +68,12 @@ class Task:
         self.cluster, self.ps_server, self.worker_server = graphmod.start_servers(
             list(launch.ps_hosts), list(launch.worker_hosts), self.index, intra, inter)
         mark("servers")
+        # The script runs in its folder, as `python train.py` would there: relative paths to its data files hold.
+        # Paths the launch gives relative to the node's work dir are pinned first.
+        launch.checkpoint_dir = os.path.abspath(launch.checkpoint_dir or "checkpoints")
+        if launch.restore_from:
+            launch.restore_from = os.path.abspath(launch.restore_from)
+        os.chdir(os.path.dirname(os.path.abspath(launch.script_path)))
         module = scriptmod.load_script(launch.script_path)
         ramps = any(p.config.momentum_ramp_epochs or p.config.lr_warmup_epochs for p in launch.phases)
         by_samples = launch.workload.WhichOneof("size") == "samples"

@@ -19,7 +19,7 @@ from syncswitch.spec.sections import cluster_section, evaluation_section, hyperp
 from syncswitch.spec.stragglers import stragglers_section
 
 
-TOP_KEYS = ("name", "script", "params", "hyperparameters", "workload", "cluster", "policy",
+TOP_KEYS = ("name", "script", "workdir", "params", "hyperparameters", "workload", "cluster", "policy",
             "evaluation", "seed", "stragglers", "checkpoint", "recovery")
 
 
@@ -37,6 +37,7 @@ def validate(doc: Any, path: str) -> JobSpec:
     script_path = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(path)), script))
     if not os.path.isfile(script_path):
         raise fail("script", script, f"no such file {script_path}")
+    workdir, workdir_given = workdir_field(doc, script_path, os.path.dirname(os.path.abspath(path)))
     params = mapping(doc.get("params"), "params")
     hyperparameters = hyperparameters_section(doc.get("hyperparameters"))
     workload = workload_section(doc.get("workload"))
@@ -48,6 +49,8 @@ def validate(doc: Any, path: str) -> JobSpec:
     job = JobSpec(
         name=name,
         script=script_path,
+        workdir=workdir,
+        workdir_given=workdir_given,
         params=params,
         hyperparameters=hyperparameters,
         workload=workload,
@@ -65,6 +68,24 @@ def validate(doc: Any, path: str) -> JobSpec:
     )
     check_across(job)
     return job
+
+
+def workdir_field(doc: dict, script_path: str, base: str) -> tuple[str | None, bool]:
+    """The folder shipped to every node with the script, and whether the spec named it. Absent: the script's own
+    folder; `null` or `false`: the script alone; a path (relative to the spec file): a folder holding the script."""
+    if "workdir" not in doc:
+        return os.path.dirname(script_path), False
+    value = doc["workdir"]
+    if value is None or value is False:
+        return None, True
+    if not isinstance(value, str) or not value:
+        raise fail("workdir", value, "must be a folder holding the script, or null for the script alone")
+    folder = os.path.normpath(os.path.join(base, value))
+    if not os.path.isdir(folder):
+        raise fail("workdir", value, f"no such folder {folder}")
+    if os.path.commonpath([folder, script_path]) != folder:
+        raise fail("workdir", value, f"must hold the script {script_path}: it is shipped with the folder")
+    return folder, True
 
 
 def apply_override(doc: dict, assignment: str) -> None:

@@ -165,6 +165,8 @@ class StragglerSpec:
 class JobSpec:
     name: str
     script: str  # absolute path
+    workdir: str | None  # the folder shipped with the script (absolute), None: the script alone
+    workdir_given: bool  # named in the spec (its bundle must fit), or the script's folder by default
     params: dict
     hyperparameters: Hyperparameters
     workload: WorkloadSpec

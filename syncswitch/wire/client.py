@@ -35,8 +35,8 @@ class AgentClient:
     def status(self, timeout_s: float | None = None) -> pb.StatusReply:
         return self._call("Status", pb.StatusRequest(), timeout_s)
 
-    def launch(self, script_name: str, source: bytes, launch: pb.Launch) -> pb.LaunchTaskReply:
-        request = pb.LaunchTaskRequest(script_name=script_name, script_source=source, launch=launch)
+    def launch(self, script_name: str, source: bytes, launch: pb.Launch, bundle: bytes = b"") -> pb.LaunchTaskReply:
+        request = pb.LaunchTaskRequest(script_name=script_name, script_source=source, launch=launch, bundle=bundle)
         return self._call("LaunchTask", request)
 
     def control(self, command: pb.Command) -> None:

@@ -11,7 +11,7 @@ def test_unknown_key_is_one_line_exit_2(write_spec):
     result = CliRunner().invoke(cli, ["submit", path])
     assert result.exit_code == 2
     assert result.output.strip() == ("error: unknown key evaluaton (did you mean 'evaluation'?); valid: name, "
-                                     "script, params, hyperparameters, workload, cluster, policy, evaluation, seed, "
+                                     "script, workdir, params, hyperparameters, workload, cluster, policy, evaluation, seed, "
                                      "stragglers, checkpoint, recovery")
     assert "Traceback" not in result.output
 

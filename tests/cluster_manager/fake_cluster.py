@@ -69,6 +69,8 @@ class FakeCluster:
         self.loss = loss or (lambda fraction, protocol: 1.0 - 0.5 * fraction)
         self.checkpoint_name = "model.ckpt"
         self.restores: list[str] = []
+        self.shared_filesystem = True
+        self.clients: list[FakeClient] = []
         self.samples = 0
         self.nodes: list[_Node] = []
         self.lock = threading.RLock()
@@ -92,7 +94,9 @@ class FakeCluster:
             node.events.put(None)
 
     def connect(self, index: int, address: str, token: str) -> "FakeClient":
-        return FakeClient(self, index)
+        client = FakeClient(self, index)
+        self.clients.append(client)
+        return client
 
     # -- what a node's task does -------------------------------------------------------------
     def emit(self, node: _Node, **member) -> None:
@@ -265,7 +269,8 @@ class FakeClient:
         self.cluster = cluster
         self.index = index
 
-    def launch(self, script_name: str, source: bytes, launch: pb.Launch) -> pb.LaunchTaskReply:
+    def launch(self, script_name: str, source: bytes, launch: pb.Launch, bundle: bytes = b"") -> pb.LaunchTaskReply:
+        self.shipped = (script_name, bundle)  # what the real agent would unpack
         self.cluster.launch(self.index, launch)
         return pb.LaunchTaskReply(pid=1)
 
@@ -303,7 +308,8 @@ class FakeBackend(Backend):
         self.cluster = cluster
 
     def provision(self, request) -> ClusterInfo:
-        return ClusterInfo(request.job_id, tuple(self.cluster.start(request.num_nodes)), shared_filesystem=True)
+        return ClusterInfo(request.job_id, tuple(self.cluster.start(request.num_nodes)),
+                           shared_filesystem=self.cluster.shared_filesystem)
 
     def replace_node(self, index: int) -> NodeInfo:
         return self.cluster.replace(index)

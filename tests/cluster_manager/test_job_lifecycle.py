@@ -245,3 +245,32 @@ def test_after_elastic_shrank_the_group_a_rollback_into_bsp_stays_in_place(write
     assert event["mode"] == "in-place" and event["action"].endswith("continue with bsp")
     assert [p["protocol"] for p in summary["schedule"]] == ["bsp", TARGET, "bsp"]
     assert summary["switches"][0]["mode"] == "in-place"  # into ASP: in place as planned
+
+
+# -- the script's folder --------------------------------------------------------------------------------------
+
+def test_every_launch_ships_the_script_folder_or_says_why_not(write_spec, tmp_path, monkeypatch, caplog):
+    import io
+    import logging
+    import os
+    import zipfile
+
+    from syncswitch.wire import bundle
+
+    summary, cluster, job = _run(write_spec, tmp_path, ["policy.switch_at=0.25", "policy.switch_mode=relaunch"])
+    assert summary["status"] == "completed"
+    assert len(cluster.clients) == 2 and {client.shipped[0] for client in cluster.clients} == {"digits_mlp.py"}
+    names = zipfile.ZipFile(io.BytesIO(cluster.clients[0].shipped[1])).namelist()
+    assert "digits_mlp.py" in names and "mnist1d_cnn.py" in names  # the examples folder, the script's own
+
+    monkeypatch.setattr(bundle, "LIMIT_BYTES", 100)  # the examples folder is over it
+    caplog.set_level(logging.WARNING)
+    summary, cluster, job = _run(write_spec, tmp_path / "small", ["evaluation.every=0.5"])
+    assert summary["status"] == "completed"
+    # Nodes that share the filesystem run the script where it is (its absolute path, no bundle) ...
+    assert cluster.clients[0].shipped == (job.spec.script, b"")
+    assert "the script runs where it is" in caplog.text
+    # ... others get the script alone.
+    job.shipment.said = False
+    assert job.shipment.for_nodes(shared_filesystem=False) == (os.path.basename(job.spec.script), b"")
+    assert "only the script is shipped to the nodes" in caplog.text

@@ -54,3 +54,78 @@ def test_a_v1_layers_script_with_column_labels_is_scored_right(write_spec, tmp_p
     summary = manager.submit(specmod.load(write_spec(body)), output_dir=str(tmp_path / "run"), progress=False)
     assert summary["status"] == "completed", summary["message"]
     assert summary["final_accuracy"] > 0.85  # ten classes: the old scoring gave about 0.07
+
+
+PROJECT_SCRIPT = '''
+import numpy as np
+import tensorflow as tf
+from helpers import mlp  # a module beside the script
+
+def _load():
+    d = np.load("data/digits.npz")  # relative to the script's folder, as under `python train.py` there
+    return d["x"], d["y"]
+
+def num_examples(split, params):
+    return 1300 if split == "train" else 497
+
+def input_fn(split, batch_size, params):
+    x, y = _load()
+    part = slice(0, 1300) if split == "train" else slice(1300, None)
+    ds = tf.data.Dataset.from_tensor_slices((x[part], y[part]))
+    return (ds.shuffle(1300, seed=1) if split == "train" else ds).batch(batch_size)
+
+def model_fn(features, labels, params, training):
+    logits = mlp(features)
+    loss = tf.keras.losses.sparse_categorical_crossentropy(labels, logits, from_logits=True)
+    return {"loss": tf.reduce_mean(loss), "logits": logits}
+'''
+
+
+def _project(root):
+    import numpy as np
+    from sklearn.datasets import load_digits
+
+    (root / "data").mkdir(parents=True)
+    digits = load_digits()
+    np.savez(root / "data" / "digits.npz", x=(digits.data / 16).astype("float32"), y=digits.target)
+    (root / "helpers.py").write_text("import tensorflow as tf\n\ndef mlp(x):\n"
+                                     "    h = tf.keras.layers.Dense(32, activation='relu')(x)\n"
+                                     "    return tf.keras.layers.Dense(10)(h)\n")
+    (root / "train.py").write_text(PROJECT_SCRIPT)
+    (root / "job.yaml").write_text("name: project\nscript: train.py\n"
+                                   "hyperparameters: {batch_size: 32, learning_rate: 0.05, momentum: 0.9}\n"
+                                   "workload: {epochs: 3}\ncluster: {backend: local, workers: 2}\n"
+                                   "evaluation: {every: 0.5}\n")
+    return str(root / "job.yaml")
+
+
+def test_a_script_finds_its_helper_module_and_data_files_on_every_node(tmp_path, monkeypatch, no_leftovers):
+    # Before: only the script was shipped; its data file was looked for in the node's folder, and its helper
+    # module was found only when the manager happened to start in the script's folder.
+    job = _project(tmp_path / "proj")
+    monkeypatch.chdir(tmp_path)  # not the script's folder
+    summary = manager.submit(specmod.load(job), output_dir=str(tmp_path / "run"), progress=False)
+    assert summary["status"] == "completed", summary["message"]
+    assert summary["final_accuracy"] > 0.8
+    assert os.path.isfile(tmp_path / "run" / "nodes" / "1" / "script" / "data" / "digits.npz")
+
+
+def test_a_named_workdir_over_the_limit_fails_before_any_node_starts(tmp_path, monkeypatch, no_leftovers):
+    from syncswitch.errors import SpecError
+    from syncswitch.wire import bundle
+
+    job = _project(tmp_path / "proj")
+    monkeypatch.setattr(bundle, "LIMIT_BYTES", 1000)
+    with pytest.raises(SpecError, match=r"workdir=.*proj': .* holds more than 0 MiB of files; name a smaller"):
+        manager.submit(specmod.load(job, ["workdir=."]), output_dir=str(tmp_path / "run"), progress=False)
+    assert not os.path.exists(tmp_path / "run" / "nodes")
+
+
+def test_a_default_folder_over_the_limit_runs_in_place_on_a_shared_filesystem(tmp_path, monkeypatch, no_leftovers):
+    from syncswitch.wire import bundle
+
+    job = _project(tmp_path / "proj")
+    monkeypatch.setattr(bundle, "LIMIT_BYTES", 1000)  # the digits file alone is larger
+    summary = manager.submit(specmod.load(job), output_dir=str(tmp_path / "run"), progress=False)
+    assert summary["status"] == "completed", summary["message"]
+    assert not os.path.exists(tmp_path / "run" / "nodes" / "0" / "script")  # nothing was copied

@@ -1,5 +1,7 @@
 """The agent's gRPC service: token enforcement, status codes of the thin servicer, and the event replay."""
 
+import os
+
 import grpc
 import pytest
 
@@ -62,3 +64,35 @@ def test_a_port_in_use_is_reported(served, tmp_path):
     other = Agent(str(tmp_path / "b"), 0, 0, spare=False, prewarm=False)
     with pytest.raises(OSError, match=f"cannot listen on 127.0.0.1:{port}"):
         make_server(other, "t", "127.0.0.1", port)
+
+
+def test_a_bundle_replaces_the_script_folder_and_a_resend_is_not_unpacked_again(tmp_path):
+    from syncswitch.wire import bundle
+
+    src = tmp_path / "proj"
+    (src / "data").mkdir(parents=True)
+    (src / "train.py").write_text("v1")
+    (src / "data" / "x.csv").write_text("1")
+    agent = Agent(str(tmp_path / "node"), 0, 0, spare=False, prewarm=False)
+    script_dir = str(tmp_path / "node" / "script")
+    made = bundle.make(str(src / "train.py"), str(src))
+    path = agent._unpack(script_dir, made.script_name, made.data)
+    assert open(path).read() == "v1" and open(os.path.join(script_dir, "data", "x.csv")).read() == "1"
+    stamp = os.path.getmtime(path)
+    assert agent._unpack(script_dir, made.script_name, made.data) == path and os.path.getmtime(path) == stamp
+    (src / "train.py").write_text("v2")
+    (src / "data" / "x.csv").unlink()
+    made = bundle.make(str(src / "train.py"), str(src))
+    assert open(agent._unpack(script_dir, made.script_name, made.data)).read() == "v2"
+    assert not os.path.exists(os.path.join(script_dir, "data", "x.csv"))  # the old folder went, not merged
+    agent.close()
+
+
+def test_a_script_name_outside_its_bundle_is_an_invalid_argument(served):
+    from syncswitch.wire import bundle  # noqa: F401 - the request carries a real (empty-folder) zip
+
+    _, address = served
+    client = AgentClient(0, address, "secret-token", timeout_s=5)
+    with pytest.raises(ClusterError, match="INVALID_ARGUMENT: script '../x.py' is not inside its bundle"):
+        client.launch("../x.py", b"", pb.Launch(), bundle=b"PK\x05\x06" + b"\x00" * 18)
+    client.close()

@@ -1,0 +1,39 @@
+"""The script contract as the nodes load it: the script's folder on the path, and num_examples' answer."""
+
+import sys
+import types
+
+import numpy as np
+import pytest
+
+from syncswitch.errors import ScriptError
+from syncswitch.node.script import load_script, num_train_examples
+
+
+def _module(value):
+    module = types.ModuleType("m")
+    module.num_examples = lambda split, params: value
+    return module
+
+
+@pytest.mark.parametrize("value", [1300, np.int64(1300), np.int32(1300)])
+def test_a_count_from_numpy_is_an_integer(value):
+    n = num_train_examples(_module(value), "train.py", {})
+    assert n == 1300 and type(n) is int
+
+
+@pytest.mark.parametrize("value", [0, -3, 1.5, "10", True, np.float64(10.0)])
+def test_anything_else_is_a_script_error_naming_the_value(value):
+    with pytest.raises(ScriptError, match=r"script train.py: num_examples\('train', params\) returned .*positive int"):
+        num_train_examples(_module(value), "train.py", {})
+
+
+def test_a_script_imports_the_modules_beside_it(tmp_path, monkeypatch):
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    monkeypatch.delitem(sys.modules, "beside_helper", raising=False)
+    (tmp_path / "beside_helper.py").write_text("WIDTH = 7\n")
+    (tmp_path / "train.py").write_text("from beside_helper import WIDTH\n"
+                                       "def input_fn(split, batch_size, params): pass\n"
+                                       "def model_fn(features, labels, params, training): pass\n")
+    assert load_script(str(tmp_path / "train.py")).WIDTH == 7
+    assert sys.path[0] == str(tmp_path)

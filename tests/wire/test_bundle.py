@@ -1,0 +1,67 @@
+"""The script's folder as a bundle: what it ships, what stays home, its limit, and a safe unpack."""
+
+import io
+import os
+import zipfile
+
+import pytest
+
+from syncswitch.wire import bundle
+
+
+def _tree(root, files):
+    for name, text in files.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+
+
+def test_a_folder_travels_with_its_script_and_unpacks_the_same(tmp_path):
+    src = tmp_path / "proj"
+    _tree(src, {"train.py": "import lib\n", "lib.py": "X = 1\n", "data/a.csv": "1,2\n", "sub/deep/b.txt": "b"})
+    made = bundle.make(str(src / "train.py"), str(src))
+    assert made.script_name == "train.py" and made.files == 4 and made.size == 11 + 6 + 4 + 1
+    out = tmp_path / "out"
+    out.mkdir()
+    bundle.unpack(made.data, str(out))
+    for name in ("train.py", "lib.py", "data/a.csv", "sub/deep/b.txt"):
+        assert (out / name).read_text() == (src / name).read_text()
+
+
+def test_a_script_in_a_subfolder_is_named_by_its_path_in_the_bundle(tmp_path):
+    _tree(tmp_path / "proj", {"jobs/train.py": "", "common.py": ""})
+    made = bundle.make(str(tmp_path / "proj" / "jobs" / "train.py"), str(tmp_path / "proj"))
+    assert made.script_name == os.path.join("jobs", "train.py")
+
+
+def test_hidden_entries_caches_and_run_folders_stay_home(tmp_path):
+    src = tmp_path / "proj"
+    _tree(src, {"train.py": "", ".git/HEAD": "x", ".env": "secret", "__pycache__/m.pyc": "x", "m.pyc": "x",
+                "runs/old/run.json": "{}", "runs/old/nodes/0/ckpt": "x" * 100, "out/keep.txt": "k",
+                "skipme/big.bin": "x"})
+    made = bundle.make(str(src / "train.py"), str(src), skip=(str(src / "skipme"),))
+    names = sorted(zipfile.ZipFile(io.BytesIO(made.data)).namelist())
+    assert names == ["out/keep.txt", "train.py"]
+
+
+def test_a_folder_over_the_limit_is_refused(tmp_path, monkeypatch):
+    monkeypatch.setattr(bundle, "LIMIT_BYTES", 1000)
+    _tree(tmp_path, {"train.py": "", "data.bin": "x" * 1001})
+    with pytest.raises(bundle.BundleTooLarge, match="more than 0 MiB"):
+        bundle.make(str(tmp_path / "train.py"), str(tmp_path))
+
+
+def test_the_script_alone_is_an_empty_bundle(tmp_path):
+    _tree(tmp_path, {"train.py": ""})
+    made = bundle.make(str(tmp_path / "train.py"), None)
+    assert (made.script_name, made.data) == ("train.py", b"")
+
+
+def test_a_member_leaving_the_folder_is_refused(tmp_path):
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as zf:
+        zf.writestr("../evil.py", "x")
+    (tmp_path / "dest").mkdir()
+    with pytest.raises(ValueError, match="leaves the script folder"):
+        bundle.unpack(buffer.getvalue(), str(tmp_path / "dest"))
+    assert not (tmp_path / "evil.py").exists()
