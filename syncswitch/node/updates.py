@@ -5,7 +5,8 @@ outside a Keras model in a v1 graph keep their update ops on the layer (`layer.u
 a plain script's BatchNormalization would train with its moving mean and variance never moving; its
 evaluation (training=False) would then normalise with the initial 0 and 1. The graph itself tells these ops
 apart: assignments to non-trainable variables, created by model_fn, that neither the loss, the logits nor the
-collected updates run, and that are not a variable's initializer.
+collected updates run, and that are not a variable's initializer. Those that need a feed are left out: a Keras
+model given `input_shape` also builds its layers on a placeholder of its own, whose update ops no step can run.
 """
 
 from __future__ import annotations
@@ -32,6 +33,25 @@ def _ancestors(roots) -> set:
     return seen
 
 
+def _fed(ops) -> set:
+    """Those of `ops` that depend, through data or control inputs, on a placeholder without a default."""
+    memo: dict = {}
+    visiting: set = set()  # v1 while loops make cycles (NextIteration -> Merge): an op on the path counts as not fed
+    for root in ops:
+        stack = [(root, False)]
+        while stack:  # iterative post-order: graphs are deeper than Python's recursion limit
+            op, expanded = stack.pop()
+            deps = [t.op for t in op.inputs] + list(op.control_inputs)
+            if expanded:
+                visiting.discard(op)
+                memo[op] = op.type == "Placeholder" or any(memo.get(d, False) for d in deps)
+            elif op not in memo and op not in visiting:
+                visiting.add(op)
+                stack.append((op, True))
+                stack.extend((d, False) for d in deps if d not in memo and d not in visiting)
+    return {op for op in ops if memo[op]}
+
+
 def orphan_updates(graph: tf.Graph, made, runs) -> list:
     """The ops among `made` (those model_fn created) that update a non-trainable variable and that running
     `runs` (the loss, the logits, the collected update ops) would not run."""
@@ -44,4 +64,6 @@ def orphan_updates(graph: tf.Graph, made, runs) -> list:
     if not candidates:
         return []
     run = _ancestors(runs)
-    return [op for op in candidates if op not in run]
+    orphans = [op for op in candidates if op not in run]
+    fed = _fed(orphans)
+    return [op for op in orphans if op not in fed]
