@@ -45,8 +45,13 @@ def main() -> None:
         os.chdir(os.path.dirname(os.path.abspath(path)))  # as the training tasks: the script's relative paths hold
         module = scriptmod.load_script(path)
         graph = tf.Graph()
+        threads = config.threads or 1
+        session = v1.Session(graph=graph, config=v1.ConfigProto(
+            intra_op_parallelism_threads=threads, inter_op_parallelism_threads=threads))
         with graph.as_default():
             ds = scriptmod.call_input_fn(module, path, "test", config.batch_size, params)
+            if session.run(tf.data.experimental.cardinality(ds)) == tf.data.experimental.INFINITE_CARDINALITY:
+                ds = scriptmod.finite_test_set(ds, module, path, params, config.batch_size)
             iterator = v1.data.make_initializable_iterator(ds)
             features, labels = iterator.get_next()
             out = scriptmod.call_model_fn(module, path, features, labels, params, False)
@@ -57,9 +62,6 @@ def main() -> None:
             saver = v1.train.Saver(var_list=v1.global_variables())
             # A script's lookup tables (a vocabulary in input_fn) and local variables are not in checkpoints.
             local_init = v1.group(v1.tables_initializer(), v1.local_variables_initializer())
-        threads = config.threads or 1
-        session = v1.Session(graph=graph, config=v1.ConfigProto(
-            intra_op_parallelism_threads=threads, inter_op_parallelism_threads=threads))
         session.run(local_init)
     except SyncSwitchError as exc:
         _emit(error=pb.TaskError(message=str(exc), kind=pb.ERROR_KIND_SCRIPT))

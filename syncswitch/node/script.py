@@ -47,17 +47,32 @@ def load_script(path: str) -> types.ModuleType:
 
 def num_train_examples(module, path: str, params: dict) -> int | None:
     """The script's `num_examples("train", params)` if it defines one."""
+    return num_examples(module, path, "train", params)
+
+
+def num_examples(module, path: str, split: str, params: dict) -> int | None:
+    """The script's `num_examples(split, params)` if it defines one."""
     fn = getattr(module, "num_examples", None)
     if fn is None:
         return None
     try:
-        n = fn("train", params)
+        n = fn(split, params)
     except Exception as exc:
-        raise ScriptError(f"script {path}: num_examples('train', params) raised {type(exc).__name__}: {exc}") from exc
+        raise ScriptError(f"script {path}: num_examples({split!r}, params) raised {type(exc).__name__}: {exc}") from exc
     # numbers.Integral: a count from numpy (`y.shape[0]` of a loaded array, np.sum(...)) is as good as an int.
     if isinstance(n, bool) or not isinstance(n, numbers.Integral) or n <= 0:
-        raise ScriptError(f"script {path}: num_examples('train', params) returned {n!r}, expected a positive int")
+        raise ScriptError(f"script {path}: num_examples({split!r}, params) returned {n!r}, expected a positive int")
     return int(n)
+
+
+def finite_test_set(ds, module, path: str, params: dict, batch_size: int):
+    """The test split as the evaluator reads it, once: a script that repeats it (one input_fn for both splits)
+    is cut at num_examples('test'), which it must then define; an evaluation would otherwise never end."""
+    n = num_examples(module, path, "test", params)
+    if n is None:
+        raise ScriptError(f"script {path}: input_fn('test', ...) repeats forever, so no evaluation would end; "
+                          "do not repeat the test split, or define num_examples('test', params)")
+    return ds.unbatch().take(n).batch(batch_size)
 
 
 def call_input_fn(module, path: str, split: str, batch_size: int, params: dict):

@@ -129,3 +129,15 @@ def test_a_default_folder_over_the_limit_runs_in_place_on_a_shared_filesystem(tm
     summary = manager.submit(specmod.load(job), output_dir=str(tmp_path / "run"), progress=False)
     assert summary["status"] == "completed", summary["message"]
     assert not os.path.exists(tmp_path / "run" / "nodes" / "0" / "script")  # nothing was copied
+
+
+def test_a_script_that_repeats_its_test_split_is_evaluated_once_over_it(tmp_path, no_leftovers):
+    # Before: the evaluator read the repeated test split forever and the job hung at its end.
+    job = _project(tmp_path / "proj")
+    script = tmp_path / "proj" / "train.py"
+    script.write_text(script.read_text().replace(
+        "return (ds.shuffle(1300, seed=1) if split == \"train\" else ds).batch(batch_size)",
+        "return ds.repeat().batch(batch_size)"))
+    summary = manager.submit(specmod.load(job), output_dir=str(tmp_path / "run"), progress=False)
+    assert summary["status"] == "completed", summary["message"]
+    assert summary["final_accuracy"] > 0.8

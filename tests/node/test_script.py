@@ -37,3 +37,15 @@ def test_a_script_imports_the_modules_beside_it(tmp_path, monkeypatch):
                                        "def model_fn(features, labels, params, training): pass\n")
     assert load_script(str(tmp_path / "train.py")).WIDTH == 7
     assert sys.path[0] == str(tmp_path)
+
+
+def test_a_repeated_test_set_is_cut_at_num_examples_or_refused():
+    tf = pytest.importorskip("tensorflow")
+    from syncswitch.node.script import finite_test_set
+
+    forever = tf.data.Dataset.range(10).repeat().batch(4)
+    cut = finite_test_set(forever, _module(10), "train.py", {}, 4)
+    assert [b.numpy().tolist() for b in cut] == [[0, 1, 2, 3], [4, 5, 6, 7], [8, 9]]
+    with pytest.raises(ScriptError, match=r"script train.py: input_fn\('test', \.\.\.\) repeats forever.*"
+                                          r"define num_examples\('test', params\)"):
+        finite_test_set(forever, types.ModuleType("m"), "train.py", {}, 4)
