@@ -18,7 +18,7 @@ from syncswitch.cluster_manager.guarding import GuardRuntime, synchronous
 from syncswitch.cluster_manager.handlers import JobEvents
 from syncswitch.cluster_manager.launch import launch_message, phase_config
 from syncswitch.cluster_manager.lifecycle import JobState, Lifecycle
-from syncswitch.cluster_manager.outputs import RunOutputs, run_log
+from syncswitch.cluster_manager.outputs import RunOutputs, make_run_dir, run_log
 from syncswitch.cluster_manager.plan import PhasePlan
 from syncswitch.cluster_manager.progress import ProgressBar, summary_table
 from syncswitch.cluster_manager.record import PhaseRun, RunRecord
@@ -129,7 +129,7 @@ class JobRun(JobEvents, JobRecovery, JobResume):
 
     # -- lifecycle ---------------------------------------------------------------------------
     def run(self) -> dict:
-        os.makedirs(self.run_dir, exist_ok=True)
+        make_run_dir(self.run_dir)
         if not self.resuming:
             save_job(self.spec, self.run_dir)
         self.outputs = RunOutputs(self.run_dir)

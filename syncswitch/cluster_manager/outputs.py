@@ -8,7 +8,16 @@ import os
 import threading
 
 from syncswitch.cluster_manager.tbevents import ScalarWriter
+from syncswitch.errors import SpecError
 from syncswitch.files import write_json_atomic
+
+
+def make_run_dir(path: str) -> None:
+    """Create the run folder, or say in one line why not (a read-only place, a file in the way)."""
+    try:
+        os.makedirs(path, exist_ok=True)
+    except OSError as exc:
+        raise SpecError(f"output folder {path}: cannot create it: {exc.strerror or exc}") from None
 
 
 class run_log:

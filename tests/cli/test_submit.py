@@ -68,3 +68,11 @@ def test_an_output_dir_tensorflow_would_read_as_a_glob_is_refused_before_anythin
     assert result.output.strip() == (f"error: --output-dir {folder}: [ ] in the run folder's path; TensorFlow reads "
                                      "checkpoint paths as glob patterns, choose a folder without * ? [ ]")
     assert not folder.exists()
+
+
+def test_an_output_folder_that_cannot_be_made_is_one_line_exit_2(write_spec, tmp_path):
+    (tmp_path / "taken").write_text("a file where a folder should go")
+    result = CliRunner().invoke(cli, ["submit", write_spec(MINIMAL), "--output-dir", str(tmp_path / "taken" / "run"),
+                                      "--quiet"])
+    assert result.exit_code == 2
+    assert result.output.strip() == f"error: output folder {tmp_path / 'taken' / 'run'}: cannot create it: Not a directory"
