@@ -13,7 +13,8 @@ from syncswitch.cli.options import workers_override
 @click.option("--compare", default="bsp,asp,switch@0.25", show_default=True,
               help="Comma-separated variants: a protocol name, or switch@F (BSP until F, then the job's "
                    "switch target: X for a [bsp until F, X] schedule, else policy.switch_to).")
-@click.option("--repeats", type=click.IntRange(1, 100), default=1, show_default=True)
+@click.option("--repeats", type=click.IntRange(1, 100), default=1, show_default=True,
+              help="Runs per variant; repeat r uses seed (the job's seed + r), the variants taking turns.")
 @click.option("--output-dir", type=click.Path(file_okay=False), help="Parent folder of the runs.")
 @click.option("--workers", type=int)
 @click.option("--set", "sets", multiple=True, metavar="KEY=VALUE")

@@ -47,18 +47,22 @@ def run_pilot_factory(job_spec, output_root: str):
     return run_pilot
 
 
-def run_experiment(spec, variants: list[str], repeats: int, root: str, on_run=None) -> int:
+def run_experiment(spec, variants: list[str], repeats: int, root: str, on_run=None, run=None) -> int:
     """Run `spec` under each variant `repeats` times, one folder per run under `root`; returns how many failed.
 
-    `on_run(variant, repeat, run_dir, summary)` is called after each run.
+    Repeat r runs with seed `spec.seed + r`, every variant alike: one seed is one draw, and an accuracy spread needs
+    several. The variants take turns within each repeat, so a machine whose load drifts slows them alike and
+    their time ratios stay fair. `on_run(variant, repeat, run_dir, summary)` is called after each run.
     """
     for variant in variants:
         variant_policy(spec, variant)  # fail on a bad name before any run starts
+    run = run or run_variant
     failed = 0
-    for variant in variants:
-        for r in range(repeats):
+    for r in range(repeats):
+        seeded = dataclasses.replace(spec, seed=spec.seed + r, raw={**spec.raw, "seed": spec.seed + r})
+        for variant in variants:
             run_dir = os.path.join(root, f"{variant.replace('@', '')}-r{r}")
-            summary = run_variant(spec, variant, run_dir)
+            summary = run(seeded, variant, run_dir)
             failed += summary["status"] != "completed"
             if on_run is not None:
                 on_run(variant, r, run_dir, summary)

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from syncswitch import spec as specmod
-from syncswitch.cluster_manager.experiments import variant_policy
+from syncswitch.cluster_manager.experiments import run_experiment, variant_policy
 from syncswitch.errors import SpecError
 from tests.conftest import MINIMAL
 
@@ -45,3 +47,16 @@ def test_bad_variant_names(write_spec):
         variant_policy(job, "switch@soon")
     with pytest.raises(SpecError, match=r"expected a protocol \(bsp, asp, .*lookahead\) or switch@FRACTION"):
         variant_policy(job, "lookahed")
+
+
+def test_repeats_take_turns_and_draw_a_seed_each(write_spec, tmp_path):
+    spec = specmod.load(write_spec(MINIMAL), ["seed=7"])
+    calls = []
+
+    def run(seeded, variant, run_dir):
+        calls.append((variant, seeded.seed, seeded.raw["seed"], os.path.basename(run_dir)))
+        return {"status": "completed"}
+
+    assert run_experiment(spec, ["bsp", "switch@0.25"], 2, str(tmp_path), run=run) == 0
+    assert calls == [("bsp", 7, 7, "bsp-r0"), ("switch@0.25", 7, 7, "switch0.25-r0"),
+                     ("bsp", 8, 8, "bsp-r1"), ("switch@0.25", 8, 8, "switch0.25-r1")]
