@@ -330,9 +330,10 @@ def main() -> None:
         code = exc.exit_code
     except tf.errors.OutOfRangeError:
         # The training set is repeated (graph.build), so it ends only when this worker's shard is empty.
+        n = launch.num_workers
         exc = ScriptError(f"script {launch.script_path}: input_fn('train', ...) gave worker {launch.task_index} no "
-                          f"batch: each of the {launch.num_workers} workers reads every "
-                          f"{launch.num_workers}th batch, so the training set needs at least that many batches")
+                          f"batch: each of the {n} workers reads one batch in {n}, so the training set needs at "
+                          f"least {n} batches")
         emit(codec.event(error=pb.TaskError(message=str(exc), kind=_error_kind(exc))))
         code = exc.exit_code
     except Exception as exc:  # noqa: BLE001 - anything else is reported in one line, traceback to the log

@@ -201,6 +201,19 @@ def test_an_evaluation_that_comes_in_while_finishing_still_rolls_back(write_spec
     assert min(e["accuracy"] for e in summary["evaluations"]) > 0.5
 
 
+def test_a_final_checkpoint_that_dips_is_rolled_back_and_its_stretch_redone(write_spec, tmp_path, monkeypatch):
+    # Healthy up to 75%, only the final checkpoint scores 0.1: no later evaluation could confirm the dip, and it
+    # is the model the run delivers, so it is rolled back on its own and the last stretch runs under BSP.
+    monkeypatch.setenv("FAKE_EVAL_COLLAPSE_AFTER", "0.99")
+    summary, cluster, _ = _run(write_spec, tmp_path, ["policy.switch_at=0.25", "evaluation.every=0.25"])
+    assert summary["status"] == "completed"
+    (event,) = summary["guard_events"]
+    assert event["reason"] == "accuracy" and event["fraction"] >= 1.0 and event["onset"] >= 1.0
+    assert event["checkpoint_fraction"] == pytest.approx(0.75, abs=0.01)
+    assert [p["protocol"] for p in summary["schedule"]] == ["bsp", TARGET, "bsp"]
+    assert summary["final_accuracy"] == pytest.approx(0.9)
+
+
 # The fake cluster degrades by its loss alone, which the default guard does not judge.
 LOSS_RULE = "policy.guard={loss_rule: true}"
 

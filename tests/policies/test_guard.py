@@ -190,3 +190,28 @@ def test_a_rollback_forgets_the_abandoned_branchs_evaluations():
     guard.on_evaluation(0.3, 0.9)   # a lucky evaluation of the branch that is then rolled back
     guard.on_phase("bsp", True, 0.25)
     assert guard.best_accuracy == 0.7
+
+
+def test_a_dip_at_the_final_evaluation_fires_alone():
+    # The final checkpoint is what the run delivers and nothing after it can confirm the dip: judged on its own.
+    guard = _watched_after_bsp()
+    for f, acc in [(0.30, 0.80), (0.50, 0.88), (0.90, 0.90), (0.95, 0.89)]:
+        assert guard.on_evaluation(f, acc) is None
+    verdict = guard.on_evaluation(1.0024, 0.72)
+    assert (verdict.reason, verdict.fraction, verdict.onset) == ("accuracy", 1.0024, 1.0024)
+    assert verdict.values["floor"] == pytest.approx(0.85)
+
+
+def test_a_final_evaluation_within_its_floor_does_not_fire():
+    guard = _watched_after_bsp()
+    for f, acc in [(0.30, 0.80), (0.50, 0.88), (0.90, 0.90), (0.95, 0.89)]:
+        assert guard.on_evaluation(f, acc) is None
+    assert guard.on_evaluation(1.0, 0.86) is None  # 4 points down: within accuracy_drop
+
+
+def test_a_final_dip_after_a_sustained_one_keeps_the_earlier_onset():
+    guard = _watched_after_bsp()
+    for f, acc in [(0.30, 0.80), (0.50, 0.88), (0.90, 0.80)]:
+        assert guard.on_evaluation(f, acc) is None
+    verdict = guard.on_evaluation(1.0, 0.79)
+    assert (verdict.fraction, verdict.onset) == (1.0, 0.90)
