@@ -13,14 +13,27 @@ import sys
 import time
 
 
+_EVENTS = sys.stdout  # the event stream; main() moves it off fd 1 (see _take_stdout)
+
+
+def _take_stdout() -> None:
+    """Keep stdout for events and point fd 1 at the log, as a training task does: what the user's script prints
+    (a dataset's generator, on every evaluation) must not corrupt or swallow an event line."""
+    global _EVENTS
+    sys.stdout.flush()
+    _EVENTS = os.fdopen(os.dup(sys.stdout.fileno()), "w", buffering=1)
+    os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
+
+
 def _emit(**member) -> None:
     from syncswitch.wire import codec
 
-    sys.stdout.write(codec.encode(codec.event(**member)) + "\n")
-    sys.stdout.flush()
+    _EVENTS.write(codec.encode(codec.event(**member)) + "\n")
+    _EVENTS.flush()
 
 
 def main() -> None:
+    _take_stdout()
     os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     from syncswitch.wire import agent_pb2 as pb

@@ -141,3 +141,33 @@ def test_a_script_that_repeats_its_test_split_is_evaluated_once_over_it(tmp_path
     summary = manager.submit(specmod.load(job), output_dir=str(tmp_path / "run"), progress=False)
     assert summary["status"] == "completed", summary["message"]
     assert summary["final_accuracy"] > 0.8
+
+
+NOISY_TEST_SET = """
+def input_fn(split, batch_size, params):
+    x, y = _load()
+    if split == "test":
+        def gen():
+            for i in range(1300, len(y)):
+                if i % 100 == 0:
+                    print(".", end="")  # progress dots without a newline, on every evaluation
+                yield x[i], y[i]
+        spec = (tf.TensorSpec([64], tf.float32), tf.TensorSpec([], tf.int64))
+        return tf.data.Dataset.from_generator(gen, output_signature=spec).batch(batch_size)
+    return tf.data.Dataset.from_tensor_slices((x[:1300], y[:1300])).shuffle(1300, seed=1).batch(batch_size)
+
+def model_fn("""
+
+
+def test_what_a_script_prints_while_evaluated_does_not_swallow_an_evaluation(tmp_path, no_leftovers):
+    # Before: the dots went to the evaluator's event stream and ran into the next event line, which was lost; the
+    # job then waited for its final evaluation until the 600 s limit.
+    job = _project(tmp_path / "proj")
+    script = tmp_path / "proj" / "train.py"
+    text = script.read_text()
+    start, end = text.index("def input_fn("), text.index("def model_fn(")
+    script.write_text(text[:start] + NOISY_TEST_SET.strip() + text[end + len("def model_fn("):])
+    summary = manager.submit(specmod.load(job), output_dir=str(tmp_path / "run"), progress=False)
+    assert summary["status"] == "completed", summary["message"]
+    assert [round(e["fraction"], 1) for e in summary["evaluations"]] == [0.5, 1.0]
+    assert "." in (tmp_path / "run" / "evaluator.log").read_text()  # the prints went to the log
