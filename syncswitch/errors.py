@@ -29,3 +29,11 @@ class DivergedError(SyncSwitchError):
     """Training produced a NaN or infinite loss."""
 
     exit_code = 3
+
+
+def one_line(exc: BaseException) -> str:
+    """An exception in one line. TensorFlow's runtime errors start with the task that raised them ("From
+    /job:worker/replica:0/task:1:"); the cause (a script's "ValueError: corrupt record 900") follows."""
+    lines = [line.strip() for line in str(exc).splitlines()]
+    lines = [line for line in lines if line and not (line.startswith("From /job:") and line.endswith(":"))]
+    return f"{type(exc).__name__}: {lines[0] if lines else ''}"[:500]

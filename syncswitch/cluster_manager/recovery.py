@@ -133,8 +133,13 @@ class JobRecovery:
                                               self.last_heard.get(source)))
 
         chosen = min(candidates, key=_rank)  # the first of the best rank
+        # The node's own last words name the cause an exit code cannot (a script's error in its input pipeline).
+        said = next((c for c in candidates if c.node == chosen.node and _rank(c) == 2), None)
+        if said is not None and chosen.what.startswith("task exited"):
+            cause = said.what.removeprefix("task failed: ")
+            chosen = NodeFailure(chosen.node, f"{chosen.what} after {cause}", chosen.detected, chosen.last_heard)
         chosen.detected = failure.detected
-        chosen.others = [c.message for c in candidates if c is not chosen]
+        chosen.others = [c.message for c in candidates if c is not chosen and c is not said]
         return chosen
 
     def _recover(self, failure: NodeFailure) -> int:

@@ -320,7 +320,7 @@ def main() -> None:
     threading.Thread(target=_read_commands, args=(holder, commands), daemon=True).start()
     code = 1
     try:
-        from syncswitch.errors import ScriptError, SyncSwitchError
+        from syncswitch.errors import ScriptError, SyncSwitchError, one_line
 
         task = Task(launch, commands)
         holder["task"] = task
@@ -338,7 +338,7 @@ def main() -> None:
         code = exc.exit_code
     except Exception as exc:  # noqa: BLE001 - anything else is reported in one line, traceback to the log
         traceback.print_exc()
-        emit(codec.event(error=pb.TaskError(message=f"{type(exc).__name__}: {exc}".splitlines()[0][:500])))
+        emit(codec.event(error=pb.TaskError(message=one_line(exc))))
         code = 1
     finally:
         try:

@@ -284,3 +284,10 @@ def test_recovery_adopts_a_save_whose_report_had_not_arrived(write_spec, tmp_pat
     assert cluster.nodes[0].launches[1].restore_from == failure["checkpoint"]
     assert 0 < failure["samples_lost"] <= 0.25 * 2000
     assert [c["path"] for c in _manifest(tmp_path)].count(failure["checkpoint"]) == 1
+
+
+def test_the_failure_names_what_the_dead_task_said_before_it_exited(write_spec, tmp_path):
+    # An exit code alone hid the cause (a script's generator raising "corrupt record 900" in the input pipeline).
+    cluster = FakeCluster(total=2000, failure=Failure(worker=1, at=0.6, kind="error"))
+    summary, _, error = _run(write_spec, tmp_path, ["recovery.max_restarts=0"], cluster=cluster, raises=ClusterError)
+    assert str(error).startswith("node 1: task exited with code 3 after simulated failure; recovery.max_restarts=0")

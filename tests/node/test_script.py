@@ -49,3 +49,14 @@ def test_a_repeated_test_set_is_cut_at_num_examples_or_refused():
     with pytest.raises(ScriptError, match=r"script train.py: input_fn\('test', \.\.\.\) repeats forever.*"
                                           r"define num_examples\('test', params\)"):
         finite_test_set(forever, types.ModuleType("m"), "train.py", {}, 4)
+
+
+def test_a_runtime_error_is_told_by_its_cause_not_by_the_task_that_raised_it():
+    tf = pytest.importorskip("tensorflow")
+    from syncswitch.errors import one_line
+
+    exc = tf.errors.InvalidArgumentError(None, None, "From /job:worker/replica:0/task:1:\nValueError: corrupt "
+                                                     "record 900\nTraceback (most recent call last):\n  ...")
+    assert one_line(exc) == "InvalidArgumentError: ValueError: corrupt record 900"
+    assert one_line(RuntimeError("plain\nsecond")) == "RuntimeError: plain"
+    assert one_line(RuntimeError()) == "RuntimeError: "
