@@ -65,3 +65,36 @@ def test_a_member_leaving_the_folder_is_refused(tmp_path):
     with pytest.raises(ValueError, match="leaves the script folder"):
         bundle.unpack(buffer.getvalue(), str(tmp_path / "dest"))
     assert not (tmp_path / "evil.py").exists()
+
+
+def test_links_go_as_links_inside_relative_outside_absolute(tmp_path):
+    outside = tmp_path / "mnt" / "datasets"
+    outside.mkdir(parents=True)
+    (outside / "big.bin").write_bytes(b"x" * 5000)
+    src = tmp_path / "proj"
+    _tree(src, {"train.py": "", "v2/w.txt": "w"})
+    os.symlink(str(outside), src / "data")              # a dataset on another disk: not copied
+    os.symlink("v2", src / "latest")                    # inside the folder: stays relative
+    os.symlink("../mnt/datasets/big.bin", src / "big")  # relative, but leaves the folder: made absolute
+    made = bundle.make(str(src / "train.py"), str(src))
+    assert made.size == 1  # only w.txt's byte and the empty script: nothing behind a link is read
+    out = tmp_path / "out"
+    out.mkdir()
+    bundle.unpack(made.data, str(out))
+    assert os.readlink(out / "data") == str(outside) and (out / "data" / "big.bin").stat().st_size == 5000
+    assert os.readlink(out / "latest") == "v2" and (out / "latest" / "w.txt").read_text() == "w"
+    assert os.readlink(out / "big") == str(outside / "big.bin")
+
+
+def test_a_member_beneath_a_link_is_refused(tmp_path):
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as zf:
+        info = zipfile.ZipInfo("data")
+        info.external_attr = bundle.LINK_MODE
+        zf.writestr(info, str(tmp_path / "elsewhere"))
+        zf.writestr("data/evil.py", "x")  # would be written through the link
+    (tmp_path / "dest").mkdir()
+    (tmp_path / "elsewhere").mkdir()
+    with pytest.raises(ValueError, match="leaves the script folder"):
+        bundle.unpack(buffer.getvalue(), str(tmp_path / "dest"))
+    assert not (tmp_path / "elsewhere" / "evil.py").exists()
