@@ -52,12 +52,14 @@ def node_processes(run_dir: str, node: int) -> tuple[list, list]:
             tasks += [c for c in agent.children() if "syncswitch.node.task" in _cmdline(c)]
         except psutil.Error:
             continue
-    # Tasks forked by the local backend's fork server are its children, named for their role, in the node's folder.
+    # Tasks forked by the local backend's fork server are its children, named for their role. A task runs in its
+    # script's folder, so it is told by its log (its stderr), which its agent opened in the node's folder.
     for proc in psutil.process_iter(["name"]):
         try:
-            if proc.info["name"] == "syncswitch-task" and proc.cwd() == work_dir:
+            if proc.info["name"] == "syncswitch-task" and \
+                    os.readlink(f"/proc/{proc.pid}/fd/2").startswith(work_dir + os.sep):
                 tasks.append(proc)
-        except psutil.Error:
+        except (psutil.Error, OSError):
             continue
     return agents, tasks
 
