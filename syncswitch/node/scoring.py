@@ -23,6 +23,9 @@ def true_classes(labels, binary: bool):
     """Labels as class indices: integer ids as [batch] or a [batch, 1] column, or one-hot / probability rows
     ([batch, classes], their argmax). For a binary model, float labels are targets in [0, 1]: class 1 above 0.5."""
     labels = _column(labels)
+    if labels.shape.rank == 2 and labels.shape[1] is None:  # a generator's labels: one column or one-hot, at run time
+        return tf.cond(tf.shape(labels)[1] == 1, lambda: true_classes(tf.reshape(labels, [-1]), binary),
+                       lambda: tf.argmax(labels, axis=1, output_type=tf.int64))
     if labels.shape.rank == 2:
         return tf.argmax(labels, axis=1, output_type=tf.int64)
     if binary and labels.dtype.is_floating:

@@ -33,3 +33,10 @@ def test_a_single_logit_column_is_not_an_argmax():
     assert predicted_classes(logits).numpy().tolist() == [1, 0, 1]
     assert true_classes(tf.constant([[1.0], [1.0], [0.0]]), binary=True).numpy().tolist() == [1, 1, 0]
     assert int(correct_count(logits, tf.constant([[1.0], [1.0], [0.0]]))) == 1
+
+
+def test_labels_of_unknown_width_are_told_apart_when_they_arrive():
+    column = tf.function(lambda t: true_classes(t, binary=False),
+                         input_signature=[tf.TensorSpec([None, None], tf.int64)])
+    assert column(tf.constant([[2], [0]], tf.int64)).numpy().tolist() == [2, 0]
+    assert column(tf.constant([[0, 0, 1], [1, 0, 0]], tf.int64)).numpy().tolist() == [2, 0]
