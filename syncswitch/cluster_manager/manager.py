@@ -9,6 +9,7 @@ import secrets
 
 from syncswitch.cluster_manager.backends import ProvisionRequest, get_backend
 from syncswitch.cluster_manager.job import JobRun
+from syncswitch.cluster_manager.shipping import ScriptShipment
 
 STATUS_EXIT = {"completed": 0, "failed": 1, "diverged": 3, "interrupted": 130}
 
@@ -30,7 +31,8 @@ def dry_run(spec) -> str:
     phases = ", ".join(f"{p.protocol} until {p.until:g}" for p in spec.policy.schedule)
     ps = spec.cluster.parameter_servers
     layout = f"{ps} PS task(s), on node(s) 0..{ps - 1}" if ps else "one PS task per node"
-    return f"{backend.dry_run(request)}\nparameter servers: {layout}\nschedule: {phases} ({spec.policy.switch_mode})"
+    return (f"{backend.dry_run(request)}\nparameter servers: {layout}\nschedule: {phases} ({spec.policy.switch_mode})\n"
+            f"script: {ScriptShipment(spec, request.run_dir).describe()}")
 
 
 def submit(spec, output_dir: str | None = None, progress: bool = True) -> dict:

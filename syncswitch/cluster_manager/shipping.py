@@ -30,6 +30,17 @@ class ScriptShipment:
                      len(made.data))
         self.bundle = made
 
+    def describe(self) -> str:
+        """What goes to the nodes, in words (the dry run)."""
+        made, spec = self.bundle, self.spec
+        if made.overflow:
+            return (f"{spec.script}; its folder {made.overflow}: run in place where the nodes share this filesystem, "
+                    "else the script alone")
+        if spec.workdir is None:
+            return f"{spec.script}, alone (workdir: null)"
+        return (f"{made.script_name} in {spec.workdir}, shipped with it: {made.files} file(s), "
+                f"{made.size / 1024:.0f} KiB ({len(made.data) / 1024:.0f} KiB zipped)")
+
     def for_nodes(self, shared_filesystem: bool) -> tuple[str, bytes]:
         """The script's name and bundle for a launch request. A default folder over the limit stays home: nodes that
         share this filesystem run the script where it is (absolute name, no bundle), others get the script alone."""

@@ -1,5 +1,7 @@
 """CLI: one-line errors with a non-zero exit and no traceback; dry runs; option shortcuts."""
 
+import re
+
 from click.testing import CliRunner
 
 from syncswitch.cli import cli
@@ -27,6 +29,19 @@ def test_dry_run_shows_the_plan(write_spec):
     assert result.exit_code == 0, result.output
     assert "3 agent process(es) on 127.0.0.1" in result.output
     assert "schedule: bsp until 0.4, lookahead until 1 (relaunch)" in result.output
+    assert re.search(r"script: digits_mlp.py in .*examples, shipped with it: \d+ file\(s\)", result.output)
+
+
+def test_a_named_workdir_over_the_limit_fails_the_dry_run(write_spec, tmp_path, monkeypatch):
+    from syncswitch.wire import bundle
+
+    monkeypatch.setattr(bundle, "LIMIT_BYTES", 100)
+    from tests.conftest import EXAMPLES
+
+    result = CliRunner().invoke(cli, ["submit", write_spec(MINIMAL), "--dry-run", "--set", f"workdir={EXAMPLES}"])
+    assert result.exit_code == 2
+    assert re.fullmatch(r"error: workdir='.*examples': .*examples holds more than 0 MiB of files; name a smaller "
+                        r"folder, or null to ship the script alone", result.output.strip())
 
 
 def test_switch_to_names_the_protocol_the_switch_goes_to(write_spec):
