@@ -1,5 +1,6 @@
 """A user-style script, written outside the shipped examples: a small CNN with BatchNormalization on scikit-learn's
-digits as a Keras model, `params.style` `sequential` (a Sequential given input_shape) or `subclass` (a tf.keras.Model
+digits as a Keras model, `params.style` `sequential` (a Sequential given input_shape), `functional` (tf.keras.Input and
+tf.keras.Model) or `subclass` (a tf.keras.Model
 subclass). Plain TensorFlow."""
 import numpy as np
 import tensorflow as tf
@@ -29,7 +30,13 @@ class Net(tf.keras.Model):
         return self.d(self.f(tf.nn.relu(self.bn(self.c(x), training=training))))
 
 def model_fn(features, labels, params, training):
-    if params.get("style") == "sequential":
+    if params.get("style") == "functional":
+        inp = tf.keras.Input(shape=(8, 8, 1))
+        h = tf.keras.layers.Conv2D(16, 3, padding="same")(inp)
+        h = tf.keras.layers.BatchNormalization()(h)
+        h = tf.keras.layers.Flatten()(tf.keras.layers.ReLU()(h))
+        model = tf.keras.Model(inp, tf.keras.layers.Dense(10)(h))
+    elif params.get("style") == "sequential":
         model = tf.keras.Sequential([tf.keras.layers.Conv2D(16, 3, padding="same", input_shape=(8, 8, 1)),
                                      tf.keras.layers.BatchNormalization(), tf.keras.layers.ReLU(),
                                      tf.keras.layers.Flatten(), tf.keras.layers.Dense(10)])
