@@ -1,7 +1,6 @@
 """A user-style script, written outside the shipped examples: a small CNN with BatchNormalization on scikit-learn's
-digits as a Keras model, `params.style` `sequential` (a Sequential given input_shape), `functional` (tf.keras.Input and
-tf.keras.Model) or `subclass` (a tf.keras.Model
-subclass). Plain TensorFlow."""
+digits as a Keras model. `params.style`: `sequential` (a Sequential given input_shape), `functional` (tf.keras.Input
+and tf.keras.Model) or `subclass` (a tf.keras.Model subclass). Plain TensorFlow."""
 import numpy as np
 import tensorflow as tf
 
