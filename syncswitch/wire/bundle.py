@@ -9,6 +9,7 @@ import stat
 import zipfile
 
 LIMIT_BYTES = 32 << 20  # of files before compression: the bundle goes to every node in each launch request
+LIMIT_FILES = 5000      # a folder of many small files (a home folder, a source tree) is not a script's folder
 SKIPPED_DIRS = ("__pycache__",)
 
 
@@ -26,8 +27,9 @@ class Bundle:
 class BundleTooLarge(Exception):
     """The folder holds more than the limit; `size` is what was counted before giving up."""
 
-    def __init__(self, folder: str, size: int):
-        super().__init__(f"{folder} holds more than {LIMIT_BYTES >> 20} MiB of files")
+    def __init__(self, folder: str, size: int, files: int = 0):
+        what = f"{LIMIT_FILES} files" if files > LIMIT_FILES else f"{LIMIT_BYTES >> 20} MiB of files"
+        super().__init__(f"{folder} holds more than {what}")
         self.folder, self.size = folder, size
 
 
@@ -84,9 +86,9 @@ def files_of(folder: str, skip: tuple[str, ...] = ()) -> list[Entry]:
             if not os.path.isfile(path):
                 continue
             size += os.path.getsize(path)
-            if size > LIMIT_BYTES:
-                raise BundleTooLarge(folder, size)
             out.append(Entry(path, os.path.relpath(path, folder)))
+            if size > LIMIT_BYTES or len(out) > LIMIT_FILES:
+                raise BundleTooLarge(folder, size, len(out))
     return out
 
 

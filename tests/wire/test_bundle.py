@@ -98,3 +98,10 @@ def test_a_member_beneath_a_link_is_refused(tmp_path):
     with pytest.raises(ValueError, match="leaves the script folder"):
         bundle.unpack(buffer.getvalue(), str(tmp_path / "dest"))
     assert not (tmp_path / "elsewhere" / "evil.py").exists()
+
+
+def test_a_folder_of_too_many_files_is_refused(tmp_path, monkeypatch):
+    monkeypatch.setattr(bundle, "LIMIT_FILES", 3)
+    _tree(tmp_path, {"train.py": "", "a.py": "", "b.py": "", "c.py": ""})
+    with pytest.raises(bundle.BundleTooLarge, match="holds more than 3 files"):
+        bundle.make(str(tmp_path / "train.py"), str(tmp_path))
