@@ -36,4 +36,9 @@ def one_line(exc: BaseException) -> str:
     /job:worker/replica:0/task:1:"); the cause (a script's "ValueError: corrupt record 900") follows."""
     lines = [line.strip() for line in str(exc).splitlines()]
     lines = [line for line in lines if line and not (line.startswith("From /job:") and line.endswith(":"))]
+    if lines and lines[0] == "Graph execution error:":
+        # A session's error: where the op was defined, then "Node: 'name'", then what went wrong.
+        node = next((i for i, line in enumerate(lines) if line.startswith("Node: ")), None)
+        if node is not None and node + 1 < len(lines):
+            lines = lines[node + 1:]
     return f"{type(exc).__name__}: {lines[0] if lines else ''}"[:500]

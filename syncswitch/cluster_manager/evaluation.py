@@ -61,6 +61,7 @@ class Evaluations:
         self._sent: dict[str, str] = {}         # the chief's path -> the local copy the evaluator was sent
         self._write_lock = threading.Lock()     # requests come from the shipper's thread, cancels from the job's
         self._shipper: CheckpointShipper | None = None
+        self.input_closed = False  # after it, the process's exit is expected
 
     def open(self, fork_server: str | None = None) -> None:
         """Start the process: it imports TensorFlow while the nodes do (or is forked from `fork_server` with it
@@ -158,6 +159,7 @@ class Evaluations:
 
     def close_input(self) -> None:
         """No more checkpoints: the process ends after the last one (after those still being copied)."""
+        self.input_closed = True
         if self.proc is None:
             return
         if self._shipper is not None:

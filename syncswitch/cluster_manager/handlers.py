@@ -49,9 +49,9 @@ class JobEvents:
                 self._abandon(verdict, time.time())
         elif name in ("evaluator_ready", "evaluator_done"):
             return
-        elif name == "exit" and self.evaluations.pending <= 0:
-            return
-        else:
+        elif name == "exit" and self.evaluations.input_closed:
+            return  # it ended after its last checkpoint
+        else:  # any other exit fails the run: one that went on without its evaluator "completed" with no accuracy
             ev.raise_for_event(ev.EVALUATOR, event, self.feed.stopping)
 
     def _on_ready(self, source: int, ready: pb.Ready, received: float) -> None:

@@ -11,6 +11,7 @@ import json
 import os
 import sys
 import time
+import traceback
 
 
 _EVENTS = sys.stdout  # the event stream; main() moves it off fd 1 (see _take_stdout)
@@ -42,7 +43,7 @@ def main() -> None:
     config = codec.decode(sys.stdin.readline(), pb.EvaluatorConfig)
     import tensorflow as tf
 
-    from syncswitch.errors import SyncSwitchError
+    from syncswitch.errors import SyncSwitchError, one_line
     from syncswitch.node import script as scriptmod
     from syncswitch.node import scoring
     from syncswitch.node.eval_queue import RequestQueue
@@ -78,6 +79,11 @@ def main() -> None:
         session.run(local_init)
     except SyncSwitchError as exc:
         _emit(error=pb.TaskError(message=str(exc), kind=pb.ERROR_KIND_SCRIPT))
+        return
+    except Exception as exc:  # noqa: BLE001 - the script's test split or model failed to build or initialize
+        traceback.print_exc()
+        _emit(error=pb.TaskError(message=f"script {path}: the evaluator could not set up the test split and model: "
+                                         f"{one_line(exc)}", kind=pb.ERROR_KIND_SCRIPT))
         return
     _emit(evaluator_ready=pb.EvaluatorReady())
     queue = RequestQueue(sys.stdin)

@@ -1,7 +1,8 @@
 """A stand-in for the evaluator process (run as a script): the same wire messages, accuracy from the fraction.
 
 FAKE_EVAL_DELAY_S makes each evaluation take that long; FAKE_EVAL_COLLAPSE_AFTER=F scores the first
-branch's checkpoints (named model.ckpt-*) after fraction F at 0.1, as if the model had collapsed there.
+branch's checkpoints (named model.ckpt-*) after fraction F at 0.1, as if the model had collapsed there;
+FAKE_EVAL_CRASH makes it exit right after saying it is ready.
 """
 
 import os
@@ -16,6 +17,9 @@ from syncswitch.wire import codec
 def main() -> None:
     codec.decode(sys.stdin.readline(), pb.EvaluatorConfig)
     sys.stdout.write(codec.encode(codec.event(evaluator_ready=pb.EvaluatorReady())) + "\n")
+    sys.stdout.flush()
+    if os.environ.get("FAKE_EVAL_CRASH"):
+        sys.exit(1)  # as an evaluator that died before its first checkpoint
     delay = float(os.environ.get("FAKE_EVAL_DELAY_S", "0"))
     collapse = float(os.environ.get("FAKE_EVAL_COLLAPSE_AFTER", "2"))
     queue = RequestQueue(sys.stdin)  # the real evaluator's order: newest first, cancelled ones dropped

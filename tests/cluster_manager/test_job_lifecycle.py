@@ -214,6 +214,14 @@ def test_a_final_checkpoint_that_dips_is_rolled_back_and_its_stretch_redone(writ
     assert summary["final_accuracy"] == pytest.approx(0.9)
 
 
+def test_an_evaluator_that_dies_fails_the_run_instead_of_completing_it_unscored(write_spec, tmp_path, monkeypatch):
+    # Before: with nothing pending its exit was ignored, and the run "completed" with no evaluation at all.
+    monkeypatch.setenv("FAKE_EVAL_CRASH", "1")
+    summary, _, error = _run(write_spec, tmp_path, ["policy.switch_at=0.25"], raises=ClusterError)
+    assert summary["status"] == "failed"
+    assert str(error).startswith("evaluator: process exited unexpectedly with code 1")
+
+
 # The fake cluster degrades by its loss alone, which the default guard does not judge.
 LOSS_RULE = "policy.guard={loss_rule: true}"
 

@@ -171,3 +171,29 @@ def test_what_a_script_prints_while_evaluated_does_not_swallow_an_evaluation(tmp
     assert summary["status"] == "completed", summary["message"]
     assert [round(e["fraction"], 1) for e in summary["evaluations"]] == [0.5, 1.0]
     assert "." in (tmp_path / "run" / "evaluator.log").read_text()  # the prints went to the log
+
+
+MISSING_VOCABULARY = """
+def input_fn(split, batch_size, params):
+    x, y = _load()
+    if split == "test":  # a table the session fills from a file, missing here
+        table = tf.lookup.StaticHashTable(tf.lookup.TextFileInitializer(
+            "missing_vocab.txt", tf.string, tf.lookup.TextFileIndex.WHOLE_LINE, tf.int64,
+            tf.lookup.TextFileIndex.LINE_NUMBER), -1)
+        ds = tf.data.Dataset.from_tensor_slices((x[1300:], y[1300:]))
+        return ds.map(lambda f, lab: (f + tf.cast(table.lookup(tf.constant("w")), tf.float32) * 0, lab)).batch(32)
+    return tf.data.Dataset.from_tensor_slices((x[:1300], y[:1300])).shuffle(1300, seed=1).batch(batch_size)
+
+def model_fn("""
+
+
+def test_an_evaluator_that_cannot_initialize_the_test_split_fails_the_run_in_one_line(tmp_path, no_leftovers):
+    # Before: the evaluator died with a traceback in its log and the run "completed" with no accuracy (exit 0).
+    job = _project(tmp_path / "proj")
+    script = tmp_path / "proj" / "train.py"
+    text = script.read_text()
+    start, end = text.index("def input_fn("), text.index("def model_fn(")
+    script.write_text(text[:start] + MISSING_VOCABULARY.strip() + text[end + len("def model_fn("):])
+    with pytest.raises(ScriptError, match=r"train.py: the evaluator could not set up the test split and model: "
+                                          r"NotFoundError: missing_vocab.txt; No such file or directory$"):
+        manager.submit(specmod.load(job), output_dir=str(tmp_path / "run"), progress=False)

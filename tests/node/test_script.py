@@ -60,3 +60,14 @@ def test_a_runtime_error_is_told_by_its_cause_not_by_the_task_that_raised_it():
     assert one_line(exc) == "InvalidArgumentError: ValueError: corrupt record 900"
     assert one_line(RuntimeError("plain\nsecond")) == "RuntimeError: plain"
     assert one_line(RuntimeError()) == "RuntimeError: "
+
+
+def test_a_session_error_is_told_by_what_went_wrong_not_where_the_op_was_defined():
+    tf = pytest.importorskip("tensorflow")
+    from syncswitch.errors import one_line
+
+    text = ("Graph execution error:\n\nDetected at node 'init/InitializeTable' defined at (most recent call last):\n"
+            "  File \"train.py\", line 3, in input_fn\nNode: 'init/InitializeTable'\n"
+            "missing_vocab.txt; No such file or directory\n\t [[{{node init/InitializeTable}}]]")
+    assert one_line(tf.errors.NotFoundError(None, None, text)) == \
+        "NotFoundError: missing_vocab.txt; No such file or directory"
