@@ -104,6 +104,10 @@ def main() -> None:
             except tf.errors.OutOfRangeError:
                 break
             hits, total, loss_sum = hits + int(c), total + int(n), loss_sum + float(l) * int(n)
+        if total == 0:  # scored as 0.0 it would read as a model that learned nothing, and the guard would act on it
+            _emit(error=pb.TaskError(message=f"script {path}: input_fn('test', ...) yielded no examples",
+                                     kind=pb.ERROR_KIND_SCRIPT))
+            return
         _emit(evaluation=pb.Evaluation(fraction=job.fraction, time_s=job.time_s, checkpoint=job.path,
                                        accuracy=hits / max(total, 1), loss=loss_sum / max(total, 1),
                                        examples=total, eval_s=time.time() - started))

@@ -197,3 +197,12 @@ def test_an_evaluator_that_cannot_initialize_the_test_split_fails_the_run_in_one
     with pytest.raises(ScriptError, match=r"train.py: the evaluator could not set up the test split and model: "
                                           r"NotFoundError: missing_vocab.txt; No such file or directory$"):
         manager.submit(specmod.load(job), output_dir=str(tmp_path / "run"), progress=False)
+
+
+def test_an_empty_test_split_is_a_script_error_not_an_accuracy_of_zero(tmp_path, no_leftovers):
+    job = _project(tmp_path / "proj")
+    script = tmp_path / "proj" / "train.py"
+    script.write_text(script.read_text().replace("part = slice(0, 1300) if split == \"train\" else slice(1300, None)",
+                                                 "part = slice(0, 1300) if split == \"train\" else slice(0, 0)"))
+    with pytest.raises(ScriptError, match=r"train.py: input_fn\('test', \.\.\.\) yielded no examples$"):
+        manager.submit(specmod.load(job), output_dir=str(tmp_path / "run"), progress=False)
