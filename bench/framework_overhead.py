@@ -92,6 +92,7 @@ def run_syncswitch(job, overrides, workers, layout, run_dir) -> dict:
     keep = ("status", "message", "total_time_s", "init_time_s", "final_accuracy", "converged_accuracy",
             "total_samples", "run_dir", "switches")
     out = {k: summary.get(k) for k in keep}
+    out["best_accuracy"] = max((e["accuracy"] for e in summary.get("evaluations") or []), default=None)
     out["schedule"] = [{k: p.get(k) for k in ("protocol", "samples", "wall_time_s", "examples_per_s")}
                        for p in summary.get("schedule") or []]
     out["startup_s"] = startup(summary)
