@@ -152,13 +152,14 @@ class DegradationGuard(GuardPolicy):
         last = [(f, a, self._below(f, a)) for f, a in self._scores if f > self.phase_start][-3:]
         bad = [f for f, _, below in last if below]
         latest, latest_accuracy, latest_below = last[-1]
+        sustained = latest_below and len(bad) >= 2 and latest - bad[0] >= self.settings.window
         # The final evaluation is the model the run delivers, and no later one can confirm or refute a dip: below
         # its floor it is a verdict alone (a GRU job's switched run scored 0.88-0.90 up to 95% and 0.72 at the end).
         final = latest_below and latest >= 1.0
-        if not final and (not latest_below or len(bad) < 2 or latest - bad[0] < self.settings.window):
+        if not (sustained or final):
             return None
-        if final and (len(bad) < 2 or latest - bad[0] < self.settings.window):
-            bad = [latest]  # the dip alone: the rollback goes to the last healthy checkpoint before it
+        if not sustained:
+            bad = [latest]  # the final dip alone: the rollback goes to the last healthy checkpoint before it
         best = self._best_before(latest)
         values = {"accuracy": latest_accuracy, "best_accuracy": best, "floor": self.floor(latest, best)}
         reference = interpolate(self.settings.reference, latest)
