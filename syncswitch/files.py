@@ -1,4 +1,5 @@
-"""Atomic file writes: a temporary file in the same folder, fsync, then a rename, so readers never see half a file."""
+"""Atomic file writes (a temporary file in the same folder, fsync, then a rename, so readers never see half a file),
+and whether a path stays inside a folder."""
 
 from __future__ import annotations
 
@@ -42,3 +43,9 @@ def write_text_atomic(path: str | os.PathLike, text: str) -> None:
 def write_json_atomic(path: str | os.PathLike, doc: Any, *, indent: int = 2, sort_keys: bool = False) -> None:
     """`doc` as JSON (non-finite floats and numpy scalars written as floats), ending in a newline."""
     write_text_atomic(path, json.dumps(doc, indent=indent, sort_keys=sort_keys, default=float) + "\n")
+
+
+def inside(path: str | os.PathLike, root: str | os.PathLike) -> bool:
+    """Whether `path`, links resolved, is `root` or lies below it."""
+    real, base = os.path.realpath(path), os.path.realpath(root)
+    return real == base or real.startswith(base.rstrip(os.sep) + os.sep)

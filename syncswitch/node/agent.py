@@ -23,7 +23,7 @@ from concurrent import futures
 import grpc
 
 from syncswitch import __version__
-from syncswitch.files import write_bytes_atomic
+from syncswitch.files import inside, write_bytes_atomic
 from syncswitch.node.task_process import AgentError, TaskProcess
 from syncswitch.wire import agent_pb2 as pb
 from syncswitch.wire import agent_pb2_grpc as pb_grpc
@@ -32,12 +32,6 @@ from syncswitch.wire import codec
 from syncswitch.wire.token import TOKEN_HEADER
 
 CHUNK_BYTES = 1 << 20  # FetchCheckpoint's chunk size: well under gRPC's 4 MiB message limit
-
-
-def _inside(path: str, root: str) -> bool:
-    """Whether `path`, links resolved, is `root` or lies below it."""
-    real, base = os.path.realpath(path), os.path.realpath(root)
-    return real == base or real.startswith(base.rstrip(os.sep) + os.sep)
 
 
 class Agent:
@@ -119,7 +113,7 @@ class Agent:
     def _unpack(self, script_dir: str, script_name: str, bundle: bytes) -> str:
         """The script's folder from its bundle, in place of the last one; the script's path in it."""
         path = os.path.join(script_dir, script_name)
-        if not script_name or os.path.isabs(script_name) or not _inside(path, script_dir):
+        if not script_name or os.path.isabs(script_name) or not inside(path, script_dir):
             raise AgentError(grpc.StatusCode.INVALID_ARGUMENT, f"script {script_name!r} is not inside its bundle")
         digest = hashlib.sha256(bundle).hexdigest()
         stamp = os.path.join(self.work_dir, "script.sha256")
@@ -148,7 +142,7 @@ class Agent:
         if requested and os.path.isabs(requested):
             return requested
         path = os.path.normpath(os.path.join(self.work_dir, requested or "checkpoints"))
-        if not _inside(path, self.work_dir):
+        if not inside(path, self.work_dir):
             raise AgentError(grpc.StatusCode.INVALID_ARGUMENT,
                              f"checkpoint_dir {requested!r} leaves the agent's work dir")
         os.makedirs(path, exist_ok=True)
@@ -162,7 +156,7 @@ class Agent:
         if not prefix or "\0" in prefix:
             raise AgentError(grpc.StatusCode.INVALID_ARGUMENT, "no checkpoint prefix given")
         full = os.path.normpath(os.path.join(self.work_dir, prefix))
-        if not _inside(full, self.work_dir):
+        if not inside(full, self.work_dir):
             raise AgentError(grpc.StatusCode.PERMISSION_DENIED,
                              f"{prefix} is outside the agent's work dir; only its checkpoints are served")
         index = full + ".index"
@@ -170,7 +164,7 @@ class Agent:
             raise AgentError(grpc.StatusCode.NOT_FOUND, f"no checkpoint at {prefix} ({index} is missing)")
         files = sorted(glob.glob(glob.escape(full) + ".data-*-of-*")) + [index]
         for path in files:
-            if not _inside(path, self.work_dir):
+            if not inside(path, self.work_dir):
                 raise AgentError(grpc.StatusCode.PERMISSION_DENIED, f"{path} links outside the agent's work dir")
         return files
 

@@ -8,6 +8,8 @@ import os
 import stat
 import zipfile
 
+from syncswitch.files import inside
+
 LIMIT_BYTES = 32 << 20  # of files before compression: the bundle goes to every node in each launch request
 LIMIT_FILES = 5000      # a folder of many small files (a home folder, a source tree) is not a script's folder
 SKIPPED_DIRS = ("__pycache__",)
@@ -48,6 +50,7 @@ class Entry:
     path: str
     name: str  # inside the bundle
     link: str | None = None
+    size: int = 0  # a file's bytes
 
 
 def _link_target(path: str, folder: str) -> str:
@@ -85,8 +88,8 @@ def files_of(folder: str, skip: tuple[str, ...] = ()) -> list[Entry]:
                 continue
             if not os.path.isfile(path):
                 continue
-            size += os.path.getsize(path)
-            out.append(Entry(path, os.path.relpath(path, folder)))
+            out.append(Entry(path, os.path.relpath(path, folder), size=os.path.getsize(path)))
+            size += out[-1].size
             if size > LIMIT_BYTES or len(out) > LIMIT_FILES:
                 raise BundleTooLarge(folder, size, len(out))
     return out
@@ -101,17 +104,15 @@ def make(script: str, folder: str | None, skip: tuple[str, ...] = ()) -> Bundle:
         return Bundle(os.path.basename(script))
     entries = files_of(folder, skip)
     buffer = io.BytesIO()
-    size = 0
     with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED, compresslevel=1) as zf:
         for entry in entries:
             if entry.link is None:
                 zf.write(entry.path, entry.name)
-                size += os.path.getsize(entry.path)
             else:
                 info = zipfile.ZipInfo(entry.name)
                 info.external_attr = LINK_MODE
                 zf.writestr(info, entry.link)
-    return Bundle(os.path.relpath(script, folder), buffer.getvalue(), len(entries), size)
+    return Bundle(os.path.relpath(script, folder), buffer.getvalue(), len(entries), sum(e.size for e in entries))
 
 
 def _is_link(member: zipfile.ZipInfo) -> bool:
@@ -127,9 +128,8 @@ def unpack(data: bytes, dest: str) -> None:
         links = {m.filename.rstrip("/") for m in members if _is_link(m)}
         for member in members:
             name = member.filename.rstrip("/")
-            target = os.path.realpath(os.path.join(root, name))
             parents = {"/".join(name.split("/")[:k]) for k in range(1, name.count("/") + 1)}
-            if os.path.commonpath([root, target]) != root or parents & links:
+            if not inside(os.path.join(root, name), root) or parents & links:
                 raise ValueError(f"bundle member {member.filename!r} leaves the script folder")
         zf.extractall(root, [m for m in members if not _is_link(m)])
         for member in members:
