@@ -14,16 +14,9 @@ import time
 import traceback
 
 
-_EVENTS = sys.stdout  # the event stream; main() moves it off fd 1 (see _take_stdout)
-
-
-def _take_stdout() -> None:
-    """Keep stdout for events and point fd 1 at the log, as a training task does: what the user's script prints
-    (a dataset's generator, on every evaluation) must not corrupt or swallow an event line."""
-    global _EVENTS
-    sys.stdout.flush()
-    _EVENTS = os.fdopen(os.dup(sys.stdout.fileno()), "w", buffering=1)
-    os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
+# The event stream; main() moves it off fd 1, as a training task does: what the user's script prints (a dataset's
+# generator, on every evaluation) must not corrupt or swallow an event line.
+_EVENTS = sys.stdout
 
 
 def _emit(**member) -> None:
@@ -34,7 +27,10 @@ def _emit(**member) -> None:
 
 
 def main() -> None:
-    _take_stdout()
+    from syncswitch.node import startup
+
+    global _EVENTS
+    _EVENTS = startup.take_stdout()
     os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     from syncswitch.wire import agent_pb2 as pb

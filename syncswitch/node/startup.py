@@ -1,8 +1,11 @@
-"""Start-up marks of a task process, printed to its log once it is ready: where submit-to-first-step goes."""
+"""Start-up of a node process: its stages' marks, printed to its log once it is ready (where submit-to-first-step
+goes), and the event stream kept apart from what user code prints."""
 
 from __future__ import annotations
 
 import itertools
+import os
+import sys
 import time
 
 MARKS: list[tuple[str, float]] = [("process", time.time())]
@@ -22,3 +25,13 @@ def line() -> str:
 def restart() -> None:
     """The clock starts again: a process forked from a warm parent begins now, its imports already done."""
     MARKS[:] = [("process", time.time())]
+
+
+def take_stdout():
+    """The process's stdout as it started, kept for event lines; fd 1 then points at the log (stderr), so what the
+    user's script prints cannot corrupt or swallow an event. Call it in main(), not at import: a fork server
+    imports a module once for every child it forks."""
+    sys.stdout.flush()
+    events = os.fdopen(os.dup(sys.stdout.fileno()), "w", buffering=1)
+    os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
+    return events

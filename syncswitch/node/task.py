@@ -13,7 +13,8 @@ import sys
 import threading
 import traceback
 
-from syncswitch.node.startup import mark  # first: its clock starts with the process
+from syncswitch.node import startup  # first: its clock starts with the process
+from syncswitch.node.startup import mark
 
 os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")  # tf.keras -> Keras 2, which builds v1 graphs
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -22,16 +23,8 @@ from syncswitch.wire import agent_pb2 as pb  # noqa: E402 - after the environmen
 from syncswitch.wire import codec  # noqa: E402
 from syncswitch.wire import saved as saved_record  # noqa: E402
 
-_EVENTS = None  # the event stream: the process's stdout as it started (see _take_stdout)
+_EVENTS = None  # the event stream: the process's stdout as it started (startup.take_stdout, in main)
 _EMIT_LOCK = threading.Lock()
-
-
-def _take_stdout() -> None:
-    """Keep stdout for events and point fd 1 at the log: user prints must not corrupt the event stream.
-    Done in main(), not at import: a fork server imports this module once for every task it forks."""
-    global _EVENTS
-    _EVENTS = os.fdopen(os.dup(sys.stdout.fileno()), "w", buffering=1)
-    os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
 
 
 def emit(event: pb.Event) -> None:
@@ -299,7 +292,8 @@ def _error_kind(exc) -> int:
 
 
 def main() -> None:
-    _take_stdout()
+    global _EVENTS
+    _EVENTS = startup.take_stdout()
     os.nice(int(os.environ.get("SYNCSWITCH_NICE", "0")))
     import tensorflow as tf  # noqa: F401 - warm the import before the launch request arrives
 
