@@ -88,8 +88,7 @@ def main() -> None:
         try:
             saver.restore(session, job.path)
         except Exception as exc:  # noqa: BLE001 - a missing or partial checkpoint is reported, not fatal
-            detail = str(exc).strip().splitlines()[0][:300] if str(exc).strip() else ""
-            _emit(error=pb.TaskError(message=f"cannot restore {job.path}: {type(exc).__name__}: {detail}"))
+            _emit(error=pb.TaskError(message=f"cannot restore {job.path}: {one_line(exc)}"))
             continue
         session.run(iterator.initializer)
         hits = total = 0
