@@ -99,6 +99,14 @@ def _project(root):
     return str(root / "job.yaml")
 
 
+def _with_input_fn(root, source: str) -> None:
+    """Replace the project script's input_fn with `source`."""
+    script = root / "train.py"
+    text = script.read_text()
+    start, end = text.index("def input_fn("), text.index("def model_fn(")
+    script.write_text(text[:start] + source.strip() + "\n\n" + text[end:])
+
+
 def test_a_script_finds_its_helper_module_and_data_files_on_every_node(tmp_path, monkeypatch, no_leftovers):
     # Before: only the script was shipped; its data file was looked for in the node's folder, and its helper
     # module was found only when the manager happened to start in the script's folder.
@@ -155,18 +163,14 @@ def input_fn(split, batch_size, params):
         spec = (tf.TensorSpec([64], tf.float32), tf.TensorSpec([], tf.int64))
         return tf.data.Dataset.from_generator(gen, output_signature=spec).batch(batch_size)
     return tf.data.Dataset.from_tensor_slices((x[:1300], y[:1300])).shuffle(1300, seed=1).batch(batch_size)
-
-def model_fn("""
+"""
 
 
 def test_what_a_script_prints_while_evaluated_does_not_swallow_an_evaluation(tmp_path, no_leftovers):
     # Before: the dots went to the evaluator's event stream and ran into the next event line, which was lost; the
     # job then waited for its final evaluation until the 600 s limit.
     job = _project(tmp_path / "proj")
-    script = tmp_path / "proj" / "train.py"
-    text = script.read_text()
-    start, end = text.index("def input_fn("), text.index("def model_fn(")
-    script.write_text(text[:start] + NOISY_TEST_SET.strip() + text[end + len("def model_fn("):])
+    _with_input_fn(tmp_path / "proj", NOISY_TEST_SET)
     summary = manager.submit(specmod.load(job), output_dir=str(tmp_path / "run"), progress=False)
     assert summary["status"] == "completed", summary["message"]
     fractions = [e["fraction"] for e in summary["evaluations"]]
@@ -184,17 +188,13 @@ def input_fn(split, batch_size, params):
         ds = tf.data.Dataset.from_tensor_slices((x[1300:], y[1300:]))
         return ds.map(lambda f, lab: (f + tf.cast(table.lookup(tf.constant("w")), tf.float32) * 0, lab)).batch(32)
     return tf.data.Dataset.from_tensor_slices((x[:1300], y[:1300])).shuffle(1300, seed=1).batch(batch_size)
-
-def model_fn("""
+"""
 
 
 def test_an_evaluator_that_cannot_initialize_the_test_split_fails_the_run_in_one_line(tmp_path, no_leftovers):
     # Before: the evaluator died with a traceback in its log and the run "completed" with no accuracy (exit 0).
     job = _project(tmp_path / "proj")
-    script = tmp_path / "proj" / "train.py"
-    text = script.read_text()
-    start, end = text.index("def input_fn("), text.index("def model_fn(")
-    script.write_text(text[:start] + MISSING_VOCABULARY.strip() + text[end + len("def model_fn("):])
+    _with_input_fn(tmp_path / "proj", MISSING_VOCABULARY)
     with pytest.raises(ScriptError, match=r"train.py: the evaluator could not set up the test split and model: "
                                           r"NotFoundError: missing_vocab.txt; No such file or directory$"):
         manager.submit(specmod.load(job), output_dir=str(tmp_path / "run"), progress=False)
