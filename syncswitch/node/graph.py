@@ -7,9 +7,10 @@ import sys
 
 import tensorflow as tf
 
+from syncswitch.node import replica as replicamod
 from syncswitch.node import script as scriptmod
 from syncswitch.node.updates import orphan_updates
-from syncswitch.protocols.engines import ENGINE_STATE, ProtocolEngine, build_engines
+from syncswitch.protocols.engines import ENGINE_STATE, ProtocolEngine, build_engines, needs_replica
 
 v1 = tf.compat.v1
 
@@ -21,6 +22,7 @@ class TrainGraph:
     graph: tf.Graph
     engines: dict[str, ProtocolEngine]
     loss: tf.Tensor
+    losses: dict[str, tf.Tensor]  # protocol -> the loss its steps compute, where not `loss` (a local replica's)
     samples: tf.Variable
     global_step: tf.Variable
     lr_base: tf.Variable
@@ -171,7 +173,9 @@ def build(launch, total: int, module, params: dict, cluster) -> TrainGraph:
             iterator = v1.data.make_initializable_iterator(ds)
             features, labels = iterator.get_next()
             before = set(graph.get_operations())
+            variables_before = {v.ref() for v in v1.global_variables()}
             out = scriptmod.call_model_fn(module, path, features, labels, params, True)
+            model_variables = [v for v in v1.global_variables() if v.ref() not in variables_before]
             collected = v1.get_collection(v1.GraphKeys.UPDATE_OPS)
             made = [op for op in graph.get_operations() if op not in before]
             # Keras layers' own update ops (BatchNormalization's moving statistics) are in no collection here.
@@ -184,8 +188,13 @@ def build(launch, total: int, module, params: dict, cluster) -> TrainGraph:
             grads = [(g, v) for g, v in optimizer.compute_gradients(loss) if g is not None]
             if not grads:
                 raise scriptmod.ScriptError(f"script {path}: model_fn's loss depends on no trainable variable")
+            replica = None
+            if needs_replica(protocols):
+                replica = replicamod.build(graph, module, path, features, labels, params, model_variables,
+                                           f"/job:worker/task:{index}")
             engines = build_engines(protocols, optimizer, grads, global_step, samples, batch_by_protocol,
-                                    n, is_chief, task_index=index)
+                                    n, is_chief, task_index=index, replica=replica,
+                                    rates=(learning_rate, momentum_now))
             lr_in = v1.placeholder(tf.float32, [], name="lr_in")
             momentum_in = v1.placeholder(tf.float32, [], name="momentum_in")
             set_lr = lr_base.assign(lr_in)
@@ -207,6 +216,7 @@ def build(launch, total: int, module, params: dict, cluster) -> TrainGraph:
         scaffold = v1.train.Scaffold(
             saver=saver, ready_for_local_init_op=v1.report_uninitialized_variables(saved), local_init_op=local_init)
         scaffold.finalize()
-    return TrainGraph(graph, engines, loss, samples, global_step, lr_base, momentum, learning_rate,
+    losses = {name: engine.loss for name, engine in engines.items() if engine.loss is not None}
+    return TrainGraph(graph, engines, loss, losses, samples, global_step, lr_base, momentum, learning_rate,
                       set_lr, set_momentum, lr_in, momentum_in, momentum_now, set_ramp, ramp_in, warmup_in,
                       total, saver, scaffold)

@@ -211,9 +211,9 @@ class Task:
         v1 = self.tf.compat.v1
         g, state, launch = self.g, self.state, self.launch
         # Metrics first: a phase's first step is announced even when it diverged.
-        hooks = [MetricsHook(state, g.loss, emit, window=launch.window or 20,
+        hooks = [MetricsHook(state, g.loss, emit, window=launch.window or 20, losses=g.losses,
                              interval_s=launch.metrics_interval_s or 0.5, batch_by_protocol=self.batch_by_protocol),
-                 DivergenceHook(state, g.loss), DelayHook(state)]
+                 DivergenceHook(state, g.loss, g.losses), DelayHook(state)]
         if self.eval_points or self.durable_points or self.checkpoint_every_s:
             self.eval_hook = EvalCheckpointHook(state, self.eval_points, self.save, emit, self.durable_points,
                                                 self.checkpoint_every_s)

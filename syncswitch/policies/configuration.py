@@ -8,10 +8,18 @@ from syncswitch.policies.base import ConfigurationPolicy, PhaseConfig
 from syncswitch.registry import PROTOCOLS
 
 
+def _group(protocol: str, workers: int) -> int:
+    """Workers whose examples one update holds: n for a protocol that averages the group's work (BSP, local
+    SGD's averaged copies, catalog trait `scales_batch`), else 1."""
+    return workers if PROTOCOLS.get(protocol).scales_batch else 1
+
+
 def _stale(protocol: str, workers: int) -> bool:
     """Whether a phase of `protocol` on `workers` applies stale gradients: any asynchronous protocol (ASP, the
-    look-ahead, SSP, ...) on more than one worker. The rules below are written for ASP and hold for all of them."""
-    return workers > 1 and not PROTOCOLS.get(protocol).synchronous
+    look-ahead, SSP, ...) on more than one worker. The rules below are written for ASP and hold for all of them.
+    Local SGD averages its workers' copies and applies nothing stale: it is configured as BSP."""
+    protocol = PROTOCOLS.get(protocol)
+    return workers > 1 and not protocol.synchronous and not protocol.scales_batch
 
 
 class PaperConfiguration(ConfigurationPolicy):
@@ -23,7 +31,7 @@ class PaperConfiguration(ConfigurationPolicy):
     """
 
     def configure(self, protocol, hp, workers):
-        n = workers if protocol == "bsp" else 1
+        n = _group(protocol, workers)
         return PhaseConfig(protocol, hp.batch_size, hp.batch_size * n, hp.learning_rate * n, hp.momentum)
 
 
@@ -31,7 +39,7 @@ class FixedConfiguration(ConfigurationPolicy):
     """No rescaling: the user's batch size and rate under every protocol (baseline for ablations)."""
 
     def configure(self, protocol, hp, workers):
-        n = workers if protocol == "bsp" else 1
+        n = _group(protocol, workers)
         return PhaseConfig(protocol, hp.batch_size, hp.batch_size * n, hp.learning_rate, hp.momentum)
 
 

@@ -109,6 +109,10 @@ register(Protocol("lookahead", (
           help="expected staleness in updates: how far ahead gradients are taken"),
     Param("adaptive", "bool", True, help="replace delay with the staleness this phase measures, every few steps"),
 ), summary="look-ahead ASP (after DANA): gradients taken where momentum will carry the parameters by their apply"))
+register(Protocol("local-sgd", (
+    Param("period", "int", 2, lo=1, hi=10000, help="local steps between two averages of the workers' copies"),
+), blocks=True, scales_batch=True,
+    summary="local SGD: each worker steps on its own copy at BSP's rate; the copies are averaged every period steps"))
 register(Protocol("specsync", (
     Param("abort_rate", "float", 0.5, lo=0.0, hi=8.0,
           help="drop a gradient when more than abort_rate * workers updates landed in the speculation period"),

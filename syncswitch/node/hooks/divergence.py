@@ -14,12 +14,13 @@ v1 = tf.compat.v1
 class DivergenceHook(v1.train.SessionRunHook):
     """Records a non-finite loss and asks the loop to pause; the later hooks skip the step."""
 
-    def __init__(self, state, loss):
+    def __init__(self, state, loss, losses=None):
         self.state = state
         self.loss = loss
+        self.losses = losses or {}  # protocol -> its own loss (a local replica's), where not `loss`
 
     def before_run(self, run_context):
-        return v1.train.SessionRunArgs(self.loss)
+        return v1.train.SessionRunArgs(self.losses.get(self.state.protocol, self.loss))
 
     def after_run(self, run_context, run_values):
         loss = float(run_values.results)

@@ -22,9 +22,11 @@ class MetricsHook(v1.train.SessionRunHook):
     from the group's.
     """
 
-    def __init__(self, state, loss, emit, *, window: int = 20, interval_s: float = 0.5, batch_by_protocol=None):
+    def __init__(self, state, loss, emit, *, window: int = 20, interval_s: float = 0.5, batch_by_protocol=None,
+                 losses=None):
         self.state = state
         self.loss = loss
+        self.losses = losses or {}  # protocol -> its own loss (a local replica's), where not `loss`
         self.emit = emit
         self.window = collections.deque(maxlen=window)
         self.interval_s = interval_s
@@ -41,7 +43,7 @@ class MetricsHook(v1.train.SessionRunHook):
             # Covers the step, the hooks and anything slowing this worker between steps.
             self.busy_s += self._t0 - self._previous_start - self.state.last_wait_s
         self._previous_start = self._t0
-        return v1.train.SessionRunArgs(self.loss)
+        return v1.train.SessionRunArgs(self.losses.get(self.state.protocol, self.loss))
 
     def after_run(self, run_context, run_values):
         now = time.perf_counter()

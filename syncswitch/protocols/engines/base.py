@@ -27,6 +27,17 @@ def state_variable(name: str, shape, dtype, init=0, colocate=None) -> tf.Variabl
         return make()
 
 
+def localize(graph, variables) -> None:
+    """Move `variables` from the global and trainable collections to the local one: each worker owns its copy."""
+    refs = {v.ref() for v in variables}
+    for key in (v1.GraphKeys.GLOBAL_VARIABLES, v1.GraphKeys.TRAINABLE_VARIABLES):
+        kept = [v for v in graph.get_collection(key) if v.ref() not in refs]
+        collection = graph.get_collection_ref(key)
+        collection[:] = kept
+    local = graph.get_collection_ref(v1.GraphKeys.LOCAL_VARIABLES)
+    local.extend(v for v in variables if all(v is not w for w in local))
+
+
 class CountingOptimizer(v1.train.Optimizer):
     """Delegates to a shared optimizer and adds the samples one update consumed to a counter.
 
@@ -120,6 +131,10 @@ class ProtocolEngine(abc.ABC):
     # Every step applies exactly one per-worker batch: the sample count may be estimated between reads.
     counts_every_step = False
     meter: StalenessMeter | None = None
+    # A protocol whose workers step on a worker-local copy of the model (local SGD) gets it built by the
+    # graph (`replica=`) and trains its loss: `loss` is then the one the hooks watch, else the shared model's.
+    needs_replica = False
+    loss: tf.Tensor | None = None
 
     def _finish(self, train_op, samples_after) -> None:
         self.train_op = train_op

@@ -1,0 +1,126 @@
+"""Local SGD in one process: n model copies that step on their own batches and are averaged every `period` steps.
+
+No cluster and no runtime, so what it measures is the algorithm at a job's own hyperparameters: each copy
+steps with the job's BSP configuration (rate n x eta, its own momentum buffer, batch B), as the `local`
+protocol's workers do; averaging every step is exactly BSP (the momentum update is linear), so `period:1` is
+the BSP reference. `post:F` runs period 1 until the fraction F of the workload, then the given period
+(post-local SGD, Lin et al. 2020: the Sync-Switch schedule with local SGD as the second phase).
+
+    python bench/local_sim.py --job jobs/quickstart.yaml --workers 4 --periods 1,2,4,8 --seeds 3
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import os
+import statistics
+import sys
+
+os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+import numpy as np  # noqa: E402
+import tensorflow as tf  # noqa: E402
+
+from syncswitch import spec as specmod  # noqa: E402
+from syncswitch.node import script as scriptmod  # noqa: E402
+
+from bench.delay_sim import _model  # noqa: E402
+
+
+def run(job, workers: int, period: int, post: float, average_momentum: bool, seed: int) -> dict:
+    """One training run; its final test accuracy."""
+    tf.keras.backend.clear_session()
+    tf.random.set_seed(seed)
+    hp, params = job.hyperparameters, dict(job.params)
+    module = scriptmod.load_script(job.script)
+    train = scriptmod.call_input_fn(module, job.script, "train", hp.batch_size, params).repeat()
+    x_spec, y_spec = train.element_spec
+    model = _model(module, job.script, params, x_spec, y_spec)
+    weights = model.trainable_variables
+    start = [w.numpy() for w in weights]
+    copies = [[tf.Variable(s) for s in start] for _ in range(workers)]
+    velocity = [[tf.Variable(tf.zeros_like(s)) for s in start] for _ in range(workers)]
+    examples = scriptmod.num_train_examples(module, job.script, params)
+    rounds = int(job.workload.samples or job.workload.epochs * examples) // (hp.batch_size * workers)
+
+    @tf.function
+    def local_step(copy, vel, x, y, lr, momentum):
+        for w, c in zip(weights, copy):
+            w.assign(c)
+        with tf.GradientTape() as tape:
+            loss = model([x, y], training=True)[1]
+        grads = tape.gradient(loss, weights)
+        for c, v, g in zip(copy, vel, grads):
+            v.assign(momentum * v + g)
+            c.assign_sub(lr * v)
+
+    def average(groups):
+        for parts in zip(*groups):
+            mean = tf.add_n([p.read_value() for p in parts]) / float(len(parts))
+            for p in parts:
+                p.assign(mean)
+
+    batches = iter(train)
+    since = 0
+    for r in range(rounds):
+        fraction = r / rounds
+        lr = hp.learning_rate * workers  # the BSP configuration (paper IV-C): rate n x eta
+        for boundary, factor in zip(hp.lr_decay.boundaries, hp.lr_decay.factors):
+            lr = hp.learning_rate * workers * factor if fraction >= boundary else lr
+        for i in range(workers):
+            x, y = next(batches)
+            local_step(copies[i], velocity[i], x, y, tf.constant(lr, tf.float32),
+                       tf.constant(hp.momentum, tf.float32))
+        since += 1
+        if since >= (1 if fraction < post else period):
+            average(copies)
+            if average_momentum:
+                average(velocity)
+            since = 0
+    average(copies)
+    for w, c in zip(weights, copies[0]):
+        w.assign(c)
+    correct = total = 0
+    for x, y in scriptmod.call_input_fn(module, job.script, "test", 256, params):
+        logits = model([x, y], training=False)[0]
+        correct += int(np.sum(np.argmax(logits.numpy(), -1) == y.numpy()))
+        total += len(y)
+    return {"workers": workers, "period": period, "post": post, "average_momentum": average_momentum,
+            "seed": seed, "accuracy": correct / total, "rounds": rounds}
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--job", required=True)
+    parser.add_argument("--workers", type=int, default=4)
+    parser.add_argument("--periods", default="1,2,4,8")
+    parser.add_argument("--post", type=float, default=0.0, help="period 1 until this fraction of the workload")
+    parser.add_argument("--average-momentum", action="store_true")
+    parser.add_argument("--seeds", type=int, default=3)
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
+    parser.add_argument("--out")
+    args = parser.parse_args(argv)
+    job = specmod.load(args.job, args.set)
+    rows = []
+    for seed in range(args.seeds):
+        for period in [int(p) for p in args.periods.split(",")]:
+            rows.append(run(job, args.workers, period, args.post, args.average_momentum, seed))
+            print(json.dumps(rows[-1]), flush=True)
+    print(f"\n{job.name}, {args.workers} workers, post {args.post}: final accuracy, median [min, max]")
+    cells = collections.defaultdict(list)
+    for r in rows:
+        cells[r["period"]].append(r["accuracy"])
+    for period, acc in cells.items():
+        print(f"  period {period:>3}  {statistics.median(acc):.3f} [{min(acc):.3f}, {max(acc):.3f}]")
+    if args.out:
+        with open(args.out, "w", encoding="utf-8") as fh:
+            json.dump({"job": args.job, "set": args.set, "args": vars(args), "runs": rows}, fh, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

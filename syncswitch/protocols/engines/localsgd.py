@@ -1,0 +1,187 @@
+"""Local SGD: each worker steps on its own copy of the model; the copies are averaged every `period` steps.
+
+After BSP this is post-local SGD (Lin et al., "Don't use large mini-batches, use local SGD", ICLR 2020):
+the Sync-Switch schedule with a second phase that stays synchronous in the one way that matters for
+accuracy (every worker's work is averaged into one model, none is applied stale) but talks to the parameter
+servers once per `period` steps instead of every step. Each copy steps at BSP's rate (n x eta, the
+configuration policy scales it as BSP's) with its own momentum; averaging every step would be exactly BSP,
+because the momentum update is linear.
+
+An average is each worker adding (copy - anchor) / n to the shared variables, its momentum likewise to
+the shared momentum slots, then waiting until all n have added theirs this round and reading the result
+back as its new copy and anchor. The shared model is the average of the copies after every round, so
+checkpoints, the evaluator, the guard and a switch out of the phase all see it as they see any model.
+"""
+
+from __future__ import annotations
+
+import time
+
+import tensorflow as tf
+
+from .base import ProtocolEngine, dense, localize
+
+v1 = tf.compat.v1
+RELEASE_ROUNDS = 64  # averages a released worker may still take alone before it reaches its boundary
+
+
+def _local(name: str, initial, dtype) -> tf.Variable:
+    return v1.get_variable(name, initializer=tf.constant(initial, dtype), trainable=False,
+                           collections=[v1.GraphKeys.LOCAL_VARIABLES])
+
+
+class LocalSGDEngine(ProtocolEngine):
+    """Worker-local steps on the replica (syncswitch/node/replica.py), averaged through the parameter servers.
+
+    An average is one call: push, barrier, pull (see the queues below); the chief's release frees a worker
+    whose peers stopped at a boundary.
+    """
+
+    name = "local-sgd"
+    needs_replica = True
+
+    def __init__(self, optimizer, grads_and_vars, global_step, samples, per_worker_batch: int, num_workers: int,
+                 task_index: int, replica=None, rates=None, **_):
+        if replica is None or rates is None:
+            raise ValueError("local-sgd needs the worker's model replica and the shared rate tensors")
+        n = num_workers
+        self.loss = replica.loss
+        self.period = 2
+        self._n = n
+        learning_rate, momentum = rates
+        # Built, never run: it makes the shared momentum slots when no other protocol of the schedule did, so
+        # the averaged momentum is checkpointed and continues across a switch either way.
+        optimizer.apply_gradients(grads_and_vars, name="local_sgd_slots")
+        device = f"/job:worker/task:{task_index}"
+        with tf.device(device), v1.variable_scope("syncswitch_local_sgd"):
+            # The rate and momentum are read at each average, not each step: a local step reads nothing remote.
+            self._lr = _local("learning_rate", 0.0, tf.float32)
+            self._momentum = _local("momentum", 0.0, tf.float32)
+            self._estimate = _local("samples", 0, tf.int64)   # the global count, extrapolated between averages
+            self._unsynced = _local("unsynced_steps", 0, tf.int64)
+            local_opt = v1.train.MomentumOptimizer(self._lr, self._momentum, name="local_sgd_momentum")
+            grads = [(dense(g), v) for g, v in local_opt.compute_gradients(self.loss, var_list=replica.trainable)
+                     if g is not None]
+            before = {v.ref() for v in v1.global_variables()}
+            step = local_opt.apply_gradients(grads)
+            slots = [v for v in v1.global_variables() if v.ref() not in before]
+            with tf.control_dependencies([step]):
+                # Lockstep: every worker takes a step of per_worker_batch examples per step of this one.
+                self._estimate_after = self._estimate.assign_add(per_worker_batch * n)
+                counted = self._unsynced.assign_add(1)
+            # (shared, local) pairs averaged each round: the model's variables, then the momentum of each
+            # trained one (the shared slot against the local optimizer's).
+            pairs = list(replica.pairs)
+            trained = {v.ref() for v in replica.trainable}
+            for shared, copy in replica.pairs:
+                if copy.ref() in trained and local_opt.get_slot(copy, "momentum") is not None:
+                    pairs.append((optimizer.get_slot(shared, "momentum"), local_opt.get_slot(copy, "momentum")))
+            anchors = [v1.get_variable(f"anchor_{k}", shape=copy.shape, dtype=copy.dtype.base_dtype,
+                                       initializer=v1.zeros_initializer(), trainable=False,
+                                       collections=[v1.GraphKeys.LOCAL_VARIABLES])
+                       for k, (_, copy) in enumerate(pairs)]
+        localize(v1.get_default_graph(), slots)  # each worker's own momentum: out of checkpoints and readiness
+        self._finish(tf.group(step, self._estimate_after, counted, name="local_sgd_step"), self._estimate_after)
+
+        # The barrier: one token queue per worker beside the global step. Each average puts a token into every
+        # queue and takes n from its own, so a worker goes on once all n put theirs (a worker can be at most
+        # one round ahead of another). No coordinator thread: a replacement node needs nothing from the chief.
+        with tf.device(global_step.device):
+            self._queues = [tf.queue.FIFOQueue(-1, tf.int64, shapes=[[]], name=f"local_sgd_tokens_{j}",
+                                               shared_name=f"syncswitch_local_sgd_tokens_{j}") for j in range(n)]
+            own = self._queues[task_index]
+            self._sizes = [q.size() for q in self._queues]
+            self._drain_count = v1.placeholder(tf.int32, [], name="local_sgd_drain_count")
+            self._drain_queue = v1.placeholder(tf.int32, [], name="local_sgd_drain_queue")
+            self._drains = [q.dequeue_many(self._drain_count) for q in self._queues]
+            # Released workers (peers stopped at a boundary) must not wait again this phase: many rounds' worth.
+            self._release = tf.group(*[q.enqueue_many(tf.zeros([n * RELEASE_ROUNDS], tf.int64)) for q in self._queues])
+            self._own_tokens = own.enqueue_many(tf.zeros([n], tf.int64))
+        # Push: this worker's move since its last read, as one n-th of the average, and the samples it trained.
+        adds = []
+        for (shared, copy), anchor in zip(pairs, anchors):
+            with tf.device(device):
+                delta = (copy.read_value() - anchor.read_value()) / tf.cast(n, copy.dtype.base_dtype)
+            with tf.device(shared.device):
+                adds.append(shared.assign_add(delta, read_value=False))
+        with tf.device(device):
+            trained_samples = self._unsynced.read_value() * per_worker_batch
+        with v1.colocate_with(samples):
+            adds.append(samples.assign_add(trained_samples, read_value=False))
+        with tf.control_dependencies(adds), tf.device(global_step.device):
+            arrived = [q.enqueue(tf.constant(0, tf.int64)) for q in self._queues]
+        with tf.control_dependencies(arrived), tf.device(global_step.device):
+            everyone = own.dequeue_many(n)
+        # Pull: the average, as the new copy and anchor; the rate and momentum the schedule gives now.
+        pulls = []
+        with tf.control_dependencies([everyone]):
+            for (shared, copy), anchor in zip(pairs, anchors):
+                with tf.device(device):
+                    value = tf.identity(shared.read_value())
+                    pulls += [copy.assign(value, read_value=False), anchor.assign(value, read_value=False)]
+            with tf.device(device):
+                now = tf.identity(samples.read_value())
+                pulls += [self._lr.assign(learning_rate, read_value=False),
+                          self._momentum.assign(momentum, read_value=False),
+                          self._estimate.assign(now, read_value=False), self._unsynced.assign(0, read_value=False)]
+        with tf.device(device), tf.control_dependencies(pulls):
+            self._sync = tf.identity(now, name="local_sgd_synced_samples")
+            # Entering the phase: the shared model as the copy, nothing pushed.
+            entry = []
+            for (shared, copy), anchor in zip(pairs, anchors):
+                value = tf.identity(shared.read_value())
+                entry += [copy.assign(value, read_value=False), anchor.assign(value, read_value=False)]
+        with tf.device(device):
+            now = tf.identity(samples.read_value())
+            entry += [self._lr.assign(learning_rate, read_value=False),
+                      self._momentum.assign(momentum, read_value=False),
+                      self._estimate.assign(now, read_value=False), self._unsynced.assign(0, read_value=False)]
+            self._enter = tf.group(*entry, name="local_sgd_enter")
+        self._sync_fn = None
+        self._rounds = 0
+        self._steps = 0
+        self._waited = 0.0
+
+    def _synced(self, session) -> int:
+        if self._sync_fn is None:
+            self._sync_fn = session.make_callable(self._sync)
+        return int(self._sync_fn())
+
+    def enter_chief(self, session, params: dict | None = None) -> None:
+        # Every worker is paused: tokens left by a release or a warm-up would let a worker skip a round.
+        for size, drain in zip(session.run(self._sizes), self._drains):
+            if size:
+                session.run(drain, {self._drain_count: int(size)})
+
+    def enter_worker(self, session, params: dict | None = None) -> None:
+        self.period = int((params or {}).get("period", self.period))
+        self._rounds = 0
+        self._steps = 0
+        self._waited = 0.0
+        session.run(self._enter)
+
+    def before_warm_up(self, session) -> None:
+        # Pays the first call of the average (graph registration) before training: n tokens of its own let it
+        # through alone. It moves the shared model and its count, as ASP's warm-up step does: the chief resets
+        # both before training, and drains the tokens it left at the phase's entry.
+        session.run(self._own_tokens)
+        self._synced(session)
+
+    def release(self, session) -> None:
+        session.run(self._release)
+
+    def after_step(self, session, state) -> float:
+        """Average once `period` steps were taken since the last average, or at the phase's boundary."""
+        self._steps += 1
+        if self._steps < self.period and not state.at_boundary():
+            return 0.0
+        t0 = time.perf_counter()
+        state.samples = self._synced(session)
+        self._steps = 0
+        self._rounds += 1
+        waited = time.perf_counter() - t0
+        self._waited += waited
+        return waited
+
+    def stats(self, session) -> dict:
+        return {"averages": self._rounds, "period": self.period, "average_s": round(self._waited, 3)}
