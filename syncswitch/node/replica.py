@@ -31,6 +31,7 @@ class Replica:
     loss: tf.Tensor
     pairs: list               # [(shared variable, local copy)] for every variable model_fn made
     trainable: list           # the local copies that are trained (their shared twins are trainable)
+    device: str               # the worker's device, where the copies live
 
 
 def _made_variables(graph, before: set) -> list:
@@ -67,4 +68,4 @@ def build(graph, module, path: str, features, labels, params: dict, shared: list
     graph.get_collection_ref(v1.GraphKeys.UPDATE_OPS)[:] = [
         op for op in graph.get_collection(v1.GraphKeys.UPDATE_OPS) if op in updates_before]
     localize(graph, made)
-    return Replica(loss, list(zip(shared, made)), trained)
+    return Replica(loss, list(zip(shared, made)), trained, device)

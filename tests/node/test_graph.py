@@ -69,7 +69,7 @@ path = sys.argv[1]
 ps_hosts, workers = [f"127.0.0.1:{free_port()}"], [f"127.0.0.1:{free_port()}"]
 launch = pb.Launch(task_index=0, num_workers=1, ps_hosts=ps_hosts, worker_hosts=workers, script_path=path,
                    seed=1, lr_decay=pb.LrDecay(boundaries=[0.5], factors=[0.1]))
-for protocol in ("asp", "bsp"):
+for protocol in ("asp", "bsp", "local-sgd"):
     phase = launch.phases.add(protocol=protocol, build=True, until=1.0)
     phase.config.per_worker_batch, phase.config.learning_rate, phase.config.momentum = 8, 0.1, 0.9
 cluster, ps, worker = graphmod.start_servers(ps_hosts, workers, 0, 1, 2)
@@ -83,6 +83,12 @@ with g.graph.as_default(), v1.Session(worker.target, config=graphmod.session_con
     out["bsp_push"] = received_by_worker(session, bsp.push_op)
     session.run(bsp._own_token)  # a token for the one-call step (the lone worker would wait for it forever)
     out["bsp_step"] = received_by_worker(session, [bsp.step_op, bsp.step_samples, bsp.step_wait_s])
+    local = g.engines["local-sgd"]
+    local.enter_chief(session)
+    local.enter_worker(session)
+    out["local_step"] = received_by_worker(session, [local.train_op, local.samples_after, g.losses["local-sgd"]])
+    out["checkpointed"] = [v.op.name for v in graphmod.checkpointed(g.graph)]
+    out["local_devices"] = sorted({v.device for v in g.graph.get_collection(v1.GraphKeys.LOCAL_VARIABLES)})
 print("RESULT " + json.dumps(out), flush=True)
 os._exit(0)  # in-process TF servers cannot be stopped: the process goes, and they with it
 '''
@@ -110,3 +116,7 @@ def test_a_step_reads_only_the_model_from_the_parameter_server(tmp_path):
     # The one call a BSP step makes: the model, the push's completion (its wait is timed from there), the
     # token, and the counter after the update.
     assert len(received["bsp_step"]) == model + 3, received["bsp_step"]
+    # A local SGD step trains the worker's replica: nothing crosses from the parameter server until the average.
+    assert received["local_step"] == []
+    assert received["local_devices"] == ["/job:worker/task:0"]
+    assert not [name for name in received["checkpointed"] if "replica" in name or "local_sgd" in name]

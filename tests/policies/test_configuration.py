@@ -11,7 +11,7 @@ HP = Hyperparameters(batch_size=32, learning_rate=0.05, momentum=0.9)
 
 
 @pytest.mark.parametrize("name", CONFIGURATION_POLICIES.names())
-@pytest.mark.parametrize("protocol", ["bsp", "asp", "lookahead", "ssp"])
+@pytest.mark.parametrize("protocol", ["bsp", "asp", "lookahead", "ssp", "local-sgd"])
 @pytest.mark.parametrize("workers", [1, 4, 16])
 def test_conformance(name, protocol, workers):
     policy = CONFIGURATION_POLICIES.get(name)()
@@ -19,7 +19,7 @@ def test_conformance(name, protocol, workers):
     assert isinstance(config, PhaseConfig) and config.protocol == protocol
     assert config.per_worker_batch >= 1 and config.learning_rate > 0 and 0 <= config.momentum < 1
     assert config.momentum_ramp_epochs >= 0 and config.lr_warmup_epochs >= 0
-    assert config.global_batch == config.per_worker_batch * (workers if protocol == "bsp" else 1)
+    assert config.global_batch == config.per_worker_batch * (workers if protocol in ("bsp", "local-sgd") else 1)
     assert policy.on_switch(config, config) == config  # the default hook keeps the configuration
 
 
@@ -30,6 +30,15 @@ def test_paper_rule():
     assert (bsp.global_batch, bsp.learning_rate, bsp.momentum) == (256, pytest.approx(0.4), 0.9)
     assert (asp.global_batch, asp.learning_rate, asp.momentum) == (32, 0.05, 0.9)
     assert bsp.per_worker_batch == asp.per_worker_batch == 32
+
+
+@pytest.mark.parametrize("name", CONFIGURATION_POLICIES.names())
+def test_local_sgd_is_configured_as_bsp(name):
+    """Local SGD's copies are averaged, so an update holds the group's examples and nothing stale is applied:
+    BSP's batch, rate and momentum under every policy (no asynchronous momentum rule touches it)."""
+    policy = CONFIGURATION_POLICIES.get(name)()
+    bsp, local = policy.configure("bsp", HP, 4), policy.configure("local-sgd", HP, 4)
+    assert dataclasses.replace(local, protocol="bsp") == bsp
 
 
 def test_unknown_policy_lists_valid_names():

@@ -20,11 +20,11 @@ cluster: {backend: local, workers: 3}
 
 
 def test_names_and_traits():
-    assert PROTOCOLS.names() == sorted(specmod.PROTOCOLS) == ["asp", "bsp", "dc-asgd", "fasgd", "lookahead",
-                                                                  "specsync", "ssp"]
+    assert PROTOCOLS.names() == sorted(specmod.PROTOCOLS) == ["asp", "bsp", "dc-asgd", "fasgd", "local-sgd",
+                                                                  "lookahead", "specsync", "ssp"]
     assert {n for n in PROTOCOLS.names() if catalog.get(n).synchronous} == {"bsp"}
-    assert {n for n in PROTOCOLS.names() if catalog.get(n).blocks} == {"bsp", "ssp"}
-    assert {n for n in PROTOCOLS.names() if catalog.get(n).scales_batch} == {"bsp"}
+    assert {n for n in PROTOCOLS.names() if catalog.get(n).blocks} == {"bsp", "ssp", "local-sgd"}
+    assert {n for n in PROTOCOLS.names() if catalog.get(n).scales_batch} == {"bsp", "local-sgd"}
 
 
 def test_defaults_are_filled_in():
@@ -43,6 +43,7 @@ GOOD = [
     ("fasgd", "power", 0, 0.0), ("specsync", "abort_rate", 0, 0.0), ("specsync", "abort_rate", 1.5, 1.5),
     ("specsync", "abort_time", 0.05, 0.05), ("specsync", "abort_time", 0, 0.0), ("specsync", "adaptive", True, True),
     ("lookahead", "delay", 0, 0.0), ("lookahead", "delay", 3, 3.0), ("lookahead", "adaptive", False, False),
+    ("local-sgd", "period", 1, 1), ("local-sgd", "period", 8.0, 8),
 ]
 
 
@@ -58,6 +59,8 @@ BAD = [
     ("ssp", "staleness", "3", "policy.schedule[0].staleness='3': must be a number"),
     ("ssp", "staleness", 1001, "policy.schedule[0].staleness=1001: must be <= 1000"),
     ("bsp", "aggregate", -2, "policy.schedule[0].aggregate=-2: must be >= 0"),
+    ("local-sgd", "period", 0, "policy.schedule[0].period=0: must be >= 1"),
+    ("local-sgd", "period", 1.5, "policy.schedule[0].period=1.5: must be an integer"),
     ("dc-asgd", "lambda", -0.1, "policy.schedule[0].lambda=-0.1: must be >= 0.0"),
     ("dc-asgd", "adaptive", "yes", "policy.schedule[0].adaptive='yes': must be true or false"),
     ("dc-asgd", "decay", 0, "policy.schedule[0].decay=0: must be > 0.0"),
@@ -94,7 +97,7 @@ def test_every_parameter_is_covered():
     ({"protocol": "asp", "staleness": 2}, ("unknown key policy.schedule[0].staleness for protocol 'asp'; "
                                            "valid: protocol, until")),
     ({"protocol": "dcasgd"}, ("unknown protocol policy.schedule[0].protocol='dcasgd' (did you mean 'dc-asgd'?); "
-                              "valid: asp, bsp, dc-asgd, fasgd, lookahead, specsync, ssp")),
+                              "valid: asp, bsp, dc-asgd, fasgd, local-sgd, lookahead, specsync, ssp")),
     ({"until": 1.0}, "policy.schedule[0].protocol is required"),
 ])
 def test_unknown_names(item, message):

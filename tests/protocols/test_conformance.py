@@ -33,6 +33,7 @@ PHASES = {
     "fasgd": "protocol: fasgd, power: 1.0",
     "specsync": "protocol: specsync, abort_rate: 0.5, adaptive: true",
     "lookahead": "protocol: lookahead, delay: 2.0, adaptive: true",
+    "local-sgd": "protocol: local-sgd, period: 3",
 }
 MEASURES_STALENESS = {"asp", "ssp", "dc-asgd", "fasgd", "specsync", "lookahead"}
 
@@ -65,6 +66,9 @@ def check_conformance(summary, tmp_path, protocols):
         assert phase["params"] == expected, phase
         if phase["protocol"] in MEASURES_STALENESS:
             assert phase["measured"]["updates"] > 0 and phase["measured"]["staleness_mean"] >= 0
+        if phase["protocol"] == "local-sgd":
+            # Every worker averaged its copy at least once per `period` of its steps.
+            assert phase["measured"]["averages"] >= phase["steps"] // (2 * phase["params"]["period"]) - 1
         if phase["params"].get("adaptive") and phase["protocol"] == "specsync":
             assert {"tunes", "abort_time_s", "abort_rate"} <= set(phase["measured"])
         if k:
@@ -91,11 +95,11 @@ def _as_dict(phase: str) -> dict:
 @pytest.mark.cluster
 def test_every_protocol_in_place_into_and_out_of(write_spec, tmp_path, no_leftovers):
     """One in-place run through every protocol: each is entered from another and left for another."""
-    protocols = ["bsp", "ssp", "dc-asgd", "fasgd", "specsync", "lookahead", "asp"]
-    untils = [0.15, 0.3, 0.45, 0.55, 0.7, 0.85]
+    protocols = ["bsp", "ssp", "dc-asgd", "fasgd", "specsync", "local-sgd", "lookahead", "asp"]
+    untils = [0.15, 0.3, 0.4, 0.5, 0.6, 0.75, 0.85]
     summary = _run(write_spec, tmp_path, [_schedule(protocols, untils)])
     check_conformance(summary, tmp_path, protocols)
-    assert all(s["mode"] == "in-place" for s in summary["switches"]) and len(summary["switches"]) == 6
+    assert all(s["mode"] == "in-place" for s in summary["switches"]) and len(summary["switches"]) == 7
 
 
 def _check_relaunch(summary, tmp_path, protocols):
@@ -118,12 +122,13 @@ def _check_relaunch(summary, tmp_path, protocols):
 def test_relaunch_into_and_out_of_stateful_protocols(write_spec, tmp_path, no_leftovers, monkeypatch):
     """By relaunch: graphs with protocol state (clocks, mean squares) the checkpoint never held restore exactly."""
     monkeypatch.setenv("SYNCSWITCH_REPORT_VARIABLES", "1")
-    protocols = ["ssp", "dc-asgd", "lookahead", "bsp"]
-    summary = _run(write_spec, tmp_path, [_schedule(protocols, [0.3, 0.5, 0.75]), "policy.switch_mode=relaunch"])
+    protocols = ["ssp", "dc-asgd", "local-sgd", "lookahead", "bsp"]
+    summary = _run(write_spec, tmp_path, [_schedule(protocols, [0.25, 0.45, 0.6, 0.8]),
+                                          "policy.switch_mode=relaunch"])
     _check_relaunch(summary, tmp_path, protocols)
 
 
-NEW = ["ssp", "dc-asgd", "fasgd", "specsync", "lookahead"]
+NEW = ["ssp", "dc-asgd", "fasgd", "specsync", "lookahead", "local-sgd"]
 
 
 @pytest.mark.slow

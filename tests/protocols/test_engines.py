@@ -302,3 +302,119 @@ def test_bsp_backup_workers_set_the_aggregate():
     assert rig.session.run(rig.engine.aggregate) == 3
     rig.engine.enter_chief(rig.session, {"aggregate": 0})
     assert rig.session.run(rig.engine.aggregate) == 0
+
+
+def _train_state():
+    from syncswitch.node.state import TrainState
+
+    state = TrainState(10 ** 9, 0)
+    state.boundary = 1.0
+    return state
+
+
+class _LocalRig:
+    """The shared weights and `workers` local-sgd engines in one session, each worker with its replica of `w`
+    (loss = g_i . copy, so worker i's gradient is always G_i)."""
+
+    def __init__(self, workers: int = 2, momentum: float = 0.9):
+        from syncswitch.node.replica import Replica
+        from syncswitch.protocols.engines.base import localize
+
+        self.graph = tf.Graph()
+        self.grads = [G * (i + 1) for i in range(workers)]
+        with self.graph.as_default():
+            global_step = v1.train.get_or_create_global_step()
+            self.samples = v1.get_variable("samples", [], tf.int64, v1.zeros_initializer(), trainable=False)
+            self.w = v1.get_variable("w", initializer=W0)
+            optimizer = self.optimizer = v1.train.MomentumOptimizer(LR, momentum)
+            self.engines = []
+            for i in range(workers):
+                with v1.variable_scope(f"worker{i}"):
+                    copy = v1.get_variable("copy", initializer=np.zeros(3, np.float32))
+                    localize(self.graph, [copy])
+                    loss = tf.reduce_sum(copy * self.grads[i])
+                    replica = Replica(loss, [(self.w, copy)], [copy], device="")
+                    engines = build_engines(["local-sgd"], optimizer, [(tf.zeros([3]), self.w)], global_step,
+                                            self.samples, {"local-sgd": BATCH}, workers, i == 0, task_index=i,
+                                            replica=replica, rates=(tf.constant(LR), tf.constant(momentum)))
+                    self.engines.append(engines["local-sgd"])
+            self.slot = optimizer.get_slot(self.w, "momentum")
+            init = [v1.global_variables_initializer(), v1.local_variables_initializer()]
+        self.session = v1.Session(graph=self.graph)
+        self.session.run(init)
+
+    def enter(self, **params):
+        self.engines[0].enter_chief(self.session, params)
+        for engine in self.engines:
+            engine.enter_worker(self.session, params)
+
+    def round(self, steps: int):
+        """`steps` local steps on every worker, each worker in its own thread (the average is a barrier)."""
+        import threading
+
+        waits = {}
+
+        def work(i, engine):
+            state = _train_state()
+            for _ in range(steps):
+                _, state.samples = self.session.run([engine.train_op, engine.samples_after])
+                waits[i] = engine.after_step(self.session, state)
+
+        threads = [threading.Thread(target=work, args=(i, e)) for i, e in enumerate(self.engines)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=60)
+        assert not any(t.is_alive() for t in threads), "a worker stayed blocked in the average"
+        return self.session.run([self.w, self.slot, self.samples])
+
+
+@pytest.mark.parametrize("period", [1, 2, 3])
+def test_local_sgd_averages_the_copies_and_their_momentum(period):
+    rig = _LocalRig(workers=2, momentum=0.9)
+    rig.enter(period=period)
+    w, slot, samples = rig.round(period)
+    # numpy: each copy takes `period` momentum steps from the shared weights with its own gradient.
+    copies, velocities = [], []
+    for g in rig.grads:
+        x, v = W0.copy(), np.zeros(3, np.float32)
+        for _ in range(period):
+            v = 0.9 * v + g
+            x = x - LR * v
+        copies.append(x)
+        velocities.append(v)
+    np.testing.assert_allclose(w, np.mean(copies, 0), rtol=1e-5)
+    np.testing.assert_allclose(slot, np.mean(velocities, 0), rtol=1e-5)
+    assert samples == 2 * period * BATCH
+
+
+def test_local_sgd_averaged_every_step_is_bsp():
+    """The momentum update is linear: averaging after every step is momentum SGD on the mean gradient."""
+    rig = _LocalRig(workers=2, momentum=0.9)
+    rig.enter(period=1)
+    for _ in range(3):
+        w, slot, _ = rig.round(1)
+    x, v = W0.copy(), np.zeros(3, np.float32)
+    for _ in range(3):
+        v = 0.9 * v + np.mean(rig.grads, 0)
+        x = x - LR * v
+    np.testing.assert_allclose(w, x, rtol=1e-5)
+    np.testing.assert_allclose(slot, v, rtol=1e-5)
+
+
+def test_local_sgd_continues_the_shared_momentum_and_a_released_worker_goes_on_alone():
+    rig = _LocalRig(workers=2, momentum=0.5)
+    with rig.graph.as_default():
+        rig.session.run(rig.slot.assign(DELTA))  # momentum left by the phase before
+    rig.enter(period=1)
+    lone = rig.engines[0]
+    lone.release(rig.session)  # its peer stopped at a boundary: the average must not wait for it
+    state = _train_state()
+    rig.session.run(lone.train_op)
+    assert lone.after_step(rig.session, state) < 30.0
+    # The peer never pushed: the shared weights moved by this worker's half of the average.
+    v = 0.5 * DELTA + rig.grads[0]
+    np.testing.assert_allclose(rig.session.run(rig.w), W0 + (-LR * v) / 2, rtol=1e-5)
+    assert state.samples == BATCH
+    rig.engines[0].enter_chief(rig.session, {})  # the next entry drains what the release left
+    assert sum(rig.session.run(lone._sizes)) == 0

@@ -30,6 +30,22 @@ def _local(name: str, initial, dtype) -> tf.Variable:
                            collections=[v1.GraphKeys.LOCAL_VARIABLES])
 
 
+def _size(variable) -> int:
+    return int(variable.shape.num_elements())
+
+
+def _fused(pairs, anchors) -> dict:
+    """(shared, copy, anchor) triples grouped by the shared variable's device and dtype: each group crosses
+    between the worker and its parameter server as one flat tensor (one transfer, not one per variable: a
+    small model's average cost a dozen round trips otherwise)."""
+    groups: dict = {}
+    for (shared, copy), anchor in zip(pairs, anchors):
+        if not shared.shape.is_fully_defined():
+            raise ValueError(f"local-sgd needs variables of a fixed shape; {shared.op.name} has {shared.shape}")
+        groups.setdefault((shared.device, shared.dtype.base_dtype), []).append((shared, copy, anchor))
+    return groups
+
+
 class LocalSGDEngine(ProtocolEngine):
     """Worker-local steps on the replica (syncswitch/node/replica.py), averaged through the parameter servers.
 
@@ -52,7 +68,7 @@ class LocalSGDEngine(ProtocolEngine):
         # Built, never run: it makes the shared momentum slots when no other protocol of the schedule did, so
         # the averaged momentum is checkpointed and continues across a switch either way.
         optimizer.apply_gradients(grads_and_vars, name="local_sgd_slots")
-        device = f"/job:worker/task:{task_index}"
+        device = replica.device
         with tf.device(device), v1.variable_scope("syncswitch_local_sgd"):
             # The rate and momentum are read at each average, not each step: a local step reads nothing remote.
             self._lr = _local("learning_rate", 0.0, tf.float32)
@@ -92,18 +108,21 @@ class LocalSGDEngine(ProtocolEngine):
             own = self._queues[task_index]
             self._sizes = [q.size() for q in self._queues]
             self._drain_count = v1.placeholder(tf.int32, [], name="local_sgd_drain_count")
-            self._drain_queue = v1.placeholder(tf.int32, [], name="local_sgd_drain_queue")
             self._drains = [q.dequeue_many(self._drain_count) for q in self._queues]
             # Released workers (peers stopped at a boundary) must not wait again this phase: many rounds' worth.
             self._release = tf.group(*[q.enqueue_many(tf.zeros([n * RELEASE_ROUNDS], tf.int64)) for q in self._queues])
             self._own_tokens = own.enqueue_many(tf.zeros([n], tf.int64))
+        groups = _fused(pairs, anchors)
         # Push: this worker's move since its last read, as one n-th of the average, and the samples it trained.
         adds = []
-        for (shared, copy), anchor in zip(pairs, anchors):
+        for where, items in groups.items():
             with tf.device(device):
-                delta = (copy.read_value() - anchor.read_value()) / tf.cast(n, copy.dtype.base_dtype)
-            with tf.device(shared.device):
-                adds.append(shared.assign_add(delta, read_value=False))
+                moved = [tf.reshape(copy.read_value() - anchor.read_value(), [-1]) for _, copy, anchor in items]
+                flat = tf.concat(moved, 0) / tf.cast(n, items[0][0].dtype.base_dtype)
+            with tf.device(where[0]):
+                parts = tf.split(flat, [_size(shared) for shared, _, _ in items])
+                adds += [shared.assign_add(tf.reshape(part, shared.shape), read_value=False)
+                         for (shared, _, _), part in zip(items, parts)]
         with tf.device(device):
             trained_samples = self._unsynced.read_value() * per_worker_batch
         with v1.colocate_with(samples):
@@ -112,35 +131,37 @@ class LocalSGDEngine(ProtocolEngine):
             arrived = [q.enqueue(tf.constant(0, tf.int64)) for q in self._queues]
         with tf.control_dependencies(arrived), tf.device(global_step.device):
             everyone = own.dequeue_many(n)
-        # Pull: the average, as the new copy and anchor; the rate and momentum the schedule gives now.
-        pulls = []
         with tf.control_dependencies([everyone]):
-            for (shared, copy), anchor in zip(pairs, anchors):
-                with tf.device(device):
-                    value = tf.identity(shared.read_value())
-                    pulls += [copy.assign(value, read_value=False), anchor.assign(value, read_value=False)]
-            with tf.device(device):
-                now = tf.identity(samples.read_value())
-                pulls += [self._lr.assign(learning_rate, read_value=False),
-                          self._momentum.assign(momentum, read_value=False),
-                          self._estimate.assign(now, read_value=False), self._unsynced.assign(0, read_value=False)]
-        with tf.device(device), tf.control_dependencies(pulls):
-            self._sync = tf.identity(now, name="local_sgd_synced_samples")
-            # Entering the phase: the shared model as the copy, nothing pushed.
-            entry = []
-            for (shared, copy), anchor in zip(pairs, anchors):
-                value = tf.identity(shared.read_value())
-                entry += [copy.assign(value, read_value=False), anchor.assign(value, read_value=False)]
-        with tf.device(device):
-            now = tf.identity(samples.read_value())
-            entry += [self._lr.assign(learning_rate, read_value=False),
-                      self._momentum.assign(momentum, read_value=False),
-                      self._estimate.assign(now, read_value=False), self._unsynced.assign(0, read_value=False)]
-            self._enter = tf.group(*entry, name="local_sgd_enter")
+            pulled = self._pull(groups, device, samples, learning_rate, momentum)
+        with tf.device(device), tf.control_dependencies(pulled[1]):
+            self._sync = tf.identity(pulled[0], name="local_sgd_synced_samples")
+        # Entering the phase: the shared model as the copy and anchor, nothing pushed.
+        self._enter = tf.group(*self._pull(groups, device, samples, learning_rate, momentum)[1], name="local_sgd_enter")
         self._sync_fn = None
         self._rounds = 0
         self._steps = 0
         self._waited = 0.0
+
+    def _pull(self, groups, device, samples, learning_rate, momentum):
+        """(the global sample count read, the assignments): the shared model and momentum as the new copy and
+        anchor, with the rate and momentum the schedule gives now. One transfer per parameter server and dtype."""
+        assigns = []
+        for where, items in groups.items():
+            with tf.device(where[0]):
+                flat = tf.concat([tf.reshape(shared.read_value(), [-1]) for shared, _, _ in items], 0)
+            with tf.device(device):
+                parts = tf.split(flat, [_size(shared) for shared, _, _ in items])
+                for (shared, copy, anchor), part in zip(items, parts):
+                    value = tf.reshape(part, shared.shape)
+                    assigns += [copy.assign(value, read_value=False), anchor.assign(value, read_value=False)]
+        with v1.colocate_with(samples):
+            counted = samples.read_value()
+        with tf.device(device):
+            now = tf.identity(counted)
+            assigns += [self._lr.assign(learning_rate, read_value=False),
+                        self._momentum.assign(momentum, read_value=False),
+                        self._estimate.assign(now, read_value=False), self._unsynced.assign(0, read_value=False)]
+        return now, assigns
 
     def _synced(self, session) -> int:
         if self._sync_fn is None:
