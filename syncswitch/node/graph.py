@@ -173,9 +173,7 @@ def build(launch, total: int, module, params: dict, cluster) -> TrainGraph:
             iterator = v1.data.make_initializable_iterator(ds)
             features, labels = iterator.get_next()
             before = set(graph.get_operations())
-            variables_before = {v.ref() for v in v1.global_variables()}
             out = scriptmod.call_model_fn(module, path, features, labels, params, True)
-            model_variables = [v for v in v1.global_variables() if v.ref() not in variables_before]
             collected = v1.get_collection(v1.GraphKeys.UPDATE_OPS)
             made = [op for op in graph.get_operations() if op not in before]
             # Keras layers' own update ops (BatchNormalization's moving statistics) are in no collection here.
@@ -190,8 +188,9 @@ def build(launch, total: int, module, params: dict, cluster) -> TrainGraph:
                 raise scriptmod.ScriptError(f"script {path}: model_fn's loss depends on no trainable variable")
             replica = None
             if needs_replica(protocols):
-                replica = replicamod.build(graph, module, path, features, labels, params, model_variables,
-                                           f"/job:worker/task:{index}")
+                made_set = set(made)
+                replica = replicamod.build(graph, made, out["loss"], [u for u in collected + extra if getattr(u, "op", u) in made_set],
+                                           f"/job:worker/task:{index}", path)
             engines = build_engines(protocols, optimizer, grads, global_step, samples, batch_by_protocol,
                                     n, is_chief, task_index=index, replica=replica,
                                     rates=(learning_rate, momentum_now))

@@ -1,71 +1,93 @@
 """A worker-local replica of the user's model, for protocols whose workers step on their own copy (local SGD).
 
 The shared model lives on the parameter servers, where every other protocol reads and updates it. A local
-protocol needs the same model reading variables on the worker, so model_fn is called a second time, on the
-same input batch, under a variable scope of its own and pinned to the worker's device. The replica's
-variables are matched to the shared ones by creation order (a model_fn builds its layers in a fixed order);
-they are moved out of the global collections, so checkpoints, the chief's initialization and the readiness
-checks never see them, and every worker initializes its own in its local init.
+protocol needs the same model reading variables on the worker. The replica is a copy of the ops model_fn built
+(those its loss and update ops run), imported once more into the graph with each shared variable's handle
+replaced by a worker-local copy's and everything else it read (the input batch, lookup tables) kept. Copying
+the graph, not calling model_fn again, holds for any script: one that caches its model per graph or builds it
+once at module level makes no new variables when called twice. The copies leave the global collections, so
+checkpoints, the chief's initialization and the readiness checks never see them; each worker initializes its own.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import sys
 
 import tensorflow as tf
 
-from syncswitch.node import script as scriptmod
-from syncswitch.node.updates import orphan_updates
+from syncswitch.node.updates import ancestors
 from syncswitch.protocols.engines.base import localize
 
 v1 = tf.compat.v1
 SCOPE = "syncswitch_replica"
+VARIABLE_OPS = frozenset({"VarHandleOp", "VariableV2", "Variable"})
 
 
 @dataclasses.dataclass
 class Replica:
-    """The worker's copy of the model: its loss (with its own update ops run first), and each shared variable
-    paired with its copy, trainable pairs first in the shared model's order."""
+    """The worker's copy of the model: its loss (its own update ops run first), and each shared variable
+    paired with its copy."""
 
     loss: tf.Tensor
-    pairs: list               # [(shared variable, local copy)] for every variable model_fn made
-    trainable: list           # the local copies that are trained (their shared twins are trainable)
+    pairs: list               # [(shared variable, local copy)] for every variable the model's ops use
+    trainable: list           # the copies that are trained (their shared twins are trainable)
     device: str               # the worker's device, where the copies live
 
 
-def _made_variables(graph, before: set) -> list:
-    return [v for v in graph.get_collection(v1.GraphKeys.GLOBAL_VARIABLES) if v.ref() not in before]
+def _copy_variable(shared, device: str, index: int):
+    with tf.device(device):
+        return tf.Variable(tf.zeros(shared.shape, shared.dtype.base_dtype), trainable=False,
+                           name=f"{SCOPE}_variables/{index}", collections=[v1.GraphKeys.LOCAL_VARIABLES])
 
 
-def build(graph, module, path: str, features, labels, params: dict, shared: list, device: str) -> Replica:
-    """Call model_fn again on `features` and `labels`, its variables on `device`; `shared`: the variables the
-    first call made, in creation order."""
-    before = {v.ref() for v in graph.get_collection(v1.GraphKeys.GLOBAL_VARIABLES)}
-    ops_before = set(graph.get_operations())
-    updates_before = set(graph.get_collection(v1.GraphKeys.UPDATE_OPS))
-    trainable_before = {v.ref() for v in graph.get_collection(v1.GraphKeys.TRAINABLE_VARIABLES)}
-    with v1.device(device), v1.variable_scope(SCOPE):
-        out = scriptmod.call_model_fn(module, path, features, labels, params, True)
-    made = _made_variables(graph, before)
-    if len(made) != len(shared) or any(
-            m.shape != s.shape or m.dtype.base_dtype != s.dtype.base_dtype for m, s in zip(made, shared)):
-        raise scriptmod.ScriptError(
-            f"script {path}: model_fn made different variables when called a second time ({len(made)} against "
-            f"{len(shared)} the first time); a local protocol (local-sgd) needs model_fn to build the same model "
-            "on every call")
-    trainable_now = {v.ref() for v in graph.get_collection(v1.GraphKeys.TRAINABLE_VARIABLES)} - trainable_before
-    trained = [m for m in made if m.ref() in trainable_now]
-    collected = [op for op in graph.get_collection(v1.GraphKeys.UPDATE_OPS) if op not in updates_before]
-    new_ops = [op for op in graph.get_operations() if op not in ops_before]
-    extra = orphan_updates(graph, new_ops, [out["loss"], out["logits"], *collected])
-    if extra:
-        print(f"syncswitch: the local replica runs {len(extra)} update op(s) outside UPDATE_OPS", file=sys.stderr,
-              flush=True)
-    with tf.control_dependencies(collected + extra):
-        loss = tf.identity(out["loss"], name="replica_loss")
-    # UPDATE_OPS is what the shared model's training step runs: the replica's own stay out of it.
-    graph.get_collection_ref(v1.GraphKeys.UPDATE_OPS)[:] = [
-        op for op in graph.get_collection(v1.GraphKeys.UPDATE_OPS) if op in updates_before]
-    localize(graph, made)
-    return Replica(loss, list(zip(shared, made)), trained, device)
+def build(graph, model_ops, loss, updates, device: str, path: str = "") -> Replica:
+    """Copy the ops among `model_ops` (those model_fn made) that `loss` and `updates` run onto `device`, reading
+    worker-local copies of the variables; the copy of `loss`, with the copies of `updates` run before it."""
+    from syncswitch.node import script as scriptmod
+
+    made = set(model_ops)
+    needed = [op for op in ancestors([loss, *updates]) if op in made and op.type not in VARIABLE_OPS]
+    by_handle = {v.handle.op if hasattr(v, "handle") else v.op: v
+                 for v in graph.get_collection(v1.GraphKeys.GLOBAL_VARIABLES)
+                 + graph.get_collection(v1.GraphKeys.LOCAL_VARIABLES)}
+    trainable = {v.ref() for v in graph.get_collection(v1.GraphKeys.TRAINABLE_VARIABLES)}
+    keep = set(needed)
+    shared, input_map = [], {}
+    for op in needed:
+        for t in op.inputs:
+            if t.op in keep or t.name in input_map:
+                continue
+            variable = by_handle.get(t.op)
+            if variable is not None:
+                if variable.dtype._is_ref_dtype:  # noqa: SLF001 - a reference variable's read cannot be remapped
+                    raise scriptmod.ScriptError(
+                        f"script {path}: local-sgd needs resource variables; {variable.op.name} is a reference "
+                        "variable (tf.compat.v1.get_variable(..., use_resource=False))")
+                shared.append(variable)
+            input_map[t.name] = t
+        for c in op.control_inputs:
+            if c not in keep:
+                input_map["^" + c.name] = c
+    copies = [_copy_variable(s, device, k) for k, s in enumerate(shared)]
+    for s, c in zip(shared, copies):
+        input_map[s.handle.name] = c.handle
+    subset = graph.as_graph_def(add_shapes=True)
+    wanted = {op.name for op in needed}
+    nodes = [n for n in subset.node if n.name in wanted]
+    del subset.node[:]
+    # The functions the copied ops call (tf.cond and while bodies) are in the graph already, some since rewritten
+    # for their gradients: re-importing them would clash by name.
+    subset.library.Clear()
+    for node in nodes:
+        node.device = ""
+        node.attr.pop("_class", None)  # colocation with the shared variables' ops: the copy lives on the worker
+        subset.node.append(node)
+    names = [loss.name, *[u.name for u in updates]]
+    with tf.device(device):
+        imported = tf.graph_util.import_graph_def(subset, input_map=input_map, return_elements=names, name=SCOPE)
+    new_loss, new_updates = imported[0], imported[1:]
+    with tf.control_dependencies(new_updates):
+        replica_loss = tf.identity(new_loss, name="replica_loss")
+    localize(graph, copies)
+    return Replica(replica_loss, list(zip(shared, copies)),
+                   [c for s, c in zip(shared, copies) if s.ref() in trainable], device)

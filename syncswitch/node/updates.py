@@ -19,7 +19,7 @@ ASSIGN_TYPES = frozenset({"AssignSubVariableOp", "AssignAddVariableOp", "AssignV
                           "AssignSub", "AssignAdd", "Assign"})
 
 
-def _ancestors(roots) -> set:
+def ancestors(roots) -> set:
     """Every op that running `roots` runs (data and control inputs, transitively)."""
     # A tensor, an op, or what a resource variable's assign returns (its `.op` is the assignment).
     seen, stack = set(), [getattr(r, "op", r) for r in roots]
@@ -63,7 +63,7 @@ def orphan_updates(graph: tf.Graph, made, runs) -> list:
                   and op.inputs and op.inputs[0].op in non_trainable]
     if not candidates:
         return []
-    run = _ancestors(runs)
+    run = ancestors(runs)
     orphans = [op for op in candidates if op not in run]
     fed = _fed(orphans)
     return [op for op in orphans if op not in fed]
