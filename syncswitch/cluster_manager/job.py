@@ -73,7 +73,7 @@ class JobRun(JobEvents, JobRecovery, JobResume):
             get_backend(spec.cluster.backend)(on_event=self._backend_event)
         self.connect = connect
         self.stragglers = StragglerController(spec.stragglers, spec.cluster.workers,
-                                              switch_to=self.plan.switch_target.protocol)
+                                              switch_to=self.plan.interlude.protocol)
         # ASP is immune to transient stragglers: with no BSP in the schedule there is nothing to watch.
         self.stragglers.watching = self.plan.owes_bsp(0)
         self.responder = StragglerResponder(self)

@@ -6,7 +6,17 @@ import dataclasses
 
 from syncswitch.policies import CONFIGURATION_POLICIES, PhaseConfig
 from syncswitch.registry import PROTOCOLS
-from syncswitch.spec import Phase, switch_target
+from syncswitch.spec import NONBLOCKING_SWITCH_TO, Phase, parse_schedule, switch_target
+
+
+def interlude_for(policy) -> Phase:
+    """What a policy's switch to asynchronous training runs (greedy's interlude): the run's switch target, unless
+    workers wait for each other under it (catalog `blocks`: local SGD's averages, SSP's bound), which a straggler
+    holds as it holds BSP; then the best protocol measured under which no worker waits (its default parameters)."""
+    target = switch_target(policy)
+    if not PROTOCOLS.get(target.protocol).blocks:
+        return target
+    return parse_schedule([{"protocol": NONBLOCKING_SWITCH_TO}])[0]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -48,8 +58,7 @@ class PhasePlan:
         configs = [dataclasses.replace(c, **dict(p.hyperparameters)) for p, c in zip(spec.policy.schedule, configs)]
         self.phases = [PlannedPhase(p, c) for p, c in zip(spec.policy.schedule, configs)]
         self.fallback = tuple(fallback)
-        # What a policy's switch to asynchronous training runs (greedy's interlude): the run's switch target.
-        self.switch_target = switch_target(spec.policy)
+        self.interlude = interlude_for(spec.policy)
         self.mode = spec.policy.switch_mode
         batches = {p.config.per_worker_batch for p in self.phases}
         batches |= {self.config_for(p).per_worker_batch for p in self.extra_protocols()}
@@ -80,13 +89,13 @@ class PhasePlan:
         its fallback ladder): in place, their update ops are built too."""
         wanted = list(self.fallback)
         if self.spec.stragglers.policy == "greedy":
-            wanted += ["bsp", self.switch_target.protocol]
+            wanted += ["bsp", self.interlude.protocol]
         present = {p.protocol for p in self.phases}
         return list(dict.fromkeys(p for p in wanted if p not in present))
 
     def _asynchronous(self, until: float = 1.0) -> PlannedPhase:
-        """The switch target as a phase until `until`, with its parameters and its own hyperparameters."""
-        target = self.switch_target
+        """The interlude as a phase until `until`, with its parameters and its own hyperparameters."""
+        target = self.interlude
         config = dataclasses.replace(self.config_for(target.protocol), **dict(target.hyperparameters))
         return PlannedPhase(dataclasses.replace(target, until=until), config)
 
@@ -104,7 +113,7 @@ class PhasePlan:
             if k < len(self.phases) and self.phases[k].protocol == protocol:
                 kept = self.phases[k]  # its parameters and per-phase hyperparameters stay
                 phases.append(dataclasses.replace(kept, phase=dataclasses.replace(kept.phase, until=until)))
-            elif protocol == self.switch_target.protocol:  # greedy's interlude: the target's own settings
+            elif protocol == self.interlude.protocol:  # greedy's interlude: its own settings
                 phases.append(self._asynchronous(until))
             else:
                 phases.append(PlannedPhase(Phase(protocol, until), self.config_for(protocol)))

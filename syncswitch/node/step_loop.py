@@ -87,7 +87,8 @@ class StepRunner:
             self._one_call(engine, fetches)()
             return
         self._fn(engine, fetches)()
-        self._fn(engine, fetches, exact=False)()  # the variant that skips the counter read
+        if engine.counts_every_step:  # only such an engine's steps may skip the counter read (see step())
+            self._fn(engine, fetches, exact=False)()
 
     def _one_call(self, engine, hook_fetches):
         return self._callable(engine.step_op, engine.step_samples, engine.step_wait_s, hook_fetches)

@@ -5,14 +5,14 @@ are looked up in the registries of syncswitch/registry.py, which the floors abov
 """
 
 from syncswitch.spec.document import TOP_KEYS, apply_override, load, validate
-from syncswitch.spec.model import (DEFAULT_SWITCH_AT, DEFAULT_SWITCH_TO, PROTOCOLS, SWITCH_MODES, CheckpointSpec,
-                                   ClusterSpec, EvaluationSpec, GuardSpec, Hyperparameters, Injection, JobSpec,
+from syncswitch.spec.model import (DEFAULT_SWITCH_AT, DEFAULT_SWITCH_TO, NONBLOCKING_SWITCH_TO, PROTOCOLS,
+                                   SWITCH_MODES, CheckpointSpec, ClusterSpec, EvaluationSpec, GuardSpec, Hyperparameters, Injection, JobSpec,
                                    LrDecay, Phase, PolicySpec, RecoverySpec, StragglerSpec, WorkloadSpec)
 from syncswitch.spec.policy import (adopt_stored_reference, adopt_stored_switch_at, asynchronous_protocols,
                                     parse_schedule, switch_at_schedule, switch_target)
 from syncswitch.spec.stragglers import SCENARIO_PRESETS, SLOWDOWN_METHODS, expand_scenario
 
-__all__ = ["DEFAULT_SWITCH_AT", "DEFAULT_SWITCH_TO", "PROTOCOLS", "SCENARIO_PRESETS", "SLOWDOWN_METHODS",
+__all__ = ["DEFAULT_SWITCH_AT", "DEFAULT_SWITCH_TO", "NONBLOCKING_SWITCH_TO", "PROTOCOLS", "SCENARIO_PRESETS", "SLOWDOWN_METHODS",
            "SWITCH_MODES", "TOP_KEYS",
            "CheckpointSpec", "ClusterSpec", "EvaluationSpec", "GuardSpec", "Hyperparameters", "Injection", "JobSpec",
            "LrDecay", "Phase", "PolicySpec", "RecoverySpec", "StragglerSpec", "WorkloadSpec", "adopt_stored_reference",

@@ -10,9 +10,13 @@ PHASE_HYPERPARAMETERS = ("learning_rate", "momentum")  # settable per phase, in 
 SWITCH_MODES = ("in-place", "relaunch")
 DEFAULT_SWITCH_AT = 0.25
 # The protocol a switch point's schedule switches to (`policy.switch_to`). Not the paper's ASP: with BSP-tuned
-# hyperparameters the look-ahead kept more accuracy than ASP on every workload measured, at ASP's speed
-# (BENCHMARKS.md, issue 13).
-DEFAULT_SWITCH_TO = "lookahead"
+# hyperparameters local SGD kept BSP's accuracy on every workload measured, faster than ASP on this machine;
+# the look-ahead ASP before it kept more than ASP but lost up to 8 points on the 4-worker quickstart
+# (BENCHMARKS.md, issues 13 and 14).
+DEFAULT_SWITCH_TO = "local-sgd"
+# Greedy's interlude when the switch target blocks (a straggler would hold it as it holds BSP): the best
+# protocol measured under which no worker waits for another.
+NONBLOCKING_SWITCH_TO = "lookahead"
 
 
 @dataclasses.dataclass(frozen=True)

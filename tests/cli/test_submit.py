@@ -28,7 +28,7 @@ def test_dry_run_shows_the_plan(write_spec):
                                       "--switch-at", "0.4", "--switch-mode", "relaunch"])
     assert result.exit_code == 0, result.output
     assert "3 agent process(es) on 127.0.0.1" in result.output
-    assert "schedule: bsp until 0.4, lookahead until 1 (relaunch)" in result.output
+    assert "schedule: bsp until 0.4, local-sgd until 1 (relaunch)" in result.output
     assert re.search(r"script: digits_mlp.py in .*examples, shipped with it: \d+ file\(s\)", result.output)
 
 

@@ -29,10 +29,10 @@ def test_switch_at_keeps_the_jobs_switch_target(write_spec):
 
 
 @pytest.mark.parametrize("schedule, target", [
-    (None, "lookahead"),  # the default switch target
+    (None, "local-sgd"),  # the default switch target
     ("policy.schedule=[{protocol: bsp, until: 0.5}, {protocol: asp}]", "asp"),
-    ("policy.schedule=[{protocol: ssp, until: 0.5}, {protocol: lookahead}]", "lookahead"),
-    ("policy.schedule=[{protocol: bsp, until: 0.5}, {protocol: bsp, aggregate: 1}]", "lookahead")])
+    ("policy.schedule=[{protocol: ssp, until: 0.5}, {protocol: lookahead}]", "local-sgd"),
+    ("policy.schedule=[{protocol: bsp, until: 0.5}, {protocol: bsp, aggregate: 1}]", "local-sgd")])
 def test_switch_at_goes_to_the_default_target_otherwise(write_spec, schedule, target):
     job = specmod.load(write_spec(MINIMAL), [schedule] if schedule else [])
     assert [(p.protocol, p.until) for p in variant_policy(job, "switch@0.3").schedule] == [("bsp", 0.3), (target, 1.0)]
@@ -45,7 +45,7 @@ def test_bad_variant_names(write_spec):
     job = specmod.load(write_spec(MINIMAL))
     with pytest.raises(SpecError, match="expected switch@FRACTION"):
         variant_policy(job, "switch@soon")
-    with pytest.raises(SpecError, match=r"expected a protocol \(bsp, asp, .*lookahead\) or switch@FRACTION"):
+    with pytest.raises(SpecError, match=r"expected a protocol \(bsp, asp, .*local-sgd\) or switch@FRACTION"):
         variant_policy(job, "lookahed")
 
 

@@ -4,7 +4,7 @@ import pytest
 
 from syncswitch.cluster_manager.plan import PhasePlan
 from syncswitch.cluster_manager.stragglers import Slowdown, StragglerController
-from syncswitch.spec import DEFAULT_SWITCH_TO, Injection, StragglerSpec
+from syncswitch.spec import DEFAULT_SWITCH_TO, NONBLOCKING_SWITCH_TO, Injection, StragglerSpec
 
 
 def _controller(policy="none", injections=(), workers=4):
@@ -92,17 +92,23 @@ stragglers: {policy: greedy}
 """
 
 
+# Greedy's default interlude: the default target (local SGD) blocks, so the plan runs `lookahead` instead.
+INTERLUDE = NONBLOCKING_SWITCH_TO
+DCASGD = {"lambda": 0.5, "adaptive": False, "decay": 0.95}
+
+
 def test_greedy_plan_owes_the_bsp_share_back(write_spec):
     plan = _plan(GREEDY.replace("SWITCH", "0.4"), write_spec)
-    # Greedy's interlude is the run's switch target (the paper's is ASP, which `policy.switch_to: asp` gives).
-    bsp_cfg, async_cfg = plan[0].config, plan.config_for(DEFAULT_SWITCH_TO)
+    # Greedy's interlude is the run's switch target (the paper's is ASP, which `policy.switch_to: asp` gives), or
+    # `lookahead` where the target blocks, as the default local SGD does (plan.interlude_for).
+    bsp_cfg, async_cfg = plan[0].config, plan.config_for(INTERLUDE)
     plan.interrupt(0, 0.1)
     assert plan.greedy_owed == pytest.approx(0.3)
     assert [(p.protocol, p.until, p.config) for p in plan] == [("bsp", 0.1, bsp_cfg),
-                                                               (DEFAULT_SWITCH_TO, 1.0, async_cfg)]
+                                                               (INTERLUDE, 1.0, async_cfg)]
     assert plan.owes_bsp(1)
-    plan.resume(1, 0.25)
-    assert [(p.protocol, round(p.until, 6)) for p in plan] == [("bsp", 0.1), (DEFAULT_SWITCH_TO, 0.25),
+    plan.resume(1, 0.25)  # then the owed BSP share, then the schedule's own tail
+    assert [(p.protocol, round(p.until, 6)) for p in plan] == [("bsp", 0.1), (INTERLUDE, 0.25),
                                                                ("bsp", 0.55), (DEFAULT_SWITCH_TO, 1.0)]
     assert sum(p.until - prev.until for prev, p in zip(plan, plan.phases[1:]) if p.protocol == "bsp") \
         + plan[0].until == pytest.approx(0.4)
@@ -113,16 +119,16 @@ def test_greedy_plan_never_runs_past_the_end(write_spec):
     plan = _plan(GREEDY.replace("SWITCH", "0.5"), write_spec)
     plan.interrupt(0, 0.2)
     plan.resume(1, 0.9)
-    assert [(p.protocol, p.until) for p in plan] == [("bsp", 0.2), (DEFAULT_SWITCH_TO, 0.9), ("bsp", 1.0)]
+    assert [(p.protocol, p.until) for p in plan] == [("bsp", 0.2), (INTERLUDE, 0.9), ("bsp", 1.0)]
 
 
 def test_greedy_interlude_runs_the_switch_target_with_its_parameters(write_spec):
-    text = GREEDY.replace("{switch_at: SWITCH}", "{switch_at: 0.5, switch_to: {protocol: ssp, staleness: 1, "
+    text = GREEDY.replace("{switch_at: SWITCH}", "{switch_at: 0.5, switch_to: {protocol: dc-asgd, lambda: 0.5, "
                                                  "hyperparameters: {learning_rate: 0.01}}}")
     plan = _plan(text, write_spec)
     plan.interrupt(0, 0.2)
     interlude = plan[1]
-    assert (interlude.protocol, interlude.until, interlude.params) == ("ssp", 1.0, {"staleness": 1})
+    assert (interlude.protocol, interlude.until, interlude.params) == ("dc-asgd", 1.0, DCASGD)
     assert interlude.config.learning_rate == 0.01
     plan = _plan(GREEDY.replace("{switch_at: SWITCH}", "{switch_at: 0.5, switch_to: asp}"), write_spec)
     plan.interrupt(0, 0.2)
@@ -133,11 +139,11 @@ def test_a_resumed_plan_keeps_greedys_interlude_settings(write_spec):
     # A manager restarted during greedy's interlude rebuilds its plan from the saved phases: the interlude keeps
     # the switch target's parameters and hyperparameters, not the protocol's defaults.
     policy = ("{schedule: [{protocol: bsp, until: 0.5}, {protocol: lookahead, until: 0.8}, {protocol: bsp}], "
-              "switch_to: {protocol: ssp, staleness: 1, hyperparameters: {learning_rate: 0.01}}}")
+              "switch_to: {protocol: dc-asgd, lambda: 0.5, hyperparameters: {learning_rate: 0.01}}}")
     text = GREEDY.replace("{switch_at: SWITCH}", policy)
     plan = _plan(text, write_spec)
     plan.interrupt(0, 0.2)
     fresh = _plan(text, write_spec)
     fresh.restore(plan.describe_phases())
-    assert [(p.protocol, p.until) for p in fresh] == [("bsp", 0.2), ("ssp", 1.0)]
-    assert fresh[1].params == {"staleness": 1} and fresh[1].config.learning_rate == 0.01
+    assert [(p.protocol, p.until) for p in fresh] == [("bsp", 0.2), ("dc-asgd", 1.0)]
+    assert fresh[1].params == DCASGD and fresh[1].config.learning_rate == 0.01

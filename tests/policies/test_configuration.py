@@ -88,7 +88,8 @@ def test_lr_warmup_and_compensation_touch_asp_only():
 @pytest.mark.parametrize("protocol", ["lookahead", "ssp", "dc-asgd", "fasgd", "specsync"])
 def test_every_asynchronous_protocol_is_configured_as_asp(name, protocol):
     # The rules are about stale gradients, which every asynchronous protocol applies: a policy chosen for a
-    # job that switches into `lookahead` (the default target) must not silently do nothing.
+    # job that switches into one (`lookahead`, `--switch-to asp`) must not silently do nothing. Local SGD applies
+    # nothing stale and is configured as BSP (test_local_sgd_is_configured_as_bsp).
     policy = CONFIGURATION_POLICIES.get(name)()
     for workers in (1, 4):
         expected = policy.configure("asp", HP, workers)

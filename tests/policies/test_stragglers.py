@@ -197,3 +197,27 @@ def test_unknown_policy_lists_valid_names():
 def test_malformed_actions_are_rejected(kwargs):
     with pytest.raises(ValueError):
         Action(**kwargs)
+
+
+GREEDY_JOB = """
+name: greedy
+script: EXAMPLES/digits_mlp.py
+hyperparameters: {batch_size: 16, learning_rate: 0.05}
+workload: {epochs: 1}
+cluster: {backend: local, workers: 4}
+stragglers: {policy: greedy}
+"""
+
+
+@pytest.mark.parametrize("target, interlude", [("local-sgd", "lookahead"), ("ssp", "lookahead"), ("asp", "asp"),
+                                                ("lookahead", "lookahead")])
+def test_greedys_interlude_is_a_protocol_where_nobody_waits(write_spec, target, interlude):
+    """A straggler holds every worker of a protocol that blocks (local SGD's averages, SSP's bound) as it holds BSP:
+    the interlude then runs `lookahead`, the best non-blocking target measured, not the run's switch target."""
+    from syncswitch import spec as specmod
+    from syncswitch.cluster_manager.plan import PhasePlan
+
+    job = specmod.load(write_spec(GREEDY_JOB), [f"policy.switch_to={target}"])
+    plan = PhasePlan(job)
+    assert plan.interlude.protocol == interlude
+    assert plan.interlude.protocol in plan.extra_protocols() + [p.protocol for p in plan]
