@@ -43,6 +43,10 @@ def _check_common(summary, tmp_path):
     assert os.listdir(run / "tensorboard")
     assert any(name.endswith(".index") for name in os.listdir(run / "checkpoints"))
     assert summary["evaluations"][-1]["fraction"] >= 1.0
+    # Checkpoints are named by the global step: a phase that left it still would save one over another (a
+    # rollback would then restore the wrong one, and the evaluator skip a path it had scored).
+    paths = [r["path"] for r in _records(tmp_path, "eval_checkpoint")]
+    assert len(paths) == len(set(paths)), paths
 
 
 @pytest.mark.parametrize("protocol, parameter_servers", [("bsp", 1), ("asp", "per-node")])
@@ -62,11 +66,13 @@ def test_single_protocol_run(write_spec, tmp_path, no_leftovers, protocol, param
 
 
 def test_in_place_switch(write_spec, tmp_path, no_leftovers):
-    summary = _run(write_spec, tmp_path, ["policy.switch_at=0.5", "policy.configuration=momentum-ramp"])
+    # Into a stale protocol, which momentum-ramp configures (the default local-sgd is configured as BSP).
+    summary = _run(write_spec, tmp_path, ["policy.switch_at=0.5", "policy.configuration=momentum-ramp",
+                                          "policy.switch_to=lookahead"])
     _check_common(summary, tmp_path)
-    assert [p["protocol"] for p in summary["schedule"]] == ["bsp", DEFAULT_SWITCH_TO]
+    assert [p["protocol"] for p in summary["schedule"]] == ["bsp", "lookahead"]
     (switch,) = summary["switches"]
-    assert (switch["from"], switch["to"], switch["mode"]) == ("bsp", DEFAULT_SWITCH_TO, "in-place")
+    assert (switch["from"], switch["to"], switch["mode"]) == ("bsp", "lookahead", "in-place")
     assert 0.5 <= switch["at_fraction"] < 0.55 and switch["overhead_s"] > 0
     # progress is continuous across the switch: the ASP phase starts where BSP stopped
     assert summary["schedule"][1]["start_fraction"] == summary["schedule"][0]["end_fraction"]

@@ -79,6 +79,9 @@ def check_conformance(summary, tmp_path, protocols):
         factor = 0.5 if phase["start_fraction"] >= 0.5 else 1.0
         assert entered[k]["learning_rate"] == pytest.approx(phase["config"]["learning_rate"] * factor, rel=1e-6)
     assert summary["evaluations"][-1]["fraction"] >= 1.0
+    # Checkpoints are named by the global step: every protocol advances it, or one checkpoint overwrites another.
+    paths = [r["path"] for r in _records(tmp_path, "eval_checkpoint")]
+    assert len(paths) == len(set(paths)), paths
 
 
 def _as_dict(phase: str) -> dict:

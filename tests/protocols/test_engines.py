@@ -323,7 +323,7 @@ class _LocalRig:
         self.graph = tf.Graph()
         self.grads = [G * (i + 1) for i in range(workers)]
         with self.graph.as_default():
-            global_step = v1.train.get_or_create_global_step()
+            global_step = self.global_step = v1.train.get_or_create_global_step()
             self.samples = v1.get_variable("samples", [], tf.int64, v1.zeros_initializer(), trainable=False)
             self.w = v1.get_variable("w", initializer=W0)
             optimizer = self.optimizer = v1.train.MomentumOptimizer(LR, momentum)
@@ -386,6 +386,7 @@ def test_local_sgd_averages_the_copies_and_their_momentum(period):
     np.testing.assert_allclose(w, np.mean(copies, 0), rtol=1e-5)
     np.testing.assert_allclose(slot, np.mean(velocities, 0), rtol=1e-5)
     assert samples == 2 * period * BATCH
+    assert rig.session.run(rig.global_step) == period  # the chief counts the group's steps, as BSP does
 
 
 def test_local_sgd_averaged_every_step_is_bsp():

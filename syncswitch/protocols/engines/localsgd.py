@@ -57,7 +57,7 @@ class LocalSGDEngine(ProtocolEngine):
     needs_replica = True
 
     def __init__(self, optimizer, grads_and_vars, global_step, samples, per_worker_batch: int, num_workers: int,
-                 task_index: int, replica=None, rates=None, **_):
+                 task_index: int, is_chief: bool = False, replica=None, rates=None, **_):
         if replica is None or rates is None:
             raise ValueError("local-sgd needs the worker's model replica and the shared rate tensors")
         n = num_workers
@@ -127,6 +127,13 @@ class LocalSGDEngine(ProtocolEngine):
             trained_samples = self._unsynced.read_value() * per_worker_batch
         with v1.colocate_with(samples):
             adds.append(samples.assign_add(trained_samples, read_value=False))
+        if is_chief:
+            # The global step counts the group's steps, as under BSP (one per round of n local steps): checkpoints
+            # are named by it, so a phase that left it still would save every checkpoint over the last one.
+            with tf.device(device):
+                steps = self._unsynced.read_value()
+            with v1.colocate_with(global_step):
+                adds.append(global_step.assign_add(steps, read_value=False))
         with tf.control_dependencies(adds), tf.device(global_step.device):
             arrived = [q.enqueue(tf.constant(0, tf.int64)) for q in self._queues]
         with tf.control_dependencies(arrived), tf.device(global_step.device):
