@@ -11,8 +11,8 @@ def test_minimal_spec_gets_defaults(write_spec):
     job = specmod.load(write_spec(MINIMAL))
     assert job.cluster.backend == "local" and job.cluster.workers == 2
     assert job.policy.source == "default"
-    assert [(p.protocol, p.until) for p in job.policy.schedule] == [("bsp", 0.25), ("local-sgd", 1.0)]
-    assert job.policy.schedule[1].param_dict == {"period": 2}  # the catalog's defaults
+    assert [(p.protocol, p.until) for p in job.policy.schedule] == [("bsp", 0.25), ("lookahead", 1.0)]
+    assert job.policy.schedule[1].param_dict == {"delay": 1.0, "adaptive": True}  # the catalog's defaults
     assert job.policy.switch_to == job.policy.schedule[1]
     assert job.policy.switch_mode == "in-place"
     assert job.hyperparameters.momentum == 0.9

@@ -40,6 +40,7 @@ def job_options(fn):
     """Options shared by every command that runs a job."""
     from syncswitch.policies import STRAGGLER_POLICIES
     from syncswitch.spec import DEFAULT_SWITCH_TO, PROTOCOLS, asynchronous_protocols
+    from syncswitch.spec.model import LOOKAHEAD_MAX_WORKERS, NONBLOCKING_SWITCH_TO
 
     options = [
         click.option("--protocol", type=click.Choice(list(PROTOCOLS)),
@@ -47,7 +48,8 @@ def job_options(fn):
         click.option("--switch-at", type=float,
                      help="Shortcut for the schedule [bsp until F, X], X the job's switch target (--switch-to)."),
         click.option("--switch-to", type=click.Choice(asynchronous_protocols()),
-                     help=f"The protocol a switch goes to (default {DEFAULT_SWITCH_TO}; asp is the paper's)."),
+                     help=f"The protocol a switch goes to (default {NONBLOCKING_SWITCH_TO} on up to "
+                          f"{LOOKAHEAD_MAX_WORKERS} workers, {DEFAULT_SWITCH_TO} on more; asp is the paper's)."),
         click.option("--switch-mode", type=click.Choice(["in-place", "relaunch"]), help="How a switch is actuated."),
         click.option("--workers", type=int, help="Number of nodes (one PS and one worker each)."),
         click.option("--target-accuracy", type=float, help="Time-to-accuracy threshold."),

@@ -9,6 +9,7 @@ from syncswitch.spec.model import (DEFAULT_SWITCH_AT, DEFAULT_SWITCH_TO, NONBLOC
                                    SWITCH_MODES, CheckpointSpec, ClusterSpec, EvaluationSpec, GuardSpec, Hyperparameters, Injection, JobSpec,
                                    LrDecay, Phase, PolicySpec, RecoverySpec, StragglerSpec, WorkloadSpec)
 from syncswitch.spec.policy import (adopt_stored_reference, adopt_stored_switch_at, asynchronous_protocols,
+                                    default_switch_to,
                                     parse_schedule, switch_at_schedule, switch_target)
 from syncswitch.spec.stragglers import SCENARIO_PRESETS, SLOWDOWN_METHODS, expand_scenario
 
@@ -16,5 +17,5 @@ __all__ = ["DEFAULT_SWITCH_AT", "DEFAULT_SWITCH_TO", "NONBLOCKING_SWITCH_TO", "P
            "SWITCH_MODES", "TOP_KEYS",
            "CheckpointSpec", "ClusterSpec", "EvaluationSpec", "GuardSpec", "Hyperparameters", "Injection", "JobSpec",
            "LrDecay", "Phase", "PolicySpec", "RecoverySpec", "StragglerSpec", "WorkloadSpec", "adopt_stored_reference",
-           "adopt_stored_switch_at", "apply_override", "asynchronous_protocols", "expand_scenario", "load",
+           "adopt_stored_switch_at", "apply_override", "asynchronous_protocols", "default_switch_to", "expand_scenario", "load",
            "parse_schedule", "switch_at_schedule", "switch_target", "validate"]

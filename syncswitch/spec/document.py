@@ -43,7 +43,7 @@ def validate(doc: Any, path: str) -> JobSpec:
     workload = workload_section(doc.get("workload"))
     check_script(script_path, by_epochs=workload.epochs is not None)  # before any process starts
     cluster = cluster_section(doc.get("cluster"))
-    policy = policy_section(doc.get("policy"), os.path.dirname(os.path.abspath(path)))
+    policy = policy_section(doc.get("policy"), os.path.dirname(os.path.abspath(path)), cluster.workers)
     evaluation = evaluation_section(doc.get("evaluation"))
     seed = number(doc.get("seed", 0), "seed", lo=0, integer=True)
     job = JobSpec(

@@ -9,13 +9,15 @@ PROTOCOLS = ("bsp", "asp", "ssp", "dc-asgd", "fasgd", "specsync", "lookahead", "
 PHASE_HYPERPARAMETERS = ("learning_rate", "momentum")  # settable per phase, in place or by relaunch
 SWITCH_MODES = ("in-place", "relaunch")
 DEFAULT_SWITCH_AT = 0.25
-# The protocol a switch point's schedule switches to (`policy.switch_to`). Not the paper's ASP: with BSP-tuned
-# hyperparameters local SGD kept BSP's accuracy on every workload measured, faster than ASP on this machine;
-# the look-ahead ASP before it kept more than ASP but lost up to 8 points on the 4-worker quickstart
-# (BENCHMARKS.md, issues 13 and 14).
+# The protocol a switch point's schedule switches to (`policy.switch_to`) by default; not the paper's ASP, which
+# lost the most accuracy at BSP-tuned hyperparameters. On up to LOOKAHEAD_MAX_WORKERS workers an asynchronous
+# update lands about one update late, which the look-ahead cancels (bench/delay_sim.py): `lookahead` kept BSP's
+# accuracy there. With more workers staleness grows past what it cancels (the 4-worker quickstart rolled back
+# every run), and local SGD, which applies nothing stale, kept BSP's accuracy faster (BENCHMARKS.md, issues 13, 14).
 DEFAULT_SWITCH_TO = "local-sgd"
-# Greedy's interlude when the switch target blocks (a straggler would hold it as it holds BSP): the best
-# protocol measured under which no worker waits for another.
+LOOKAHEAD_MAX_WORKERS = 2
+# The default on small clusters, and greedy's interlude when the switch target blocks (a straggler would hold it
+# as it holds BSP): the best protocol measured under which no worker waits for another.
 NONBLOCKING_SWITCH_TO = "lookahead"
 
 

@@ -8,8 +8,8 @@ from typing import Any
 from syncswitch.errors import SpecError
 from syncswitch.registry import CONFIGURATION_POLICIES, PROTOCOLS
 from syncswitch.spec.fields import check_keys, choice, fail, mapping, number
-from syncswitch.spec.model import (DEFAULT_SWITCH_AT, DEFAULT_SWITCH_TO, PHASE_HYPERPARAMETERS, SWITCH_MODES, GuardSpec,
-                                   Phase, PolicySpec)
+from syncswitch.spec.model import (DEFAULT_SWITCH_AT, DEFAULT_SWITCH_TO, LOOKAHEAD_MAX_WORKERS, NONBLOCKING_SWITCH_TO,
+                                   PHASE_HYPERPARAMETERS, SWITCH_MODES, GuardSpec, Phase, PolicySpec)
 from syncswitch.spec.reference import load_reference
 
 
@@ -90,9 +90,11 @@ def switch_to_section(value: Any, field: str = "policy.switch_to") -> Phase:
     return Phase(protocol, 1.0, params, hyperparameters)
 
 
-def default_switch_to() -> Phase:
-    """The default switch target with its catalog parameters."""
-    return switch_to_section(DEFAULT_SWITCH_TO)
+def default_switch_to(workers: int | None = None) -> Phase:
+    """The default switch target for a cluster of `workers`, with its catalog parameters: `lookahead` on up to
+    LOOKAHEAD_MAX_WORKERS workers, `local-sgd` on more (see DEFAULT_SWITCH_TO)."""
+    small = workers is not None and workers <= LOOKAHEAD_MAX_WORKERS
+    return switch_to_section(NONBLOCKING_SWITCH_TO if small else DEFAULT_SWITCH_TO)
 
 
 def switch_at_schedule(fraction: float, field: str = "--switch-at", target: Phase | None = None) -> tuple[Phase, ...]:
@@ -193,14 +195,14 @@ def fallback_section(value: Any) -> tuple[str, ...]:
     return tuple(value)
 
 
-def policy_section(doc: Any, base: str = ".") -> PolicySpec:
+def policy_section(doc: Any, base: str = ".", workers: int | None = None) -> PolicySpec:
     doc = mapping(doc, "policy")
     check_keys(doc, ("schedule", "switch_at", "switch_to", "switch_mode", "configuration", "guard", "fallback"),
                "policy.")
     if "schedule" in doc and "switch_at" in doc:
         raise SpecError("policy.schedule and policy.switch_at are exclusive: give one")
     # A schedule names its own phases; switch_to still says where a moved switch point goes (search, experiments).
-    switch_to = switch_to_section(doc["switch_to"]) if "switch_to" in doc else default_switch_to()
+    switch_to = switch_to_section(doc["switch_to"]) if "switch_to" in doc else default_switch_to(workers)
     if "schedule" in doc:
         schedule, source = parse_schedule(doc["schedule"]), "spec"
     elif "switch_at" in doc:

@@ -29,10 +29,10 @@ def test_switch_at_keeps_the_jobs_switch_target(write_spec):
 
 
 @pytest.mark.parametrize("schedule, target", [
-    (None, "local-sgd"),  # the default switch target
+    (None, "lookahead"),  # the default switch target on MINIMAL's 2 workers
     ("policy.schedule=[{protocol: bsp, until: 0.5}, {protocol: asp}]", "asp"),
-    ("policy.schedule=[{protocol: ssp, until: 0.5}, {protocol: lookahead}]", "local-sgd"),
-    ("policy.schedule=[{protocol: bsp, until: 0.5}, {protocol: bsp, aggregate: 1}]", "local-sgd")])
+    ("policy.schedule=[{protocol: ssp, until: 0.5}, {protocol: lookahead}]", "lookahead"),
+    ("policy.schedule=[{protocol: bsp, until: 0.5}, {protocol: bsp, aggregate: 1}]", "lookahead")])
 def test_switch_at_goes_to_the_default_target_otherwise(write_spec, schedule, target):
     job = specmod.load(write_spec(MINIMAL), [schedule] if schedule else [])
     assert [(p.protocol, p.until) for p in variant_policy(job, "switch@0.3").schedule] == [("bsp", 0.3), (target, 1.0)]

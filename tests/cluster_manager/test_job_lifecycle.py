@@ -11,7 +11,8 @@ from syncswitch.cluster_manager.manager import exit_code
 from syncswitch.errors import ClusterError
 from tests.cluster_manager.fake_cluster import FakeBackend, FakeCluster, Failure, start_fake_evaluator
 
-TARGET = specmod.DEFAULT_SWITCH_TO  # where `policy.switch_at` switches to
+TARGET = specmod.default_switch_to(2).protocol  # where `policy.switch_at` switches to on these 2 workers
+TARGET_4 = specmod.default_switch_to(4).protocol  # and on 4
 # Where greedy's interlude goes by default: the target blocks (local SGD's averages), which a straggler would hold.
 INTERLUDE = specmod.NONBLOCKING_SWITCH_TO
 
@@ -266,7 +267,7 @@ def test_after_elastic_shrank_the_group_a_rollback_into_bsp_stays_in_place(write
     assert [a["action"] for a in summary["policy_actions"]][:1] == ["shrink"]
     (event,) = summary["guard_events"]
     assert event["mode"] == "in-place" and event["action"].endswith("continue with bsp")
-    assert [p["protocol"] for p in summary["schedule"]] == ["bsp", TARGET, "bsp"]
+    assert [p["protocol"] for p in summary["schedule"]] == ["bsp", TARGET_4, "bsp"]
     assert summary["switches"][0]["mode"] == "in-place"  # into ASP: in place as planned
 
 

@@ -122,7 +122,7 @@ def test_resume_continues_a_failed_run_from_its_last_checkpoint(write_spec, tmp_
     assert again.nodes[0].launches[0].start_phase == 1
     # The whole run: BSP from the first manager, ASP continued by the second; evaluations once each.
     # (a phase is logged when it ends: the first manager's unfinished ASP phase is not)
-    assert [p["protocol"] for p in summary["schedule"]] == ["bsp", specmod.DEFAULT_SWITCH_TO]
+    assert [p["protocol"] for p in summary["schedule"]] == ["bsp", specmod.default_switch_to(2).protocol]
     assert summary["schedule"][1]["start_fraction"] == pytest.approx(0.5)
     assert [e["fraction"] for e in summary["evaluations"]] == pytest.approx([0.25, 0.5, 0.75, 1.0], abs=0.01)
     assert len(summary["switches"]) == 1

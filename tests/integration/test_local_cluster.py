@@ -10,7 +10,7 @@ from click.testing import CliRunner
 from syncswitch import spec as specmod
 from syncswitch.cli import cli
 from syncswitch.cluster_manager import manager
-from syncswitch.spec import DEFAULT_SWITCH_TO
+from syncswitch.spec import default_switch_to
 from syncswitch.wire import saved
 
 pytestmark = pytest.mark.cluster
@@ -142,7 +142,7 @@ def test_relaunch_switch_restores_exactly(write_spec, tmp_path, no_leftovers, mo
                                           "hyperparameters.lr_decay={boundaries: [0.25], factors: [0.5]}"])
     _check_common(summary, tmp_path)
     (switch,) = summary["switches"]
-    assert (switch["from"], switch["to"], switch["mode"]) == ("bsp", DEFAULT_SWITCH_TO, "relaunch")
+    assert (switch["from"], switch["to"], switch["mode"]) == ("bsp", default_switch_to(2).protocol, "relaunch")
     assert summary["schedule"][1]["start_fraction"] == summary["schedule"][0]["end_fraction"]
     _check_learning_rate(summary, tmp_path)
     # Parameters, momentum slots, global step and counters after the relaunch equal those saved before it.

@@ -55,7 +55,7 @@ def test_a_worker_killed_in_bsp_recovers(write_spec, tmp_path, no_leftovers):
     summary, killer = _run_with_kill(write_spec, tmp_path, "task", 1, 0.15)
     failure = _check(summary, tmp_path, phase=0)
     assert failure["node"] == 1 and "code -9" in failure["what"]
-    assert [p["protocol"] for p in summary["schedule"]][-2:] == ["bsp", specmod.DEFAULT_SWITCH_TO]
+    assert [p["protocol"] for p in summary["schedule"]][-2:] == ["bsp", specmod.default_switch_to(2).protocol]
 
 
 def test_a_ps_killed_in_asp_recovers(write_spec, tmp_path, no_leftovers):

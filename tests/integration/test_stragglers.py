@@ -8,7 +8,8 @@ from syncswitch import spec as specmod
 from syncswitch.cluster_manager import manager
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
-TARGET = specmod.DEFAULT_SWITCH_TO  # what `switch_at` and greedy's interlude switch to
+TARGET = specmod.default_switch_to(4).protocol  # what `switch_at` switches to on these 4 workers
+INTERLUDE = specmod.NONBLOCKING_SWITCH_TO  # greedy's interlude: the target blocks (local SGD's averages)
 
 JOB = """
 name: stragglers
@@ -73,10 +74,10 @@ def test_greedy_switches_to_the_target_and_back(write_spec, tmp_path, no_leftove
     # warm and ASP steps got cheaper, 30 epochs put the return to BSP at 97% of the workload and 90 epochs at 52%.
     summary, injected, detections = _run(write_spec, tmp_path, "greedy", 5, epochs=200)
     kinds = [(a["action"], a["protocol"]) for a in summary["policy_actions"]]
-    assert kinds[:2] == [("switch", TARGET), ("switch", "bsp")], kinds
+    assert kinds[:2] == [("switch", INTERLUDE), ("switch", "bsp")], kinds
     assert detections[0]["cleared_at_s"] is not None
     protocols = [p["protocol"] for p in summary["schedule"]]
-    assert protocols[:3] == ["bsp", TARGET, "bsp"] and protocols[-1] == TARGET
+    assert protocols[:3] == ["bsp", INTERLUDE, "bsp"] and protocols[-1] == TARGET
     # The BSP share is owed in full: BSP phases add up to the scheduled 70% of the workload.
     bsp = sum(p["end_fraction"] - p["start_fraction"] for p in summary["schedule"] if p["protocol"] == "bsp")
     assert bsp == pytest.approx(0.7, abs=0.03)

@@ -35,7 +35,7 @@ def test_a_text_script_with_a_vocabulary_table_trains_through_a_switch(write_spe
     summary = manager.submit(job, output_dir=str(tmp_path / "run"), progress=False)
     assert summary["status"] == "completed", summary["message"]
     assert summary["failures"] == []  # no worker ran out of data and was restarted
-    assert [p["protocol"] for p in summary["schedule"]] == ["bsp", "local-sgd"]
+    assert [p["protocol"] for p in summary["schedule"]] == ["bsp", "lookahead"]
     assert summary["total_samples"] >= 3 * 3000  # three passes over a set the script yields once
     assert summary["final_accuracy"] > 0.8  # chance is 1/3; evaluated through the evaluator's own table
 
