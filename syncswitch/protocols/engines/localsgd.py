@@ -90,8 +90,9 @@ class LocalSGDEngine(ProtocolEngine):
             pairs = list(replica.pairs)
             trained = {v.ref() for v in replica.trainable}
             for shared, copy in replica.pairs:
-                if copy.ref() in trained and local_opt.get_slot(copy, "momentum") is not None:
-                    pairs.append((optimizer.get_slot(shared, "momentum"), local_opt.get_slot(copy, "momentum")))
+                mine, ours = local_opt.get_slot(copy, "momentum"), optimizer.get_slot(shared, "momentum")
+                if copy.ref() in trained and mine is not None and ours is not None:
+                    pairs.append((ours, mine))
             anchors = [v1.get_variable(f"anchor_{k}", shape=copy.shape, dtype=copy.dtype.base_dtype,
                                        initializer=v1.zeros_initializer(), trainable=False,
                                        collections=[v1.GraphKeys.LOCAL_VARIABLES])
