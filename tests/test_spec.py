@@ -325,3 +325,16 @@ def test_switch_at_override_replaces_the_files_schedule(write_spec):
 def test_the_loss_rule_is_asked_for_by_name_or_by_a_loss_threshold(write_spec, override, loss_rule):
     spec = specmod.load(write_spec(MINIMAL), [override] if override else [])
     assert spec.policy.guard.loss_rule is loss_rule
+
+
+@pytest.mark.parametrize("workers, stragglers, expected", [
+    (2, [], "lookahead"),                 # an update lands about one late: the look-ahead cancels it
+    (4, [], "local-sgd"),                 # more staleness than it cancels: local SGD applies nothing stale
+    (4, ["stragglers.policy=elastic"], "lookahead"),  # local SGD's averages would wait for the straggler
+    (4, ["stragglers.scenario=moderate"], "lookahead"),
+    (8, ["policy.switch_to=asp"], "asp"),  # named: always that
+])
+def test_the_default_switch_target_follows_the_cluster_and_its_stragglers(write_spec, workers, stragglers, expected):
+    job = specmod.load(write_spec(MINIMAL), [f"cluster.workers={workers}", *stragglers])
+    assert job.policy.switch_to.protocol == expected
+    assert [p.protocol for p in job.policy.schedule] == ["bsp", expected]

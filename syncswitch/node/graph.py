@@ -189,8 +189,8 @@ def build(launch, total: int, module, params: dict, cluster) -> TrainGraph:
             replica = None
             if needs_replica(protocols):
                 made_set = set(made)
-                replica = replicamod.build(graph, made, out["loss"], [u for u in collected + extra if getattr(u, "op", u) in made_set],
-                                           f"/job:worker/task:{index}", path)
+                own = [u for u in collected + extra if getattr(u, "op", u) in made_set]  # the model's update ops
+                replica = replicamod.build(graph, made, out["loss"], own, f"/job:worker/task:{index}", path)
             engines = build_engines(protocols, optimizer, grads, global_step, samples, batch_by_protocol,
                                     n, is_chief, task_index=index, replica=replica,
                                     rates=(learning_rate, momentum_now))

@@ -15,6 +15,7 @@ import dataclasses
 
 import tensorflow as tf
 
+from syncswitch.node import script as scriptmod
 from syncswitch.node.updates import ancestors
 from syncswitch.protocols.engines.base import localize
 
@@ -43,8 +44,6 @@ def _copy_variable(shared, device: str, index: int):
 def build(graph, model_ops, loss, updates, device: str, path: str = "") -> Replica:
     """Copy the ops among `model_ops` (those model_fn made) that `loss` and `updates` run onto `device`, reading
     worker-local copies of the variables; the copy of `loss`, with the copies of `updates` run before it."""
-    from syncswitch.node import script as scriptmod
-
     made = set(model_ops)
     needed = [op for op in ancestors([loss, *updates]) if op in made and op.type not in VARIABLE_OPS]
     by_handle = {v.handle.op if hasattr(v, "handle") else v.op: v

@@ -23,9 +23,9 @@ class GreedyPolicy(StragglerPolicy):
 
     The paper's asynchronous protocol is ASP; here it is the run's switch target (`policy.switch_to`, the
     context's `switch_to`), the protocol every switch to asynchronous training goes to; the plan replaces a
-    target under which workers wait for each other (local SGD) with `lookahead` (plan.interlude_for). Costs a switch each way
-    (tens of seconds, paper VI-C2) and, in the paper's runs, 2% of final accuracy; kept as the paper's first
-    policy and a baseline for the elastic one.
+    target under which workers wait for each other (local SGD) with `lookahead` (plan.interlude_for). Costs a
+    switch each way (tens of seconds, paper VI-C2) and, in the paper's runs, 2% of final accuracy; kept as the
+    paper's first policy and a baseline for the elastic one.
     """
 
     name = "greedy"

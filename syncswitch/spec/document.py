@@ -43,7 +43,11 @@ def validate(doc: Any, path: str) -> JobSpec:
     workload = workload_section(doc.get("workload"))
     check_script(script_path, by_epochs=workload.epochs is not None)  # before any process starts
     cluster = cluster_section(doc.get("cluster"))
-    policy = policy_section(doc.get("policy"), os.path.dirname(os.path.abspath(path)), cluster.workers)
+    # A run that expects stragglers switches where no worker waits for another (spec.policy.default_switch_to).
+    straggling = doc.get("stragglers") if isinstance(doc.get("stragglers"), dict) else {}
+    expects_stragglers = straggling.get("policy", "none") != "none" or bool({"inject", "scenario"} & set(straggling))
+    policy = policy_section(doc.get("policy"), os.path.dirname(os.path.abspath(path)), cluster.workers,
+                            stragglers=expects_stragglers)
     evaluation = evaluation_section(doc.get("evaluation"))
     seed = number(doc.get("seed", 0), "seed", lo=0, integer=True)
     job = JobSpec(

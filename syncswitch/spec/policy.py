@@ -90,11 +90,13 @@ def switch_to_section(value: Any, field: str = "policy.switch_to") -> Phase:
     return Phase(protocol, 1.0, params, hyperparameters)
 
 
-def default_switch_to(workers: int | None = None) -> Phase:
+def default_switch_to(workers: int | None = None, stragglers: bool = False) -> Phase:
     """The default switch target for a cluster of `workers`, with its catalog parameters: `lookahead` on up to
-    LOOKAHEAD_MAX_WORKERS workers, `local-sgd` on more (see DEFAULT_SWITCH_TO)."""
+    LOOKAHEAD_MAX_WORKERS workers, `local-sgd` on more (see DEFAULT_SWITCH_TO). A run that expects stragglers (a
+    straggler policy, injected slowdowns) gets `lookahead` on any size: local SGD's averages wait for the slowest
+    worker, and the asynchronous phase is where the paper leaves stragglers behind."""
     small = workers is not None and workers <= LOOKAHEAD_MAX_WORKERS
-    return switch_to_section(NONBLOCKING_SWITCH_TO if small else DEFAULT_SWITCH_TO)
+    return switch_to_section(NONBLOCKING_SWITCH_TO if small or stragglers else DEFAULT_SWITCH_TO)
 
 
 def switch_at_schedule(fraction: float, field: str = "--switch-at", target: Phase | None = None) -> tuple[Phase, ...]:
@@ -195,14 +197,14 @@ def fallback_section(value: Any) -> tuple[str, ...]:
     return tuple(value)
 
 
-def policy_section(doc: Any, base: str = ".", workers: int | None = None) -> PolicySpec:
+def policy_section(doc: Any, base: str = ".", workers: int | None = None, stragglers: bool = False) -> PolicySpec:
     doc = mapping(doc, "policy")
     check_keys(doc, ("schedule", "switch_at", "switch_to", "switch_mode", "configuration", "guard", "fallback"),
                "policy.")
     if "schedule" in doc and "switch_at" in doc:
         raise SpecError("policy.schedule and policy.switch_at are exclusive: give one")
     # A schedule names its own phases; switch_to still says where a moved switch point goes (search, experiments).
-    switch_to = switch_to_section(doc["switch_to"]) if "switch_to" in doc else default_switch_to(workers)
+    switch_to = switch_to_section(doc["switch_to"]) if "switch_to" in doc else default_switch_to(workers, stragglers)
     if "schedule" in doc:
         schedule, source = parse_schedule(doc["schedule"]), "spec"
     elif "switch_at" in doc:

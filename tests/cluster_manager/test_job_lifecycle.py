@@ -12,7 +12,7 @@ from syncswitch.errors import ClusterError
 from tests.cluster_manager.fake_cluster import FakeBackend, FakeCluster, Failure, start_fake_evaluator
 
 TARGET = specmod.default_switch_to(2).protocol  # where `policy.switch_at` switches to on these 2 workers
-TARGET_4 = specmod.default_switch_to(4).protocol  # and on 4
+TARGET_4 = specmod.default_switch_to(4, stragglers=True).protocol  # on 4 workers expecting stragglers
 # Where greedy's interlude goes by default: the target blocks (local SGD's averages), which a straggler would hold.
 INTERLUDE = specmod.NONBLOCKING_SWITCH_TO
 

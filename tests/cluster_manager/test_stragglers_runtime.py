@@ -4,7 +4,7 @@ import pytest
 
 from syncswitch.cluster_manager.plan import PhasePlan
 from syncswitch.cluster_manager.stragglers import Slowdown, StragglerController
-from syncswitch.spec import DEFAULT_SWITCH_TO, NONBLOCKING_SWITCH_TO, Injection, StragglerSpec
+from syncswitch.spec import NONBLOCKING_SWITCH_TO, Injection, StragglerSpec
 
 
 def _controller(policy="none", injections=(), workers=4):
@@ -92,7 +92,8 @@ stragglers: {policy: greedy}
 """
 
 
-# Greedy's default interlude: the default target (local SGD) blocks, so the plan runs `lookahead` instead.
+# Greedy's default interlude: a run with a straggler policy switches into `lookahead` by default, and a target that
+# blocks (local SGD) is replaced by it.
 INTERLUDE = NONBLOCKING_SWITCH_TO
 DCASGD = {"lambda": 0.5, "adaptive": False, "decay": 0.95}
 
@@ -109,7 +110,7 @@ def test_greedy_plan_owes_the_bsp_share_back(write_spec):
     assert plan.owes_bsp(1)
     plan.resume(1, 0.25)  # then the owed BSP share, then the schedule's own tail
     assert [(p.protocol, round(p.until, 6)) for p in plan] == [("bsp", 0.1), (INTERLUDE, 0.25),
-                                                               ("bsp", 0.55), (DEFAULT_SWITCH_TO, 1.0)]
+                                                               ("bsp", 0.55), (INTERLUDE, 1.0)]
     assert sum(p.until - prev.until for prev, p in zip(plan, plan.phases[1:]) if p.protocol == "bsp") \
         + plan[0].until == pytest.approx(0.4)
     assert plan.greedy_tail is None and not plan.owes_bsp(3)

@@ -8,7 +8,7 @@ from syncswitch import spec as specmod
 from syncswitch.cluster_manager import manager
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
-TARGET = specmod.default_switch_to(4).protocol  # what `switch_at` switches to on these 4 workers
+TARGET = specmod.default_switch_to(4, stragglers=True).protocol  # what `switch_at` switches to here
 INTERLUDE = specmod.NONBLOCKING_SWITCH_TO  # greedy's interlude: the target blocks (local SGD's averages)
 
 JOB = """
