@@ -39,6 +39,23 @@ def _model(module, path, params, x_spec, y_spec):
     return tf.keras.Model([features, labels], [out["logits"], out["loss"]])
 
 
+def test_accuracy(module, job, params, model) -> float:
+    """The model's accuracy on the job's test split (the model returns [logits, loss])."""
+    correct = total = 0
+    for x, y in scriptmod.call_input_fn(module, job.script, "test", 256, params):
+        logits = model([x, y], training=False)[0]
+        correct += int(np.sum(np.argmax(logits.numpy(), -1) == y.numpy()))
+        total += len(y)
+    return correct / total
+
+
+def add_run_args(parser) -> None:
+    """The arguments every one-process simulation takes beside its own: seeds, spec overrides, the output file."""
+    parser.add_argument("--seeds", type=int, default=3)
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
+    parser.add_argument("--out")
+
+
 def run(job, delay: str, rule: str, seed: int) -> dict:
     """One training run; its final test accuracy and mean delay."""
     tf.keras.backend.clear_session()
@@ -103,12 +120,7 @@ def run(job, delay: str, rule: str, seed: int) -> dict:
         apply(gradient_at(point, x, y), tf.constant(lr, tf.float32), tf.constant(hp.momentum, tf.float32))
         if kind == "rr":
             readers[worker] = (([w.read_value() for w in weights], [v.read_value() for v in velocity]), step + 1)
-    correct = total = 0
-    for x, y in scriptmod.call_input_fn(module, job.script, "test", 256, params):
-        logits = model([x, y], training=False)[0]
-        correct += int(np.sum(np.argmax(logits.numpy(), -1) == y.numpy()))
-        total += len(y)
-    return {"delay": delay, "rule": rule, "seed": seed, "accuracy": correct / total,
+    return {"delay": delay, "rule": rule, "seed": seed, "accuracy": test_accuracy(module, job, params, model),
             "mean_delay": float(np.mean(delays)), "steps": steps}
 
 
@@ -117,9 +129,7 @@ def main(argv=None) -> int:
     parser.add_argument("--job", required=True)
     parser.add_argument("--delays", default="fixed:0,fixed:1,fixed:2")
     parser.add_argument("--rules", default="none,lookahead")
-    parser.add_argument("--seeds", type=int, default=3)
-    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
-    parser.add_argument("--out")
+    add_run_args(parser)
     args = parser.parse_args(argv)
     job = specmod.load(args.job, args.set)
     rows = []

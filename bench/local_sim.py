@@ -22,13 +22,12 @@ os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 from syncswitch import spec as specmod  # noqa: E402
 from syncswitch.node import script as scriptmod  # noqa: E402
 
-from bench.delay_sim import _model  # noqa: E402
+from bench.delay_sim import _model, add_run_args, test_accuracy  # noqa: E402
 
 
 def run(job, workers: int, period: int, post: float, average_momentum: bool, seed: int) -> dict:
@@ -84,13 +83,8 @@ def run(job, workers: int, period: int, post: float, average_momentum: bool, see
     average(copies)
     for w, c in zip(weights, copies[0]):
         w.assign(c)
-    correct = total = 0
-    for x, y in scriptmod.call_input_fn(module, job.script, "test", 256, params):
-        logits = model([x, y], training=False)[0]
-        correct += int(np.sum(np.argmax(logits.numpy(), -1) == y.numpy()))
-        total += len(y)
     return {"workers": workers, "period": period, "post": post, "average_momentum": average_momentum,
-            "seed": seed, "accuracy": correct / total, "rounds": rounds}
+            "seed": seed, "accuracy": test_accuracy(module, job, params, model), "rounds": rounds}
 
 
 def main(argv=None) -> int:
@@ -100,9 +94,7 @@ def main(argv=None) -> int:
     parser.add_argument("--periods", default="1,2,4,8")
     parser.add_argument("--post", type=float, default=0.0, help="period 1 until this fraction of the workload")
     parser.add_argument("--average-momentum", action="store_true")
-    parser.add_argument("--seeds", type=int, default=3)
-    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
-    parser.add_argument("--out")
+    add_run_args(parser)
     args = parser.parse_args(argv)
     job = specmod.load(args.job, args.set)
     rows = []

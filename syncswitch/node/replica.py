@@ -70,17 +70,14 @@ def build(graph, model_ops, loss, updates, device: str, path: str = "") -> Repli
     copies = [_copy_variable(s, device, k) for k, s in enumerate(shared)]
     for s, c in zip(shared, copies):
         input_map[s.handle.name] = c.handle
-    subset = graph.as_graph_def(add_shapes=True)
-    wanted = {op.name for op in needed}
-    nodes = [n for n in subset.node if n.name in wanted]
-    del subset.node[:]
-    # The functions the copied ops call (tf.cond and while bodies) are in the graph already, some since rewritten
-    # for their gradients: re-importing them would clash by name.
-    subset.library.Clear()
-    for node in nodes:
+    # Only the copied ops, not the whole graph serialized and filtered. The functions they call (tf.cond and while
+    # bodies) are in the graph already, some since rewritten for their gradients: the subset carries no library.
+    subset = v1.GraphDef(versions=graph.graph_def_versions)
+    for op in needed:
+        node = subset.node.add()
+        node.CopyFrom(op.node_def)
         node.device = ""
         node.attr.pop("_class", None)  # colocation with the shared variables' ops: the copy lives on the worker
-        subset.node.append(node)
     names = [loss.name, *[u.name for u in updates]]
     with tf.device(device):
         imported = tf.graph_util.import_graph_def(subset, input_map=input_map, return_elements=names, name=SCOPE)

@@ -35,7 +35,11 @@ def localize(graph, variables) -> None:
         collection = graph.get_collection_ref(key)
         collection[:] = kept
     local = graph.get_collection_ref(v1.GraphKeys.LOCAL_VARIABLES)
-    local.extend(v for v in variables if all(v is not w for w in local))
+    present = {v.ref() for v in local}
+    for v in variables:
+        if v.ref() not in present:
+            present.add(v.ref())
+            local.append(v)
 
 
 class CountingOptimizer(v1.train.Optimizer):
