@@ -14,7 +14,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from bench import common  # noqa: E402
 
-PROTOCOLS = ("bsp", "asp", "ssp", "dc-asgd", "fasgd", "specsync", "lookahead", "local-sgd")
+PROTOCOLS = ("bsp", "asp", "ssp", "dc-asgd", "fasgd", "specsync", "lookahead", "local-sgd", "b-fasgd")
 SECOND_AFTER = 0.25  # the BSP share before a protocol runs as the second phase
 DIGITS_CNN = os.path.join(common.ROOT, "jobs", "digits_cnn.yaml")
 

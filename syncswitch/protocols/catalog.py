@@ -104,6 +104,14 @@ register(Protocol("dc-asgd", (
 register(Protocol("fasgd", (
     Param("power", "float", 1.0, lo=0.0, hi=4.0, help="the rate is divided by max(1, staleness) ** power"),
 ), summary="staleness-aware ASP: each update's rate divided by its measured step-staleness"))
+register(Protocol("b-fasgd", (
+    Param("fetch", "float", 1.0, lo=0.0, hi=1e6,
+          help="c_fetch: a worker refreshes its copy with probability 1 / (1 + c / v); 0: after every step"),
+    Param("push", "float", 0.0, lo=0.0, hi=1e6,
+          help="c_push: a gradient is sent with probability 1 / (1 + c / v); 0: every one (the paper: more diverges)"),
+    Param("decay", "float", 0.99, lo=0.0, hi=1.0, lo_open=True, help="moving-average decay of the gradient statistics"),
+    Param("power", "float", 1.0, lo=0.0, hi=4.0, help="the rate is divided by max(1, staleness) ** power"),
+), summary="bandwidth-aware fasgd: pushes and fetches each happen with a probability that grows with gradient noise"))
 register(Protocol("lookahead", (
     Param("delay", "float", 1.0, lo=0.0, hi=1000.0,
           help="expected staleness in updates: how far ahead gradients are taken"),

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 
 # The catalog's names (syncswitch/protocols/catalog.py; tests check they agree), for CLI choices.
-PROTOCOLS = ("bsp", "asp", "ssp", "dc-asgd", "fasgd", "specsync", "lookahead", "local-sgd")
+PROTOCOLS = ("bsp", "asp", "ssp", "dc-asgd", "fasgd", "specsync", "lookahead", "local-sgd", "b-fasgd")
 PHASE_HYPERPARAMETERS = ("learning_rate", "momentum")  # settable per phase, in place or by relaunch
 SWITCH_MODES = ("in-place", "relaunch")
 DEFAULT_SWITCH_AT = 0.25

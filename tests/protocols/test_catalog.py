@@ -20,7 +20,7 @@ cluster: {backend: local, workers: 3}
 
 
 def test_names_and_traits():
-    assert PROTOCOLS.names() == sorted(specmod.PROTOCOLS) == ["asp", "bsp", "dc-asgd", "fasgd", "local-sgd",
+    assert PROTOCOLS.names() == sorted(specmod.PROTOCOLS) == ["asp", "b-fasgd", "bsp", "dc-asgd", "fasgd", "local-sgd",
                                                                   "lookahead", "specsync", "ssp"]
     assert {n for n in PROTOCOLS.names() if catalog.get(n).synchronous} == {"bsp"}
     assert {n for n in PROTOCOLS.names() if catalog.get(n).blocks} == {"bsp", "ssp", "local-sgd"}
@@ -44,6 +44,8 @@ GOOD = [
     ("specsync", "abort_time", 0.05, 0.05), ("specsync", "abort_time", 0, 0.0), ("specsync", "adaptive", True, True),
     ("lookahead", "delay", 0, 0.0), ("lookahead", "delay", 3, 3.0), ("lookahead", "adaptive", False, False),
     ("local-sgd", "period", 1, 1), ("local-sgd", "period", 8.0, 8),
+    ("b-fasgd", "fetch", 0, 0.0), ("b-fasgd", "fetch", 10, 10.0), ("b-fasgd", "push", 0.5, 0.5),
+    ("b-fasgd", "decay", 0.9, 0.9), ("b-fasgd", "power", 2, 2.0),
 ]
 
 
@@ -74,6 +76,10 @@ BAD = [
     ("specsync", "adaptive", "on", "policy.schedule[0].adaptive='on': must be true or false"),
     ("lookahead", "delay", -0.5, "policy.schedule[0].delay=-0.5: must be >= 0.0"),
     ("lookahead", "adaptive", 1, "policy.schedule[0].adaptive=1: must be true or false"),
+    ("b-fasgd", "fetch", -1, "policy.schedule[0].fetch=-1: must be >= 0.0"),
+    ("b-fasgd", "push", "never", "policy.schedule[0].push='never': must be a number"),
+    ("b-fasgd", "decay", 0, "policy.schedule[0].decay=0: must be > 0.0"),
+    ("b-fasgd", "power", 4.5, "policy.schedule[0].power=4.5: must be <= 4.0"),
 ]
 
 
@@ -97,7 +103,7 @@ def test_every_parameter_is_covered():
     ({"protocol": "asp", "staleness": 2}, ("unknown key policy.schedule[0].staleness for protocol 'asp'; "
                                            "valid: protocol, until")),
     ({"protocol": "dcasgd"}, ("unknown protocol policy.schedule[0].protocol='dcasgd' (did you mean 'dc-asgd'?); "
-                              "valid: asp, bsp, dc-asgd, fasgd, local-sgd, lookahead, specsync, ssp")),
+                              "valid: asp, b-fasgd, bsp, dc-asgd, fasgd, local-sgd, lookahead, specsync, ssp")),
     ({"until": 1.0}, "policy.schedule[0].protocol is required"),
 ])
 def test_unknown_names(item, message):

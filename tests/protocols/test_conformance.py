@@ -34,8 +34,9 @@ PHASES = {
     "specsync": "protocol: specsync, abort_rate: 0.5, adaptive: true",
     "lookahead": "protocol: lookahead, delay: 2.0, adaptive: true",
     "local-sgd": "protocol: local-sgd, period: 3",
+    "b-fasgd": "protocol: b-fasgd, fetch: 0.5, push: 0.0",
 }
-MEASURES_STALENESS = {"asp", "ssp", "dc-asgd", "fasgd", "specsync", "lookahead"}
+MEASURES_STALENESS = {"asp", "ssp", "dc-asgd", "fasgd", "specsync", "lookahead", "b-fasgd"}
 
 
 def _schedule(protocols, untils) -> str:
@@ -69,6 +70,9 @@ def check_conformance(summary, tmp_path, protocols):
         if phase["protocol"] == "local-sgd":
             # Every worker averaged its copy at least once per `period` of its steps.
             assert phase["measured"]["averages"] >= phase["steps"] // (2 * phase["params"]["period"]) - 1
+        if phase["protocol"] == "b-fasgd":
+            # Every gradient pushed (push: 0), the copy refreshed after some steps and not after all (fetch: 0.5).
+            assert phase["measured"]["push_fraction"] == 1.0 and 0.0 < phase["measured"]["fetch_fraction"] < 1.0
         if phase["params"].get("adaptive") and phase["protocol"] == "specsync":
             assert {"tunes", "abort_time_s", "abort_rate"} <= set(phase["measured"])
         if k:
@@ -98,11 +102,11 @@ def _as_dict(phase: str) -> dict:
 @pytest.mark.cluster
 def test_every_protocol_in_place_into_and_out_of(write_spec, tmp_path, no_leftovers):
     """One in-place run through every protocol: each is entered from another and left for another."""
-    protocols = ["bsp", "ssp", "dc-asgd", "fasgd", "specsync", "local-sgd", "lookahead", "asp"]
-    untils = [0.15, 0.3, 0.4, 0.5, 0.6, 0.75, 0.85]
+    protocols = ["bsp", "ssp", "dc-asgd", "fasgd", "specsync", "local-sgd", "b-fasgd", "lookahead", "asp"]
+    untils = [0.15, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9]
     summary = _run(write_spec, tmp_path, [_schedule(protocols, untils)])
     check_conformance(summary, tmp_path, protocols)
-    assert all(s["mode"] == "in-place" for s in summary["switches"]) and len(summary["switches"]) == 7
+    assert all(s["mode"] == "in-place" for s in summary["switches"]) and len(summary["switches"]) == 8
 
 
 def _check_relaunch(summary, tmp_path, protocols):
@@ -131,7 +135,7 @@ def test_relaunch_into_and_out_of_stateful_protocols(write_spec, tmp_path, no_le
     _check_relaunch(summary, tmp_path, protocols)
 
 
-NEW = ["ssp", "dc-asgd", "fasgd", "specsync", "lookahead", "local-sgd"]
+NEW = ["ssp", "dc-asgd", "fasgd", "specsync", "lookahead", "local-sgd", "b-fasgd"]
 
 
 @pytest.mark.slow

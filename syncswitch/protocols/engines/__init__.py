@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from .asp import AsyncEngine
+from .bfasgd import BandwidthAwareEngine
 from .base import ENGINE_STATE, CountingOptimizer, ProtocolEngine, StalenessMeter
 from .bsp import SyncReplicasEngine
 from .dcasgd import DelayCompensatedEngine
@@ -16,7 +17,7 @@ from .ssp import StaleSyncEngine
 ENGINES: dict[str, type[ProtocolEngine]] = {
     "asp": AsyncEngine, "bsp": SyncReplicasEngine, "ssp": StaleSyncEngine, "dc-asgd": DelayCompensatedEngine,
     "fasgd": StalenessAwareEngine, "specsync": SpeculativeEngine, "lookahead": LookaheadEngine,
-    "local-sgd": LocalSGDEngine,
+    "local-sgd": LocalSGDEngine, "b-fasgd": BandwidthAwareEngine,
 }
 
 
@@ -39,7 +40,7 @@ def build_engines(protocols, optimizer, grads_and_vars, global_step, samples, ba
     return engines
 
 
-__all__ = ["ENGINES", "ENGINE_STATE", "AsyncEngine", "CountingOptimizer", "DelayCompensatedEngine", "LocalSGDEngine",
+__all__ = ["ENGINES", "ENGINE_STATE", "AsyncEngine", "BandwidthAwareEngine", "CountingOptimizer", "DelayCompensatedEngine", "LocalSGDEngine",
            "LookaheadEngine", "ProtocolEngine",
            "SpeculativeEngine", "StaleSyncEngine", "StalenessAwareEngine", "StalenessMeter", "SyncReplicasEngine",
            "build_engines", "needs_replica"]

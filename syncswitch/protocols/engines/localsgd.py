@@ -19,6 +19,7 @@ import time
 
 import tensorflow as tf
 
+from . import fused
 from .base import ProtocolEngine, dense, localize
 
 v1 = tf.compat.v1
@@ -28,22 +29,6 @@ RELEASE_ROUNDS = 64  # averages a released worker may still take alone before it
 def _local(name: str, initial, dtype) -> tf.Variable:
     return v1.get_variable(name, initializer=tf.constant(initial, dtype), trainable=False,
                            collections=[v1.GraphKeys.LOCAL_VARIABLES])
-
-
-def _size(variable) -> int:
-    return int(variable.shape.num_elements())
-
-
-def _fused(pairs, anchors) -> dict:
-    """(shared, copy, anchor) triples grouped by the shared variable's device and dtype: each group crosses
-    between the worker and its parameter server as one flat tensor (one transfer, not one per variable: a
-    small model's average cost a dozen round trips otherwise)."""
-    groups: dict = {}
-    for (shared, copy), anchor in zip(pairs, anchors):
-        if not shared.shape.is_fully_defined():
-            raise ValueError(f"local-sgd needs variables of a fixed shape; {shared.op.name} has {shared.shape}")
-        groups.setdefault((shared.device, shared.dtype.base_dtype), []).append((shared, copy, anchor))
-    return groups
 
 
 class LocalSGDEngine(ProtocolEngine):
@@ -113,17 +98,11 @@ class LocalSGDEngine(ProtocolEngine):
             # Released workers (peers stopped at a boundary) must not wait again this phase: many rounds' worth.
             self._release = tf.group(*[q.enqueue_many(tf.zeros([n * RELEASE_ROUNDS], tf.int64)) for q in self._queues])
             self._own_tokens = own.enqueue_many(tf.zeros([n], tf.int64))
-        groups = _fused(pairs, anchors)
+        groups = fused.by_server([(shared, copy, anchor) for (shared, copy), anchor in zip(pairs, anchors)],
+                                 self.name)
         # Push: this worker's move since its last read, as one n-th of the average, and the samples it trained.
-        adds = []
-        for where, items in groups.items():
-            with tf.device(device):
-                moved = [tf.reshape(copy.read_value() - anchor.read_value(), [-1]) for _, copy, anchor in items]
-                flat = tf.concat(moved, 0) / tf.cast(n, items[0][0].dtype.base_dtype)
-            with tf.device(where[0]):
-                parts = tf.split(flat, [_size(shared) for shared, _, _ in items])
-                adds += [shared.assign_add(tf.reshape(part, shared.shape), read_value=False)
-                         for (shared, _, _), part in zip(items, parts)]
+        adds = fused.push_add(groups, device, lambda item: (item[1].read_value() - item[2].read_value())
+                              / tf.cast(n, item[0].dtype.base_dtype))
         with tf.device(device):
             trained_samples = self._unsynced.read_value() * per_worker_batch
         with v1.colocate_with(samples):
@@ -153,15 +132,7 @@ class LocalSGDEngine(ProtocolEngine):
     def _pull(self, groups, device, samples, learning_rate, momentum):
         """(the global sample count read, the assignments): the shared model and momentum as the new copy and
         anchor, with the rate and momentum the schedule gives now. One transfer per parameter server and dtype."""
-        assigns = []
-        for where, items in groups.items():
-            with tf.device(where[0]):
-                flat = tf.concat([tf.reshape(shared.read_value(), [-1]) for shared, _, _ in items], 0)
-            with tf.device(device):
-                parts = tf.split(flat, [_size(shared) for shared, _, _ in items])
-                for (shared, copy, anchor), part in zip(items, parts):
-                    value = tf.reshape(part, shared.shape)
-                    assigns += [copy.assign(value, read_value=False), anchor.assign(value, read_value=False)]
+        assigns = fused.pull(groups, device)
         with v1.colocate_with(samples):
             counted = samples.read_value()
         with tf.device(device):
