@@ -105,7 +105,8 @@ register(Protocol("fasgd", (
     Param("power", "float", 1.0, lo=0.0, hi=4.0, help="the rate is divided by max(1, staleness) ** power"),
 ), summary="staleness-aware ASP: each update's rate divided by its measured step-staleness"))
 register(Protocol("b-fasgd", (
-    Param("fetch", "float", 1.0, lo=0.0, hi=1e6,
+    # 0.05: measured best on the quickstart (BENCHMARKS, "B-FASGD"); 1 let copies grow 5-7 updates stale there.
+    Param("fetch", "float", 0.05, lo=0.0, hi=1e6,
           help="c_fetch: a worker refreshes its copy with probability 1 / (1 + c / v); 0: after every step"),
     Param("push", "float", 0.0, lo=0.0, hi=1e6,
           help="c_push: a gradient is sent with probability 1 / (1 + c / v); 0: every one (the paper: more diverges)"),
