@@ -7,6 +7,7 @@ import os
 
 from syncswitch import spec as specmod
 from syncswitch.errors import SpecError
+from syncswitch.registry import did_you_mean
 
 
 def variant_policy(spec, variant: str):
@@ -22,7 +23,7 @@ def variant_policy(spec, variant: str):
         schedule = specmod.switch_at_schedule(fraction, f"--compare {variant}", specmod.switch_target(spec.policy))
     else:
         raise SpecError(f"--compare variant {variant!r}: expected a protocol ({', '.join(specmod.PROTOCOLS)}) "
-                        "or switch@FRACTION")
+                        f"or switch@FRACTION{did_you_mean(variant, specmod.PROTOCOLS)}")
     return dataclasses.replace(spec.policy, schedule=schedule, source="cli")
 
 
