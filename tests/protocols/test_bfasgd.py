@@ -115,3 +115,15 @@ def test_a_dropped_push_counts_the_samples_and_leaves_the_shared_model():
         assert samples == k * BATCH and step == 1
     stats = rig.engine.stats(rig.session)
     assert stats["pushes"] == 1 and stats["push_fraction"] == 0.25
+
+
+def test_parameters_left_out_take_the_catalogs_defaults():
+    from syncswitch.protocols import catalog
+
+    rig = _Rig()
+    rig.enter()
+    defaults = {p.name: p.default for p in catalog.get("b-fasgd").params}
+    engine = rig.engine
+    got = rig.session.run({"fetch": engine._c["fetch"], "push": engine._c["push"], "decay": engine._decay,
+                           "power": engine._power})
+    assert got == pytest.approx(defaults)

@@ -40,7 +40,7 @@ def build_engines(protocols, optimizer, grads_and_vars, global_step, samples, ba
     return engines
 
 
-__all__ = ["ENGINES", "ENGINE_STATE", "AsyncEngine", "BandwidthAwareEngine", "CountingOptimizer", "DelayCompensatedEngine", "LocalSGDEngine",
-           "LookaheadEngine", "ProtocolEngine",
-           "SpeculativeEngine", "StaleSyncEngine", "StalenessAwareEngine", "StalenessMeter", "SyncReplicasEngine",
-           "build_engines", "needs_replica"]
+__all__ = ["ENGINES", "ENGINE_STATE", "AsyncEngine", "BandwidthAwareEngine", "CountingOptimizer",
+           "DelayCompensatedEngine", "LocalSGDEngine", "LookaheadEngine", "ProtocolEngine", "SpeculativeEngine",
+           "StaleSyncEngine", "StalenessAwareEngine", "StalenessMeter", "SyncReplicasEngine", "build_engines",
+           "needs_replica"]
