@@ -27,6 +27,13 @@ def state_variable(name: str, shape, dtype, init=0, colocate=None) -> tf.Variabl
         return make()
 
 
+def worker_variable(name: str, shape, dtype, init=0) -> tf.Variable:
+    """A non-trainable variable of this worker's own (LOCAL_VARIABLES): out of checkpoints, initialized per
+    session, on whatever device the caller's scope names."""
+    return v1.get_variable(name, shape, dtype, v1.constant_initializer(init), trainable=False,
+                           collections=[v1.GraphKeys.LOCAL_VARIABLES])
+
+
 def localize(graph, variables) -> None:
     """Move `variables` from the global and trainable collections to the local one: each worker owns its copy."""
     refs = {v.ref() for v in variables}

@@ -13,9 +13,9 @@ change from the paper: v is measured in units of the largest v this phase has se
 on the scale of a model's gradients (the paper's v is absolute, its c tuned per model), and it is each
 worker's estimate from its own gradients rather than the server's from all of them.
 The paper (an MNIST MLP in a simulator) could cut fetches tenfold at little cost and found that dropping
-pushes quickly diverged. Here fewer fetches cost accuracy at once (measured on the quickstart, 4 workers: `fetch: 1` fetched 43% of steps, its
-copies 5-7 updates stale, 0.38 against ASP's 0.63), so the defaults transmit nearly always: `fetch: 0.05`
-(94% of steps) and `push: 0`, every gradient sent.
+pushes quickly diverged. Here fewer fetches cost accuracy at once (measured on the quickstart, 4 workers:
+`fetch: 1` fetched 43% of steps, its copies 5-7 updates stale, 0.38 against ASP's 0.63), so the defaults
+transmit nearly always: `fetch: 0.05` (94% of steps) and `push: 0`, every gradient sent.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ import tensorflow as tf
 from syncswitch.protocols import catalog
 
 from . import fused
-from .base import CountingOptimizer, ProtocolEngine, StalenessMeter, dense
+from .base import CountingOptimizer, ProtocolEngine, StalenessMeter, dense, worker_variable
 from .fasgd import staleness_scale
 
 v1 = tf.compat.v1
@@ -36,11 +36,6 @@ RESOLUTION = 1e-5  # relative: a variance smaller than this share of the mean sq
 def transmit_probability(c, v):
     """The paper's equation 9: 1 / (1 + c / (v + eps)) (numpy or tensors); c = 0 gives 1."""
     return 1.0 / (1.0 + c / (v + EPSILON))
-
-
-def _local(name: str, initial, dtype, shape=()):
-    return v1.get_variable(name, shape, dtype, v1.constant_initializer(initial), trainable=False,
-                           collections=[v1.GraphKeys.LOCAL_VARIABLES])
 
 
 class BandwidthAwareEngine(ProtocolEngine):
@@ -59,18 +54,19 @@ class BandwidthAwareEngine(ProtocolEngine):
         shared_of = {copy.ref(): shared for shared, copy in replica.pairs}
         self.meter = StalenessMeter(global_step, self.name)
         with tf.device(device), v1.variable_scope("syncswitch_b_fasgd"):
-            self._c = {key: _local(f"c_{key}", 0.0, tf.float32) for key in ("fetch", "push")}
-            self._decay = _local("decay", 0.99, tf.float32)
-            self._power = _local("power", 1.0, tf.float32)
-            self._t = _local("steps", 0.0, tf.float32)
-            self._v_max = _local("v_max", 0.0, tf.float32)
-            self._step_at_fetch = _local("step_at_fetch", 0, tf.int64)
-            self._fetch_next = _local("fetch_next", False, tf.bool)
-            self._push_next = _local("push_next", True, tf.bool)
+            self._c = {key: worker_variable(f"c_{key}", (), tf.float32, 0.0) for key in ("fetch", "push")}
+            self._decay = worker_variable("decay", (), tf.float32, 0.99)
+            self._power = worker_variable("power", (), tf.float32, 1.0)
+            self._t = worker_variable("steps", (), tf.float32, 0.0)
+            self._v_max = worker_variable("v_max", (), tf.float32, 0.0)
+            self._step_at_fetch = worker_variable("step_at_fetch", (), tf.int64, 0)
+            self._fetch_next = worker_variable("fetch_next", (), tf.bool, False)
+            self._push_next = worker_variable("push_next", (), tf.bool, True)
             copies = list(replica.trainable)
+            trained = {c.ref() for c in copies}
             grads = [(dense(g), c) for g, c in zip(tf.gradients(self.loss, copies), copies) if g is not None]
-            moments = [(_local(f"mean_{k}", 0.0, tf.float32, c.shape), _local(f"square_{k}", 0.0, tf.float32, c.shape))
-                       for k, (_, c) in enumerate(grads)]
+            moments = [(worker_variable(f"mean_{k}", c.shape, tf.float32),
+                        worker_variable(f"square_{k}", c.shape, tf.float32)) for k, (_, c) in enumerate(grads)]
             # The moving mean and mean square of each gradient (bias-corrected, as Adam's), their standard
             # deviation averaged over every parameter: the paper's v. Then this worker's draws for the next step.
             t = self._t.assign_add(1.0)
@@ -95,8 +91,8 @@ class BandwidthAwareEngine(ProtocolEngine):
                 self._push_next.assign(tf.random.uniform([]) < transmit_probability(self._c["push"], self.v)))
             # Non-trainable state the model's update ops keep (batch-norm averages) moves on the copy: its move
             # since the last push goes to the shared variable whole, as each worker's update lands under ASP.
-            kept = [(s, c, _local(f"anchor_{k}", 0.0, c.dtype.base_dtype, c.shape))
-                    for k, (s, c) in enumerate(replica.pairs) if c.ref() not in {x.ref() for x in copies}]
+            kept = [(s, c, worker_variable(f"anchor_{k}", c.shape, c.dtype.base_dtype))
+                    for k, (s, c) in enumerate(replica.pairs) if c.ref() not in trained]
         with tf.device(global_step.device):
             staleness = tf.maximum(global_step.read_value() - self._step_at_fetch.read_value(), 0)
             scale = staleness_scale(staleness, self._power.read_value())
@@ -117,8 +113,7 @@ class BandwidthAwareEngine(ProtocolEngine):
             dropped = samples.assign_add(tf.constant(per_worker_batch, tf.int64))
         self._drop = (tf.group(decide, dropped, name="b_fasgd_drop"), dropped)
         # A fetch: the shared model into the copy (and the kept state's anchors), and the global step it was at.
-        groups = fused.by_server([(s, c) for s, c in replica.pairs if c.ref() in {x.ref() for x in copies}]
-                                 + [(s, c, a) for s, c, a in kept], self.name)
+        groups = fused.by_server([(s, c) for s, c in replica.pairs if c.ref() in trained] + kept, self.name)
         with tf.device(global_step.device):
             at = tf.identity(global_step.read_value())
         with tf.device(device):

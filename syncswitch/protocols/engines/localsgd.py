@@ -20,15 +20,10 @@ import time
 import tensorflow as tf
 
 from . import fused
-from .base import ProtocolEngine, dense, localize
+from .base import ProtocolEngine, dense, localize, worker_variable
 
 v1 = tf.compat.v1
 RELEASE_ROUNDS = 64  # averages a released worker may still take alone before it reaches its boundary
-
-
-def _local(name: str, initial, dtype) -> tf.Variable:
-    return v1.get_variable(name, initializer=tf.constant(initial, dtype), trainable=False,
-                           collections=[v1.GraphKeys.LOCAL_VARIABLES])
 
 
 class LocalSGDEngine(ProtocolEngine):
@@ -56,10 +51,10 @@ class LocalSGDEngine(ProtocolEngine):
         device = replica.device
         with tf.device(device), v1.variable_scope("syncswitch_local_sgd"):
             # The rate and momentum are read at each average, not each step: a local step reads nothing remote.
-            self._lr = _local("learning_rate", 0.0, tf.float32)
-            self._momentum = _local("momentum", 0.0, tf.float32)
-            self._estimate = _local("samples", 0, tf.int64)   # the global count, extrapolated between averages
-            self._unsynced = _local("unsynced_steps", 0, tf.int64)
+            self._lr = worker_variable("learning_rate", (), tf.float32)
+            self._momentum = worker_variable("momentum", (), tf.float32)
+            self._estimate = worker_variable("samples", (), tf.int64)  # the global count, extrapolated between averages
+            self._unsynced = worker_variable("unsynced_steps", (), tf.int64)
             local_opt = v1.train.MomentumOptimizer(self._lr, self._momentum, name="local_sgd_momentum")
             grads = [(dense(g), v) for g, v in local_opt.compute_gradients(self.loss, var_list=replica.trainable)
                      if g is not None]
@@ -78,9 +73,7 @@ class LocalSGDEngine(ProtocolEngine):
                 mine, ours = local_opt.get_slot(copy, "momentum"), optimizer.get_slot(shared, "momentum")
                 if copy.ref() in trained and mine is not None and ours is not None:
                     pairs.append((ours, mine))
-            anchors = [v1.get_variable(f"anchor_{k}", shape=copy.shape, dtype=copy.dtype.base_dtype,
-                                       initializer=v1.zeros_initializer(), trainable=False,
-                                       collections=[v1.GraphKeys.LOCAL_VARIABLES])
+            anchors = [worker_variable(f"anchor_{k}", copy.shape, copy.dtype.base_dtype)
                        for k, (_, copy) in enumerate(pairs)]
         localize(v1.get_default_graph(), slots)  # each worker's own momentum: out of checkpoints and readiness
         self._finish(tf.group(step, self._estimate_after, counted, name="local_sgd_step"), self._estimate_after)
