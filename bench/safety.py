@@ -41,14 +41,23 @@ def _variant_stats(summaries: list[dict]) -> dict:
     completed = [s for s in summaries if s.get("status") == "completed"]
     out = {key: common.spread([s.get(key) for s in completed]) for key in ("final_accuracy", "total_time_s")}
     out["statuses"] = [s.get("status") for s in summaries]
-    out["guard_events"] = [[{k: e.get(k) for k in ("reason", "fraction", "checkpoint_fraction", "action",
-                                                    "samples_lost", "overhead_s")}
+    out["guard_events"] = [[{k: e.get(k) for k in ("reason", "fraction", "checkpoint_fraction", "continued_at",
+                                                    "action", "samples_lost", "overhead_s")}
                             for e in s.get("guard_events") or []] for s in summaries]
-    out["rolled_back_runs"] = sum(bool(s.get("guard_events")) for s in completed)
+    out["rolled_back_runs"] = sum(bool(s.get("guard_events")) for s in completed)  # the guard acted, either way
+
+    def did(s, action):  # its guard's events include one with this action ("rollback", "fall back")
+        return any(str(e.get("action", "")).startswith(action) for e in s.get("guard_events") or [])
+
+    out["repairs"] = {"rollback": sum(did(s, "rollback") for s in completed),
+                      "fall back": sum(did(s, "fall back") and not did(s, "rollback") for s in completed)}
     acted = [s.get("total_time_s") for s in completed if s.get("guard_events")]
     quiet = [s.get("total_time_s") for s in completed if not s.get("guard_events")]
     out["total_time_s_guard_acted"] = common.spread(acted)
     out["total_time_s_guard_quiet"] = common.spread(quiet)
+    out["total_time_s_rolled_back"] = common.spread([s.get("total_time_s") for s in completed if did(s, "rollback")])
+    out["total_time_s_fell_back"] = common.spread([s.get("total_time_s") for s in completed
+                                                   if did(s, "fall back") and not did(s, "rollback")])
     out["run_dirs"] = [s.get("run_dir") for s in summaries]
     return out
 

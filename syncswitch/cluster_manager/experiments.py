@@ -41,7 +41,8 @@ def run_pilot_factory(job_spec, output_root: str):
         run_dir = os.path.join(output_root, f"switch{switch_at:.4f}-r{repeat}")
         summary = run_variant(job_spec, f"switch@{switch_at}", run_dir)
         accuracy = summary.get("converged_accuracy") if summary.get("status") == "completed" else None
-        rolled_back = any(e.get("action", "").startswith("rollback") for e in summary.get("guard_events") or [])
+        # The guard acted (rolled back, or fell back from the current weights): that switch point degraded.
+        rolled_back = any(not e.get("action", "").startswith("none") for e in summary.get("guard_events") or [])
         return PilotResult(converged_accuracy=accuracy, total_time_s=summary.get("total_time_s") or 0.0,
                            run_dir=run_dir, rolled_back=rolled_back)
 

@@ -34,18 +34,21 @@ class GuardRuntime:
 
     It touches nothing in the cluster: `on_loss`, `on_evaluation` and `on_divergence` return a
     Verdict when the running phase must be abandoned; the job pauses every worker and calls
-    `plan_rollback`, which names the checkpoint and the protocol to continue with.
+    `plan_rollback`, which names the checkpoint and the protocol to continue with, or `plan_fall_back`
+    where `rolls_back` says the run goes on from its current weights.
     """
 
-    def __init__(self, settings: GuardSettings, fallback: tuple[str, ...] = ("bsp",)):
+    def __init__(self, settings: GuardSettings, fallback: tuple[str, ...] = ("bsp",), workers: int = 2):
         self.settings = settings
         self.fallback = tuple(fallback)
+        self.workers = workers  # each reports its loss about every 0.5 s: how many reports make a recent median
         self.policy = DegradationGuard(settings)
         self.checkpoints: list[Checkpoint] = []
         self.events: list[dict] = []
         self.rollbacks = 0
         self.verdict: Verdict | None = None      # decided, not yet acted on
         self.chosen: Checkpoint | None = None    # the verdict's target when it was decided
+        self.rollback = True                     # whether the verdict is repaired by a rollback (`action`)
         self.scores: list[tuple[float, float]] = []  # the branch's evaluations: (fraction, accuracy)
         self.decided_at: float | None = None
         self._phase_start, self._phase_synchronous = 0.0, True
@@ -87,8 +90,9 @@ class GuardRuntime:
         rollback can go; one that cannot be acted on is recorded once and the phase is no longer watched."""
         if verdict is None or self.verdict is not None or not self.enabled:
             return None
-        if self.can_roll_back() and self.target(verdict) is not None:
-            self.verdict, self.chosen = verdict, self.target(verdict)
+        rollback = self._repair_by_rollback(verdict)
+        if self.can_roll_back() and (self.target(verdict) is not None or not rollback):
+            self.verdict, self.chosen, self.rollback = verdict, self.target(verdict), rollback
             return verdict
         why = "no healthy checkpoint before the degradation" if self.can_roll_back() else \
             f"no rollback left (policy.guard.max_rollbacks={self.settings.max_rollbacks}, policy.fallback=" \
@@ -152,6 +156,27 @@ class GuardRuntime:
         chosen = self.target(verdict)
         return [c for c in self.checkpoints if c.accuracy is None and not c.before_async
                 and chosen is not None and chosen.fraction < c.fraction <= verdict.onset]
+
+    def rolls_back(self, reached: float = 0.0) -> bool:
+        """Whether the verdict being acted on is repaired by a rollback rather than by falling back from the current
+        weights: as decided with it, or because the workload ended (`reached`) and no training is left to repair."""
+        return self.rollback or reached >= 1.0
+
+    def _repair_by_rollback(self, verdict: Verdict) -> bool:
+        """`action` for this verdict: a non-finite loss left no weights to go on from, and a verdict at the end of
+        the workload none to train; "auto" rolls back where the training loss rose (or no reports tell)."""
+        if verdict.reason == "diverged" or verdict.fraction >= 1.0 or self.settings.action == "rollback":
+            return True
+        if self.settings.action == "fall-back":
+            return False
+        return self.policy.loss_rose(2 * self.workers) is not False
+
+    def plan_fall_back(self) -> str:
+        """The protocol the rest of the workload runs on when the run falls back from its current weights."""
+        protocol = self.fallback[self.rollbacks]
+        self.rollbacks += 1
+        self.chosen = None
+        return protocol
 
     def plan_rollback(self, verdict: Verdict) -> tuple[Checkpoint, str]:
         """(checkpoint, protocol) to continue from; `_decide` made sure both exist. Evaluations that came in

@@ -23,6 +23,7 @@ from syncswitch.cluster_manager.plan import PhasePlan
 from syncswitch.cluster_manager.progress import ProgressBar, summary_table
 from syncswitch.cluster_manager.record import PhaseRun, RunRecord
 from syncswitch.cluster_manager.recovery import JobRecovery, NodeFailure
+from syncswitch.cluster_manager.repair import JobRepair
 from syncswitch.cluster_manager.resume import JobResume, save_job
 from syncswitch.cluster_manager.shipping import ScriptShipment
 from syncswitch.cluster_manager.stragglers import StragglerController, StragglerResponder
@@ -34,7 +35,6 @@ from syncswitch.wire import codec
 from syncswitch.wire.client import AgentClient
 
 READY_TIMEOUT_S = 300.0
-EVAL_WAIT_S = 15.0  # how long a rollback waits for the evaluation of a later candidate checkpoint
 log = logging.getLogger(__name__)
 
 
@@ -42,7 +42,7 @@ class _Interrupted(BaseException):
     """SIGTERM/SIGINT while running; BaseException so no handler in between swallows it."""
 
 
-class JobRun(JobEvents, JobRecovery, JobResume):
+class JobRun(JobEvents, JobRecovery, JobRepair, JobResume):
     """A job's lifecycle (`lifecycle.state`), its per-phase state and the record its summary is built from.
 
     Nodes are reached only through `connect(index, address, token)` clients and the backend; tests
@@ -64,7 +64,7 @@ class JobRun(JobEvents, JobRecovery, JobResume):
         self.job_id = f"{spec.name}-{secrets.token_hex(4)}"
         self.bar = ProgressBar(progress)
         guard = GuardSettings.from_spec(spec.policy.guard)
-        self.guard = GuardRuntime(guard, spec.policy.fallback)
+        self.guard = GuardRuntime(guard, spec.policy.fallback, spec.cluster.workers)
         self.plan = PhasePlan(spec, spec.policy.fallback if guard.enabled else ())
         self.checkpoint_name = "model.ckpt"  # a rollback starts a new branch of checkpoint names
         self.record = RunRecord(self.job_id, self.run_dir, self.plan.mode, time.time())
@@ -210,13 +210,13 @@ class JobRun(JobEvents, JobRecovery, JobResume):
                 self._run_phase(k)
                 k += 1
                 if self.guard.verdict is not None:
-                    self._rollback(k)
+                    self._repair(k)
                 elif k < len(self.plan):
                     self._switch(k)
                 elif self._finish():
                     return
                 else:
-                    self._rollback(k)  # an evaluation that came in while finishing condemned the last phase
+                    self._repair(k)  # an evaluation that came in while finishing condemned the last phase
             except NodeFailure as failure:
                 k = self._recover(failure)
                 if not started:  # lost before the evaluator started: it starts with the first steps
@@ -268,7 +268,7 @@ class JobRun(JobEvents, JobRecovery, JobResume):
         if entry["end_fraction"] >= 1.0:
             self.plan.end_at(k)  # a policy's phase reached the end of the workload
 
-    def _switch(self, k: int) -> None:
+    def _switch(self, k: int, reason: str = "schedule") -> None:
         self.lifecycle.to(JobState.SWITCHING, k)
         previous, upcoming = self.plan[k - 1], self.plan[k]
         before = self.phase_run(k - 1)
@@ -292,7 +292,7 @@ class JobRun(JobEvents, JobRecovery, JobResume):
         self.record.switches.append({
             "from": previous.protocol, "to": upcoming.protocol, "at_fraction": before.end_fraction,
             "mode": mode, "overhead_s": resumed - decision,
-            "reason": f"{self.stragglers.policy.name} policy" if action else "schedule"})
+            "reason": f"{self.stragglers.policy.name} policy" if action else reason})
         if action is not None:
             action["overhead_s"] = resumed - decision
         # The group is whole again; once no BSP is owed, ASP is immune and detection stops.
@@ -303,57 +303,17 @@ class JobRun(JobEvents, JobRecovery, JobResume):
         if self.guard.decided_at is None:
             self.guard.decided_at = received
             self.save_run()  # a resume must not adopt what is saved past the onset
-            # A rollback goes to a checkpoint at or before the onset: the evaluator's time goes to those next.
-            self.evaluations.cancel_after(verdict.onset)
+            rolls_back = self.guard.rolls_back()
+            if rolls_back:
+                # A rollback goes to a checkpoint at or before the onset: the evaluator's time goes to those next.
+                self.evaluations.cancel_after(verdict.onset)
             self.bar.message(f"guard: {verdict.reason} degraded at {verdict.fraction * 100:.1f}% ("
                              f"{', '.join(f'{key} {value:.4g}' for key, value in verdict.values.items())}); "
-                             "rolling back")
+                             + ("rolling back" if rolls_back else "falling back"))
         if self.lifecycle.state is not JobState.RUNNING:
             return  # switching or finishing: acted on once the phase runs, or by the finish
         fraction = max([m.fraction for m in self.latest.values()] + [verdict.fraction])
         self.broadcast(set_boundary=pb.SetBoundary(phase=self.lifecycle.phase, until=fraction))
-
-    def _rollback(self, k: int) -> None:
-        """Restore every node from the last good checkpoint and run the rest of the workload on the next rung."""
-        verdict = self.guard.verdict
-        if self.guard.unproven(verdict):
-            # An asynchronous checkpoint before the onset whose evaluation is still on its way would be a later,
-            # cheaper target: the evaluator is seconds behind, the workload since the last proven one is more.
-            try:
-                self.feed.wait_until(lambda: not self.guard.unproven(verdict),
-                                     "the evaluation of the rollback's candidate checkpoints", timeout_s=EVAL_WAIT_S)
-            except ev.WaitTimeout:
-                pass  # no answer in time: roll back to the last proven checkpoint
-        checkpoint, protocol = self.guard.plan_rollback(verdict)
-        self.lifecycle.to(JobState.ROLLING_BACK, k)
-        abandoned = self.phase_run(k - 1)
-        self.plan.fall_back(k, protocol)
-        self.checkpoint_name = f"model-r{self.guard.rollbacks}.ckpt"
-        self.save_run()  # before the new branch saves anything: a resume adopts only the running branch's saves
-        self.record.abandoned_evaluations += self.evaluations.abandon_after(checkpoint.fraction)
-        self.bar.rolled_back()
-        self.durable.drop_after(checkpoint.fraction)
-        mode = self.plan.mode
-        if mode == "in-place":
-            self.send(0, restore=pb.Restore(path=checkpoint.path, checkpoint_name=self.checkpoint_name))
-            self.feed.wait_until(lambda: abandoned.restored is not None, "the rollback's restore", timeout_s=120)
-        else:
-            self.feed.stopping = True  # the old tasks' exits are expected
-            self._launch_all(start_phase=k, restore_from=checkpoint.path)
-            self.feed.stopping = False
-            self.responder.reapply()
-        self.phase_run(k).start_fraction = checkpoint.fraction
-        self._start_phase(k)
-        resumed = self.phase_run(k).last_start_time
-        lost = abandoned.end_fraction - checkpoint.fraction
-        entry = self.guard.record(verdict, f"rollback to {checkpoint.fraction * 100:.1f}%, continue with {protocol}",
-                                  checkpoint=checkpoint.path, checkpoint_fraction=checkpoint.fraction,
-                                  samples_lost=int(round(lost * (self.record.total_samples or 0))),
-                                  overhead_s=resumed - self.guard.decided_at, mode=mode)
-        self.record.phase_log[-1]["rolled_back_to"] = checkpoint.fraction
-        self.outputs.record({"kind": "guard", "t": time.time() - self.record.t_submit, **entry})
-        self.outputs.scalar("guard/rollbacks", float(self.guard.rollbacks), int(verdict.fraction * 1e6), resumed)
-        self.stragglers.phase_changed(bsp_share_done=not self.plan.owes_bsp(k))
 
     def _save(self, reason: str) -> pb.Saved:
         count, wanted = len(self.saved), codec.enum_value(pb.SaveReason.DESCRIPTOR, reason)

@@ -160,13 +160,13 @@ class JobRecovery:
         where = f"the last checkpoint {checkpoint.path} ({checkpoint.fraction * 100:.1f}%) is intact" \
             if checkpoint else "no checkpoint was written"
         state = self.lifecycle.state.value
-        # A guard rollback under way (rolling back, or relaunching for it) has already fallen back in the
-        # plan: the recovery finishes it in its phase.
+        # A guard repair under way (rolling back, relaunching for it, or the switch of a fall-back) has already
+        # fallen back in the plan: the recovery finishes it in its phase.
         rollback, rollback_phase = None, None
         for _, past, phase in reversed(self.lifecycle.history):
             if past is JobState.RUNNING:
                 break
-            if past is JobState.ROLLING_BACK:
+            if past is JobState.ROLLING_BACK or (past is JobState.SWITCHING and self.guard.verdict is not None):
                 rollback, rollback_phase = self.guard.verdict, phase
                 break
         if len(self.failures) >= spec.max_restarts:

@@ -10,6 +10,12 @@ import statistics
 from syncswitch.policies.base import GuardPolicy, Verdict
 from syncswitch.spec.reference import interpolate
 
+# How far the training loss may rise over an asynchronous phase for its accuracy verdict to be repaired from the
+# current weights (GuardSettings.action "auto"). Measured at the verdicts of 55 guard-off runs (BENCHMARKS.md):
+# collapses and lasting losses raised it 20-44%; the phases whose evaluations only lagged (the ResNet's local SGD,
+# the digits CNN's look-ahead, one quickstart ASP run) had it 8-65% lower than before the switch.
+LOSS_HELD = 0.1
+
 
 @dataclasses.dataclass(frozen=True)
 class GuardSettings:
@@ -35,6 +41,13 @@ class GuardSettings:
     - window=0.04: degradation must last this long before the guard acts, about one evaluation
       interval; the price of waiting is the asynchronous stretch thrown away at a rollback.
     - smoothing=0.02: the loss is the median of every worker's reports over this trailing stretch.
+    - action="auto": what a degradation verdict does. "rollback" restores the last healthy checkpoint and goes on
+      with the fallback protocol; "fall-back" switches to the fallback protocol from the current weights and
+      throws nothing away; "auto" falls back where the training loss held since the phase began (`LOSS_HELD`),
+      else rolls back. A non-finite loss, and a verdict at the end of the workload, always roll back. Measured
+      (BENCHMARKS.md): falling back from a collapsed quickstart model left it at chance (0.104) under BSP, so a
+      rising loss must roll back; where only the evaluations lagged (the ResNet's local SGD, training loss down
+      60%), a rollback threw 0.2-0.4 of the workload away and cost 1.45x BSP's time for no accuracy.
     """
 
     enabled: bool = True
@@ -46,6 +59,7 @@ class GuardSettings:
     long_window: float = 0.1
     smoothing: float = 0.02
     max_rollbacks: int = 2
+    action: str = "auto"
     # (fraction, accuracy): what earlier runs of the job had reached where (policy.guard.reference); an
     # asynchronous phase more than accuracy_drop behind it is degraded too, even if it never fell below
     # its own best.
@@ -99,12 +113,11 @@ class DegradationGuard(GuardPolicy):
     def on_loss(self, fraction: float, loss: float) -> Verdict | None:
         if not math.isfinite(loss):
             return Verdict("diverged", fraction, fraction, {"loss": loss})
-        if not self.settings.loss_rule:
-            return None  # only the loss rule reads the reports: keep none (one arrives per worker every 0.5 s)
+        # Kept even without the loss rule: `loss_rose` reads them when a verdict picks its repair.
         at = bisect.bisect_right(self._fractions, fraction)  # workers report slightly out of order
         self._fractions.insert(at, fraction)
         self._losses.insert(at, loss)
-        if not self.watching:
+        if not self.watching or not self.settings.loss_rule:
             return None
         smoothed = self.smoothed_loss(fraction)
         if fraction - self.phase_start < self.settings.smoothing:
@@ -169,6 +182,16 @@ class DegradationGuard(GuardPolicy):
 
     def on_divergence(self, fraction: float, loss: float) -> Verdict:
         return Verdict("diverged", fraction, fraction, {"loss": loss})
+
+    def loss_rose(self, reports: int) -> bool | None:
+        """Whether the training loss of the watched phase rose more than `LOSS_HELD` above where it stood when the
+        phase began: the median of the last `reports` reports against that of the last `reports` before the phase
+        (about two per worker: the smoothing window can hold none on a short job). None without both."""
+        start = bisect.bisect_right(self._fractions, self.phase_start)
+        before, now = self._losses[max(0, start - reports):start], self._losses[start:][-reports:]
+        if not before or not now:
+            return None
+        return statistics.median(now) > statistics.median(before) * (1.0 + LOSS_HELD)
 
     # -- helpers --------------------------------------------------------------------------------
     def smoothed_loss(self, fraction: float) -> float | None:

@@ -55,6 +55,9 @@ class Phase:
         return dict(self.params)
 
 
+GUARD_ACTIONS = ("auto", "rollback", "fall-back")  # what a degradation verdict does (GuardSettings.action says why)
+
+
 @dataclasses.dataclass(frozen=True)
 class GuardSpec:
     """`policy.guard`: the accuracy guard's switch and thresholds; None leaves a threshold at the guard's default."""
@@ -68,6 +71,7 @@ class GuardSpec:
     long_window: float | None = None
     smoothing: float | None = None
     max_rollbacks: int | None = None
+    action: str | None = None
     # (fraction, accuracy) of earlier runs' evaluations (policy.guard.reference): the accuracy to keep up with
     reference: tuple[tuple[float, float], ...] = ()
 

@@ -8,8 +8,8 @@ from typing import Any
 from syncswitch.errors import SpecError
 from syncswitch.registry import CONFIGURATION_POLICIES, PROTOCOLS
 from syncswitch.spec.fields import check_keys, choice, fail, mapping, number
-from syncswitch.spec.model import (DEFAULT_SWITCH_AT, DEFAULT_SWITCH_TO, LOOKAHEAD_MAX_WORKERS, NONBLOCKING_SWITCH_TO,
-                                   PHASE_HYPERPARAMETERS, SWITCH_MODES, GuardSpec, Phase, PolicySpec)
+from syncswitch.spec.model import (DEFAULT_SWITCH_AT, DEFAULT_SWITCH_TO, GUARD_ACTIONS, LOOKAHEAD_MAX_WORKERS,
+                                   NONBLOCKING_SWITCH_TO, PHASE_HYPERPARAMETERS, SWITCH_MODES, GuardSpec, Phase, PolicySpec)
 from syncswitch.spec.reference import load_reference
 
 
@@ -160,7 +160,7 @@ def guard_section(value: Any, base: str = ".") -> GuardSpec:
         return GuardSpec(enabled=value)
     doc = mapping(value, field)
     keys = ("enabled", "loss_rule", "loss_rise", "loss_margin", "accuracy_drop", "window", "long_window",
-            "smoothing", "max_rollbacks", "reference")
+            "smoothing", "max_rollbacks", "action", "reference")
     check_keys(doc, keys, f"{field}.")
     enabled = doc.get("enabled", True)
     if not isinstance(enabled, bool):
@@ -181,6 +181,8 @@ def guard_section(value: Any, base: str = ".") -> GuardSpec:
                      window=given("window", lo=0.0, hi=0.5), long_window=given("long_window", lo=0.0, hi=0.9),
                      smoothing=given("smoothing", lo=0.001, hi=0.5),
                      max_rollbacks=given("max_rollbacks", lo=0, hi=100, integer=True),
+                     action=None if doc.get("action") is None else choice(doc["action"], f"{field}.action",
+                                                                          GUARD_ACTIONS),
                      reference=load_reference(doc.get("reference"), base, f"{field}.reference"))
 
 
