@@ -150,6 +150,13 @@ def memory_section(part) -> list[str]:
     return lines + [""]
 
 
+def _repairs(variant: dict) -> str:
+    """How many runs the guard repaired, and how: "2/5 (1, 1)"; results from before fall-backs have no split."""
+    acted = f"{variant['rolled_back_runs']}/{len(variant['statuses'])}"
+    repairs = variant.get("repairs")
+    return f"{acted} ({repairs['rollback']}, {repairs['fall back']})" if repairs else acted
+
+
 def safety_section(part) -> list[str]:
     lines = ["### Accuracy-safe switching (guard off / on)", ""]
     problem = _problem(part)
@@ -163,16 +170,15 @@ def safety_section(part) -> list[str]:
             acc, t = v["final_accuracy"], v["total_time_s"]
             rows.append([name, f"{_num(acc['median'], 3)} [{_num(acc['min'], 3)}, {_num(acc['max'], 3)}]",
                          f"{_num(t['median'], 1)} [{_num(t['min'], 1)}, {_num(t['max'], 1)}]",
-                         f"{v['rolled_back_runs']}/{len(v['statuses'])}",
-                         ", ".join(sorted(set(v["statuses"])))])
+                         _repairs(v), ", ".join(sorted(set(v["statuses"])))])
         lines += _table(["variant", "final accuracy median [min, max]", "total time s median [min, max]",
-                         "runs rolled back", "statuses"], rows)
+                         "guard acted (rolled back, fell back)", "statuses"], rows)
         targets = w.get("targets", {})
         for name in ("in-place+guard", "relaunch+guard"):
             t = targets.get(name, {})
             lines += ["", f"{name}: median within 1 pt of BSP: {t.get('median_within_1pt')}; worst within 3 pt of "
                           f"BSP's worst: {t.get('worst_within_3pt')}; time / BSP when the guard was quiet: "
-                          f"{_num(t.get('time_vs_bsp_when_quiet'))}, worst when it rolled back: "
+                          f"{_num(t.get('time_vs_bsp_when_quiet'))}, worst when it acted: "
                           f"{_num(t.get('time_vs_bsp_when_rolled_back_worst'))}."]
         lines += ["", f"Guard off, switches that lost more than 3 points: in place {targets.get('in-place_lost_more_than_3pt')}, "
                   f"by relaunch {targets.get('relaunch_lost_more_than_3pt')}.", ""]

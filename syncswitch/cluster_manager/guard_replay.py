@@ -41,6 +41,7 @@ class Replay:
     # Training progress (the furthest loss report) when the verdict came in: evaluations lag training, so an
     # accuracy verdict about 36% can arrive at 50%, and a rollback loses the asynchronous work up to here.
     decided_at: float | None = None
+    rolls_back: bool | None = None  # the verdict's repair (`action`): a rollback, or a fall-back from the weights
 
     def line(self) -> str:
         name = os.path.basename(os.path.normpath(self.run_dir))
@@ -54,7 +55,8 @@ class Replay:
         else:
             values = ", ".join(f"{k} {v:.4g}" for k, v in self.verdict.values.items())
             said = (f"{self.verdict.reason} verdict at {self.verdict.fraction * 100:.1f}% "
-                    f"(onset {self.verdict.onset * 100:.1f}%; {values}), decided at {self.decided_at * 100:.1f}%")
+                    f"(onset {self.verdict.onset * 100:.1f}%; {values}), decided at {self.decided_at * 100:.1f}%, "
+                    + ("rolling back" if self.rolls_back else "falling back from there"))
         own = ("quiet" if self.guarded else "off") if self.recorded is None else \
             f"{self.recorded.get('reason')} at {float(self.recorded.get('fraction', 0)) * 100:.1f}%, " \
             f"{self.recorded.get('action')}"
@@ -66,7 +68,8 @@ class Replay:
         return {"run_dir": self.run_dir, "status": self.status, "final_accuracy": self.final_accuracy,
                 "watched_from": self.watched_from, "pretended": self.pretended, "guarded": self.guarded,
                 "recorded": self.recorded,
-                "verdict": verdict, "replayed_to": self.replayed_to, "decided_at": self.decided_at}
+                "verdict": verdict, "replayed_to": self.replayed_to, "decided_at": self.decided_at,
+                "rolls_back": self.rolls_back}
 
 
 def settings_for(recorded: dict | None, overrides: dict[str, Any]) -> GuardSettings:
@@ -120,7 +123,8 @@ def replay_run(run_dir: str, overrides: dict[str, Any] | None = None, as_switch_
     recorded = next((r for r in records if r.get("kind") == "guard"), None)
     if pretend is not None:
         guard.on_phase("bsp", True, 0.0)  # every phase of the run was synchronous
-    for record in records:
+    stream = iter(records)
+    for record in stream:
         kind, fraction = record.get("kind"), record.get("fraction")
         if kind == "guard":
             break  # the run rolled back: what follows is the fallback's branch
@@ -146,11 +150,29 @@ def replay_run(run_dir: str, overrides: dict[str, Any] | None = None, as_switch_
             verdict = guard.on_divergence(float(fraction), float(record.get("loss", float("nan"))))
         if verdict is not None:
             break
+    workers = int(summary.get("workers") or 1)
+    rolls_back = None
+    if verdict is not None:
+        _feed_pause_reports(guard, stream, workers)
+        rolls_back = guard.rolls_back(verdict, workers)
     if recorded is not None:
         recorded = {k: recorded.get(k) for k in ("reason", "fraction", "onset", "action", "values")}
     guarded = bool((summary.get("guard") or {}).get("enabled"))
     return Replay(run_dir, summary.get("status"), summary.get("final_accuracy"), watched_from, pretend is not None,
-                  guarded, recorded, verdict, reached, None if verdict is None else max(trained, verdict.fraction))
+                  guarded, recorded, verdict, reached, None if verdict is None else max(trained, verdict.fraction),
+                  rolls_back)
+
+
+def _feed_pause_reports(guard: DegradationGuard, stream, workers: int) -> None:
+    """The loss each worker reports as it pauses for the repair, which the repair's choice reads: the pause report
+    where the run recorded one, else (older runs) each worker's next report after the verdict, its nearest stand-in."""
+    seen: set = set()
+    for record in stream:
+        if record.get("kind") in ("guard", "entered") or len(seen) >= workers:
+            return
+        if record.get("kind") == "metrics" and record.get("loss") is not None and record.get("fraction") is not None:
+            guard.on_loss(float(record["fraction"]), float(record["loss"]))
+            seen.add(record.get("worker"))
 
 
 def replay_runs(paths, overrides: dict[str, Any] | None = None, as_switch_at: float | None = None) -> list[Replay]:
@@ -165,6 +187,8 @@ def tally(replays: list[Replay]) -> str:
     """One line: how many watched runs got a verdict, and where."""
     watched = [r for r in replays if r.watched_from is not None]
     fired = sorted(r.decided_at for r in watched if r.verdict is not None)
-    where = f" (decided at {fired[0] * 100:.0f}-{fired[-1] * 100:.0f}%)" if fired else ""
-    return f"{len(fired)} of {len(watched)} watched run(s) would be rolled back{where}; " \
+    where = f" (decided at {fired[0] * 100:.0f}-{fired[-1] * 100:.0f}%" if fired else ""
+    falls = sum(r.verdict is not None and not r.rolls_back for r in watched)
+    where += f"; {len(fired) - falls} rolled back, {falls} falling back from there)" if fired else ""
+    return f"{len(fired)} of {len(watched)} watched run(s) would be repaired{where}; " \
            f"{len(replays) - len(watched)} had nothing to watch"

@@ -48,7 +48,6 @@ class GuardRuntime:
         self.rollbacks = 0
         self.verdict: Verdict | None = None      # decided, not yet acted on
         self.chosen: Checkpoint | None = None    # the verdict's target when it was decided
-        self.rollback = True                     # whether the verdict is repaired by a rollback (`action`)
         self.scores: list[tuple[float, float]] = []  # the branch's evaluations: (fraction, accuracy)
         self.decided_at: float | None = None
         self._phase_start, self._phase_synchronous = 0.0, True
@@ -90,9 +89,8 @@ class GuardRuntime:
         rollback can go; one that cannot be acted on is recorded once and the phase is no longer watched."""
         if verdict is None or self.verdict is not None or not self.enabled:
             return None
-        rollback = self._repair_by_rollback(verdict)
-        if self.can_roll_back() and (self.target(verdict) is not None or not rollback):
-            self.verdict, self.chosen, self.rollback = verdict, self.target(verdict), rollback
+        if self.can_roll_back() and (self.target(verdict) is not None or self.policy.may_fall_back(verdict)):
+            self.verdict, self.chosen = verdict, self.target(verdict)
             return verdict
         why = "no healthy checkpoint before the degradation" if self.can_roll_back() else \
             f"no rollback left (policy.guard.max_rollbacks={self.settings.max_rollbacks}, policy.fallback=" \
@@ -157,19 +155,12 @@ class GuardRuntime:
         return [c for c in self.checkpoints if c.accuracy is None and not c.before_async
                 and chosen is not None and chosen.fraction < c.fraction <= verdict.onset]
 
-    def rolls_back(self, reached: float = 0.0) -> bool:
-        """Whether the verdict being acted on is repaired by a rollback rather than by falling back from the current
-        weights: as decided with it, or because the workload ended (`reached`) and no training is left to repair."""
-        return self.rollback or reached >= 1.0
-
-    def _repair_by_rollback(self, verdict: Verdict) -> bool:
-        """`action` for this verdict: a non-finite loss left no weights to go on from, and a verdict at the end of
-        the workload none to train; "auto" rolls back where the training loss rose (or no reports tell)."""
-        if verdict.reason == "diverged" or verdict.fraction >= 1.0 or self.settings.action == "rollback":
-            return True
-        if self.settings.action == "fall-back":
-            return False
-        return self.policy.loss_rose(2 * self.workers) is not False
+    def rolls_back(self, reached: float) -> bool:
+        """Whether the verdict being acted on is repaired by a rollback rather than from the current weights (the
+        policy's choice, `action`), once every worker has paused at `reached`: there, at the end of the workload,
+        no training is left to repair them. False without a checkpoint to roll back to."""
+        target = self.target(self.verdict) or self.chosen
+        return target is not None and (reached >= 1.0 or self.policy.rolls_back(self.verdict, self.workers))
 
     def plan_fall_back(self) -> str:
         """The protocol the rest of the workload runs on when the run falls back from its current weights."""

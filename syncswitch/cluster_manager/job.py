@@ -303,13 +303,9 @@ class JobRun(JobEvents, JobRecovery, JobRepair, JobResume):
         if self.guard.decided_at is None:
             self.guard.decided_at = received
             self.save_run()  # a resume must not adopt what is saved past the onset
-            rolls_back = self.guard.rolls_back()
-            if rolls_back:
-                # A rollback goes to a checkpoint at or before the onset: the evaluator's time goes to those next.
-                self.evaluations.cancel_after(verdict.onset)
             self.bar.message(f"guard: {verdict.reason} degraded at {verdict.fraction * 100:.1f}% ("
                              f"{', '.join(f'{key} {value:.4g}' for key, value in verdict.values.items())}); "
-                             + ("rolling back" if rolls_back else "falling back"))
+                             "pausing to repair")
         if self.lifecycle.state is not JobState.RUNNING:
             return  # switching or finishing: acted on once the phase runs, or by the finish
         fraction = max([m.fraction for m in self.latest.values()] + [verdict.fraction])

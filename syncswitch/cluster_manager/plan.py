@@ -99,8 +99,12 @@ class PhasePlan:
         config = dataclasses.replace(self.config_for(target.protocol), **dict(target.hyperparameters))
         return PlannedPhase(dataclasses.replace(target, until=until), config)
 
-    def fall_back(self, k: int, protocol: str) -> None:
-        """A rollback: the rest of the workload, from phase k on, runs on `protocol`."""
+    def fall_back(self, k: int, protocol: str, at: float | None = None) -> None:
+        """The guard's repair: the rest of the workload, from phase k on, runs on `protocol`. A fall-back from the
+        current weights ends phase k - 1 `at` the progress it reached, where phase k starts (a resume reads it)."""
+        if at is not None:
+            cut = self.phases[k - 1]
+            self.phases[k - 1] = PlannedPhase(dataclasses.replace(cut.phase, until=at), cut.config)
         del self.phases[k:]
         self.phases.append(PlannedPhase(Phase(protocol, 1.0), self.config_for(protocol)))
 

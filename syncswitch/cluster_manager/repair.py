@@ -16,11 +16,11 @@ class JobRepair:
 
     def _repair(self, k: int) -> None:
         """Continue the rest of the workload on the fallback ladder's next rung, from where the guard says."""
-        verdict = self.guard.verdict
-        target = self.guard.target(verdict) or self.guard.chosen
-        # Without a healthy checkpoint (a fall-back verdict whose phase ran to the end before it paused) the
-        # fall-back still runs: a phase with no workload left, which ends the run as the verdict found it.
-        if target is not None and self.guard.rolls_back(reached=self.phase_run(k - 1).end_fraction):
+        # Without a healthy checkpoint (a verdict that could fall back, whose phase then ran to the end before it
+        # paused) the fall-back still runs: a phase with no workload left, which ends the run as the verdict found it.
+        if self.guard.rolls_back(reached=self.phase_run(k - 1).end_fraction):
+            # A rollback goes to a checkpoint at or before the onset: the evaluator's time goes to those next.
+            self.evaluations.cancel_after(self.guard.verdict.onset)
             self._rollback(k)
         else:
             self._fall_back_here(k)
@@ -31,7 +31,7 @@ class JobRepair:
         verdict = self.guard.verdict
         reached = self.phase_run(k - 1).end_fraction
         protocol = self.guard.plan_fall_back()
-        self.plan.fall_back(k, protocol)
+        self.plan.fall_back(k, protocol, at=reached)
         self.save_run()
         self._switch(k, reason="guard")
         resumed = self.phase_run(k).last_start_time

@@ -43,6 +43,7 @@ class PhaseControl:
         state = self.task.state
         engine = self.task.g.engines.get(state.protocol)
         measured = engine.stats(session) if engine is not None else {}
+        self.task.metrics_hook.at_pause()  # before `paused`: the manager has every worker's loss when all paused
         self.emit(codec.event(paused=pb.Paused(phase=state.phase, fraction=state.fraction, samples=state.samples,
                                                phase_steps=state.phase_steps, measured=codec.struct(measured))))
         return self._serve(session, idle=False)

@@ -214,6 +214,7 @@ class Task:
         hooks = [MetricsHook(state, g.loss, emit, window=launch.window or 20, losses=g.losses,
                              interval_s=launch.metrics_interval_s or 0.5, batch_by_protocol=self.batch_by_protocol),
                  DivergenceHook(state, g.loss, g.losses), DelayHook(state)]
+        self.metrics_hook = hooks[0]  # reports at each pause too (PhaseControl.at_boundary)
         if self.eval_points or self.durable_points or self.checkpoint_every_s:
             self.eval_hook = EvalCheckpointHook(state, self.eval_points, self.save, emit, self.durable_points,
                                                 self.checkpoint_every_s)

@@ -183,10 +183,25 @@ class DegradationGuard(GuardPolicy):
     def on_divergence(self, fraction: float, loss: float) -> Verdict:
         return Verdict("diverged", fraction, fraction, {"loss": loss})
 
+    def may_fall_back(self, verdict: Verdict) -> bool:
+        """Whether `verdict` can be repaired from the current weights (`action`): not after a non-finite loss (no
+        weights to go on from), nor at the end of the workload (no training left to repair them)."""
+        return self.settings.action != "rollback" and verdict.reason != "diverged" and verdict.fraction < 1.0
+
+    def rolls_back(self, verdict: Verdict, workers: int) -> bool:
+        """Whether `verdict` is repaired by a rollback rather than from the current weights: always where it cannot
+        fall back, never with action "fall-back"; "auto" rolls back where the training loss rose, or where no
+        reports tell. Asked once every worker has paused, when each has reported its loss at the pause."""
+        if not self.may_fall_back(verdict):
+            return True
+        if self.settings.action == "fall-back":
+            return False
+        return self.loss_rose(workers) is not False
+
     def loss_rose(self, reports: int) -> bool | None:
         """Whether the training loss of the watched phase rose more than `LOSS_HELD` above where it stood when the
-        phase began: the median of the last `reports` reports against that of the last `reports` before the phase
-        (about two per worker: the smoothing window can hold none on a short job). None without both."""
+        phase began: the median of the last `reports` reports (one per worker: each reports its recent loss as it
+        pauses) against that of the last `reports` at or before the phase start. None without both."""
         start = bisect.bisect_right(self._fractions, self.phase_start)
         before, now = self._losses[max(0, start - reports):start], self._losses[start:][-reports:]
         if not before or not now:

@@ -147,13 +147,25 @@ def test_the_command_prints_a_line_per_run_and_a_tally(tmp_path):
     lines = result.output.splitlines()
     assert lines[0].startswith("a-collapse: completed") and "accuracy verdict" in lines[0]
     assert lines[1].startswith("b-healthy: completed") and "quiet up to 100.0%" in lines[1]
-    assert lines[2] == "1 of 2 watched run(s) would be rolled back (decided at 35-35%); 0 had nothing to watch"
+    assert lines[2] == ("1 of 2 watched run(s) would be repaired (decided at 35-35%; 0 rolled back, 1 falling back "
+                        "from there); 0 had nothing to watch")
     as_json = CliRunner().invoke(cli, ["guard", "replay", "--json", str(parent)])
     assert [json.loads(line)["verdict"] is None for line in as_json.output.splitlines()] == [False, True]
     bad = CliRunner().invoke(cli, ["guard", "replay", "--set", "accuracy_drop", str(parent)])
     assert bad.exit_code == 2 and bad.output.strip().startswith("error: --set 'accuracy_drop': expected KEY=VALUE")
-    assert tally([]) == "0 of 0 watched run(s) would be rolled back; 0 had nothing to watch"
+    assert tally([]) == "0 of 0 watched run(s) would be repaired; 0 had nothing to watch"
     assert os.path.isdir(parent)
+
+
+def test_the_replay_says_which_repair_the_verdict_gets(tmp_path):
+    # The same collapse of the evaluations: with the training loss flat it falls back from there (the default
+    # "auto"), with the loss up 30% since the switch it rolls back, and `--set action=rollback` always rolls back.
+    held = replay_run(_run(tmp_path, "held", _stream(_collapse)))
+    rose = replay_run(_run(tmp_path, "rose", _stream(_collapse, losses=lambda f: 1.0 if f <= SWITCH else 1.3)))
+    assert held.verdict is not None and not held.rolls_back and "falling back from there" in held.line()
+    assert rose.verdict is not None and rose.rolls_back and rose.line().split("decided at")[1].endswith(
+        "rolling back; the run's own guard: off")
+    assert replay_run(held.run_dir, {"action": "rollback"}).rolls_back
 
 
 def test_a_late_evaluation_is_decided_where_training_had_got_to(tmp_path):

@@ -1,4 +1,6 @@
-"""The guard runtime's choice of rollback target: the latest healthy checkpoint at or before the onset."""
+"""The guard runtime: its rollback target (the latest healthy checkpoint at or before the onset) and its repair."""
+
+import pytest
 
 from syncswitch.cluster_manager.guarding import GuardRuntime
 from syncswitch.policies.base import Verdict
@@ -103,3 +105,53 @@ def test_a_checkpoint_from_before_any_asynchronous_step_is_sound_below_a_later_b
     guard.on_evaluation("elsewhere", 0.45, 0.97, 0.2)
     verdict = Verdict("loss", 0.6, 0.5, {})
     assert guard.target(verdict).path == "switch"  # asp-low, written asynchronously, is below the floor
+
+
+def _switched(action="auto", loss_after=1.0, workers=2):
+    """A runtime after BSP up to 0.25 (loss 1.0), a switch checkpoint and an asynchronous phase at `loss_after`."""
+    guard = GuardRuntime(GuardSettings(action=action), ("bsp",), workers=workers)
+    guard.on_phase("bsp", 0.0)
+    for f in (0.1, 0.2, 0.24):
+        guard.on_loss(f, 1.0)
+        guard.on_loss(f, 1.0)
+    guard.on_evaluation("e", 0.2, 0.8, 0.5)
+    guard.on_checkpoint("switch", 0.25, 250)
+    guard.on_phase("asp", 0.25)
+    for f in (0.3, 0.35):
+        guard.on_loss(f, loss_after)
+        guard.on_loss(f, loss_after)
+    return guard
+
+
+@pytest.mark.parametrize("action, loss_after, rolls_back", [
+    ("auto", 0.8, False),      # the loss held (fell): only the evaluations lag, fall back from here
+    ("auto", 1.3, True),       # the loss rose: the model was damaged, roll back
+    ("rollback", 0.8, True),
+    ("fall-back", 1.3, False),
+])
+def test_the_repair_of_an_accuracy_verdict_follows_the_action_and_the_loss(action, loss_after, rolls_back):
+    guard = _switched(action, loss_after)
+    verdict = Verdict("accuracy", 0.4, 0.3, {})
+    assert guard._decide(verdict) is verdict
+    assert guard.rolls_back(reached=0.42) is rolls_back
+    assert guard.rolls_back(reached=1.0)  # the workload ended: nothing left for a fall-back to train
+
+
+def test_a_divergence_and_a_final_dip_always_roll_back():
+    for verdict in (Verdict("diverged", 0.4, 0.4, {"loss": float("nan")}), Verdict("accuracy", 1.0, 1.0, {})):
+        guard = _switched("fall-back", 0.8)
+        assert guard._decide(verdict) is verdict and guard.rolls_back(reached=0.5)
+
+
+def test_a_fall_back_needs_no_healthy_checkpoint_and_uses_a_rung():
+    guard = GuardRuntime(GuardSettings(action="fall-back"), ("ssp", "bsp"))
+    guard.on_phase("bsp", 0.0)
+    guard.on_phase("asp", 0.25)  # no checkpoint at all
+    verdict = Verdict("accuracy", 0.4, 0.3, {})
+    assert guard.target(verdict) is None and guard._decide(verdict) is verdict
+    assert guard.plan_fall_back() == "ssp" and guard.rollbacks == 1
+    guard.record(verdict, "fall back at 42.0%, continue with ssp")
+    assert guard.can_roll_back()  # one rung left
+    guard.on_phase("ssp", 0.42)
+    assert guard._decide(Verdict("accuracy", 0.6, 0.5, {})) is not None
+    assert guard.plan_fall_back() == "bsp" and not guard.can_roll_back()

@@ -217,6 +217,59 @@ def test_a_final_checkpoint_that_dips_is_rolled_back_and_its_stretch_redone(writ
     assert summary["final_accuracy"] == pytest.approx(0.9)
 
 
+def _dip(monkeypatch):
+    """The evaluations score 0.1 between 40% and 75% of the workload, then recover (as the ResNet's local SGD did)."""
+    monkeypatch.setenv("FAKE_EVAL_COLLAPSE_AFTER", "0.4")
+    monkeypatch.setenv("FAKE_EVAL_COLLAPSE_UNTIL", "0.75")
+    return ["policy.switch_at=0.25", "evaluation.every=0.1"]
+
+
+def test_an_accuracy_dip_whose_loss_held_falls_back_from_the_current_weights(write_spec, tmp_path, monkeypatch):
+    # The fake's training loss keeps falling while its evaluations dip: "auto" goes on with the fallback from here,
+    # restoring nothing and throwing nothing away.
+    summary, cluster, _ = _run(write_spec, tmp_path, _dip(monkeypatch), cluster=FakeCluster(total=8000))
+    assert summary["status"] == "completed"
+    (event,) = summary["guard_events"]
+    assert event["reason"] == "accuracy" and event["action"].startswith("fall back at")
+    assert event["action"].endswith("continue with bsp") and event["mode"] == "in-place"
+    assert event["samples_lost"] == 0 and event["checkpoint"] is None and event["overhead_s"] >= 0
+    assert cluster.restores == [] and summary["abandoned_evaluations"] == []
+    states = _states(summary)
+    assert ("switching", 2) in states and not any(state == "rolling_back" for state, _ in states)
+    bsp, target, fallback = summary["schedule"]
+    assert [bsp["protocol"], target["protocol"], fallback["protocol"]] == ["bsp", TARGET, "bsp"]
+    assert fallback["start_fraction"] == target["end_fraction"] == event["continued_at"] < 1.0
+    assert "rolled_back_to" not in target and fallback["end_fraction"] >= 1.0
+    assert summary["switches"][-1]["reason"] == "guard" and summary["final_accuracy"] == pytest.approx(0.9)
+
+
+def test_an_accuracy_dip_whose_loss_rose_rolls_back(write_spec, tmp_path, monkeypatch):
+    loss = lambda f, protocol: 1.5 if protocol != "bsp" and f > 0.3 else 1.0  # noqa: E731
+    summary, cluster, _ = _run(write_spec, tmp_path, _dip(monkeypatch), cluster=FakeCluster(total=8000, loss=loss))
+    (event,) = summary["guard_events"]
+    assert event["reason"] == "accuracy" and event["action"].startswith("rollback to")
+    assert cluster.restores == [event["checkpoint"]] and event["checkpoint_fraction"] <= 0.4
+
+
+def test_the_rollback_action_rolls_back_a_dip_whose_loss_held(write_spec, tmp_path, monkeypatch):
+    summary, cluster, _ = _run(write_spec, tmp_path, _dip(monkeypatch) + ["policy.guard={action: rollback}"],
+                               cluster=FakeCluster(total=8000))
+    (event,) = summary["guard_events"]
+    assert event["action"].startswith("rollback to") and cluster.restores == [event["checkpoint"]]
+
+
+def test_a_fall_back_by_relaunch_restarts_every_node_on_the_fallback_from_here(write_spec, tmp_path, monkeypatch):
+    summary, cluster, _ = _run(write_spec, tmp_path, _dip(monkeypatch) + ["policy.switch_mode=relaunch"],
+                               cluster=FakeCluster(total=8000))
+    assert summary["status"] == "completed"
+    (event,) = summary["guard_events"]
+    assert event["action"].startswith("fall back at") and event["mode"] == "relaunch"
+    assert cluster.restores == [] or all("switch" in path for path in cluster.restores)
+    for node in cluster.nodes:
+        assert [p.protocol for p in node.launches[-1].phases if p.build] == ["bsp"]
+    assert summary["schedule"][-1]["start_fraction"] == event["continued_at"]
+
+
 def test_an_evaluator_that_dies_fails_the_run_instead_of_completing_it_unscored(write_spec, tmp_path, monkeypatch):
     # Before: with nothing pending its exit was ignored, and the run "completed" with no evaluation at all.
     monkeypatch.setenv("FAKE_EVAL_CRASH", "1")

@@ -27,3 +27,18 @@ def test_a_new_phase_starts_a_new_window():
     assert hook.snapshot().loss == 0.6
     first = [codec.to_dict(e)["first_step"]["phase"] for e in events if e.WhichOneof("kind") == "first_step"]
     assert first == [1, 2]
+
+
+def test_a_pause_reports_the_phases_recent_loss_at_once():
+    # The guard picks its repair from each worker's loss at the pause; the periodic reports may be a phase old.
+    state = TrainState(total_samples=1000, worker=0)
+    events = []
+    hook = MetricsHook(state, loss=None, emit=events.append, interval_s=1e9)
+    state.phase, state.phase_steps = 1, 0
+    hook.at_pause()
+    assert events == []  # no step in this phase yet: nothing of its own to report
+    _step(hook, 2.0)
+    _step(hook, 1.0)
+    hook.at_pause()
+    reports = [codec.to_dict(e)["metrics"] for e in events if e.WhichOneof("kind") == "metrics"]
+    assert [(r["phase"], r["loss"]) for r in reports] == [(1, 1.5)]

@@ -215,3 +215,36 @@ def test_a_final_dip_after_a_sustained_one_keeps_the_earlier_onset():
         assert guard.on_evaluation(f, acc) is None
     verdict = guard.on_evaluation(1.0, 0.79)
     assert (verdict.fraction, verdict.onset) == (1.0, 0.90)
+
+
+def _reports(guard, fraction, losses):
+    for loss in losses:
+        guard.on_loss(fraction, loss)
+
+
+def test_loss_rose_compares_the_recent_reports_with_those_before_the_phase():
+    # Kept and read with the loss rule off: the repair of an accuracy verdict asks it.
+    guard = DegradationGuard(GuardSettings())
+    guard.on_phase("bsp", True, 0.0)
+    assert guard.loss_rose(4) is None  # nothing reported yet
+    _reports(guard, 0.2, [2.0, 2.0])
+    _reports(guard, 0.24, [1.5, 1.6, 1.5, 1.6])
+    guard.on_phase("asp", False, 0.25)
+    assert guard.loss_rose(4) is None  # nothing reported in the phase
+    _reports(guard, 0.3, [3.0, 3.0])        # an early spike, older than the last four
+    _reports(guard, 0.35, [1.4, 1.5, 1.6, 1.5])
+    assert guard.loss_rose(4) is False      # held: 1.5 against 1.55
+    _reports(guard, 0.4, [1.75, 1.8, 1.7, 1.8])
+    assert guard.loss_rose(4) is True       # 1.775 against 1.55: 15% up, more than LOSS_HELD
+
+
+def test_loss_rose_after_a_rollback_compares_with_the_branch_it_restarts():
+    guard = DegradationGuard(GuardSettings())
+    guard.on_phase("bsp", True, 0.0)
+    _reports(guard, 0.2, [1.0, 1.0])
+    guard.on_phase("asp", False, 0.25)
+    _reports(guard, 0.4, [5.0, 5.0])
+    guard.on_phase("bsp", True, 0.25)  # rolled back to 0.25: the abandoned reports are forgotten
+    guard.on_phase("ssp", False, 0.3)
+    _reports(guard, 0.35, [1.05, 1.0])
+    assert guard.loss_rose(2) is False

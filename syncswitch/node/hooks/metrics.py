@@ -63,6 +63,13 @@ class MetricsHook(v1.train.SessionRunHook):
             self._last_emit = now
             self.emit(codec.event(metrics=self.snapshot()))
 
+    def at_pause(self) -> None:
+        """Report the phase's recent loss as the worker pauses at a boundary: the guard chooses its repair from
+        every worker's loss there (reports every `interval_s` leave none after a short stretch of a small job)."""
+        if self.state.phase_steps > 0:  # else the window still holds the previous phase's steps
+            self._last_emit = time.perf_counter()
+            self.emit(codec.event(metrics=self.snapshot()))
+
     def snapshot(self) -> pb.Metrics:
         state = self.state
         times = [t for t, _ in self.window] or [float("nan")]
