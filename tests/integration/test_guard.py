@@ -67,3 +67,22 @@ def test_with_the_guard_off_the_same_phase_ends_the_run_diverged(write_spec, tmp
     result, summary = _submit(write_spec, tmp_path, "1.0e+30", "--no-guard")
     assert result.exit_code == 3, result.output
     assert summary["status"] == "diverged" and summary["guard_events"] == []
+
+
+def test_a_forced_fall_back_goes_on_from_the_current_weights(write_spec, tmp_path, no_leftovers):
+    # 20x the ASP rate collapses the model; `action: fall-back` goes on with BSP from it, restoring nothing (the
+    # default `auto` rolls this one back: its training loss rose, see test_an_asp_rate_100x_too_high...).
+    result, summary = _submit(write_spec, tmp_path, "1.0", "--set", "policy.guard.action=fall-back")
+    assert result.exit_code == 0, result.output
+    assert summary["status"] == "completed", summary["message"]
+    (event,) = summary["guard_events"]
+    assert event["action"].startswith("fall back at") and event["action"].endswith("continue with bsp")
+    assert event["checkpoint"] is None and event["samples_lost"] == 0 and event["overhead_s"] > 0
+    bsp, asp, fallback = summary["schedule"]
+    assert [p["protocol"] for p in summary["schedule"]] == ["bsp", "asp", "bsp"] and "rolled_back_to" not in asp
+    assert fallback["start_fraction"] == asp["end_fraction"] == event["continued_at"]
+    assert summary["switches"][-1]["reason"] == "guard" and summary["abandoned_evaluations"] == []
+    # Each worker reported its loss as it paused for the repair (what `auto` chooses from).
+    paused_reports = {r["worker"] for r in _records(tmp_path, "metrics")
+                      if r.get("protocol") == "asp" and asp["end_fraction"] - r["fraction"] < 0.02}
+    assert paused_reports == {0, 1}
