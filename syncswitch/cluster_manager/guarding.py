@@ -41,13 +41,14 @@ class GuardRuntime:
     def __init__(self, settings: GuardSettings, fallback: tuple[str, ...] = ("bsp",), workers: int = 2):
         self.settings = settings
         self.fallback = tuple(fallback)
-        self.workers = workers  # each reports its loss about every 0.5 s: how many reports make a recent median
+        self.workers = workers  # each reports its loss as it pauses: that many reports are the loss at the pause
         self.policy = DegradationGuard(settings)
         self.checkpoints: list[Checkpoint] = []
         self.events: list[dict] = []
         self.rollbacks = 0
         self.verdict: Verdict | None = None      # decided, not yet acted on
         self.chosen: Checkpoint | None = None    # the verdict's target when it was decided
+        self.falling_back = False                # the verdict's fall-back switch is under way (until recorded)
         self.scores: list[tuple[float, float]] = []  # the branch's evaluations: (fraction, accuracy)
         self.decided_at: float | None = None
         self._phase_start, self._phase_synchronous = 0.0, True
@@ -166,7 +167,7 @@ class GuardRuntime:
         """The protocol the rest of the workload runs on when the run falls back from its current weights."""
         protocol = self.fallback[self.rollbacks]
         self.rollbacks += 1
-        self.chosen = None
+        self.chosen, self.falling_back = None, True
         return protocol
 
     def plan_rollback(self, verdict: Verdict) -> tuple[Checkpoint, str]:
@@ -190,7 +191,7 @@ class GuardRuntime:
         entry = {"fraction": verdict.fraction, "reason": verdict.reason, "onset": verdict.onset,
                  "values": dict(verdict.values), "action": action, **details}
         self.events.append(entry)
-        self.verdict, self.decided_at = None, None
+        self.verdict, self.decided_at, self.falling_back = None, None, False
         return entry
 
     def summary(self) -> dict:

@@ -166,7 +166,7 @@ class JobRecovery:
         for _, past, phase in reversed(self.lifecycle.history):
             if past is JobState.RUNNING:
                 break
-            if past is JobState.ROLLING_BACK or (past is JobState.SWITCHING and self.guard.verdict is not None):
+            if past is JobState.ROLLING_BACK or (past is JobState.SWITCHING and self.guard.falling_back):
                 rollback, rollback_phase = self.guard.verdict, phase
                 break
         if len(self.failures) >= spec.max_restarts:

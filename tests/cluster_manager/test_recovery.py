@@ -9,7 +9,7 @@ from syncswitch import spec as specmod
 from syncswitch.errors import ClusterError
 from syncswitch.wire import saved
 from tests.cluster_manager.fake_cluster import FakeCluster, Failure
-from tests.cluster_manager.test_job_lifecycle import LOSS_RULE, _run, _states
+from tests.cluster_manager.test_job_lifecycle import LOSS_RULE, _dip, _run, _states
 
 
 def _manifest(tmp_path):
@@ -207,6 +207,32 @@ def test_a_node_lost_during_a_guard_rollback_finishes_the_rollback(write_spec, t
     assert failure["state"] == "launching" and failure["resumed_phase"] == 2  # in the rollback's relaunch
     assert [p["protocol"] for p in summary["schedule"]][-1] == "bsp"  # the guard's fallback ran
     assert summary["guard_events"][-1]["action"].endswith("(finished by the recovery)")
+
+
+def test_a_node_lost_during_a_guard_fall_back_finishes_the_fall_back(write_spec, tmp_path, monkeypatch):
+    from syncswitch.cluster_manager.job import JobRun
+
+    real_launch = JobRun._launch_all
+    lost = []
+    cluster = FakeCluster(total=8000)
+
+    def launch_all(self, start_phase, restore_from=""):
+        if start_phase == 2 and not lost:  # the fall-back's relaunch into BSP: node 1's agent dies meanwhile
+            lost.append(start_phase)
+            cluster.nodes[1].events.put("lost")
+        return real_launch(self, start_phase, restore_from)
+
+    monkeypatch.setattr(JobRun, "_launch_all", launch_all)
+    summary, cluster, _ = _run(write_spec, tmp_path, _dip(monkeypatch) + ["policy.switch_mode=relaunch"],
+                               cluster=cluster)
+    assert summary["status"] == "completed", summary["message"]
+    states = _states(summary)
+    assert ("switching", 2) in states and ("recovering", 2) in states
+    (failure,) = summary["failures"]
+    assert failure["resumed_phase"] == 2  # in the fall-back's phase, not the abandoned one
+    assert [p["protocol"] for p in summary["schedule"]][-1] == "bsp"
+    (event,) = summary["guard_events"]
+    assert event["action"].endswith("(finished by the recovery)")
 
 
 def _forget_newest(run, count=1):
