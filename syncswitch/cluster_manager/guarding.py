@@ -49,6 +49,9 @@ class GuardRuntime:
         self.verdict: Verdict | None = None      # decided, not yet acted on
         self.chosen: Checkpoint | None = None    # the verdict's target when it was decided
         self.falling_back = False                # the verdict's fall-back switch is under way (until recorded)
+        # The accuracy the run had kept up with before its first repaired degradation: a repaired run that ends
+        # below it is said loudly (`shortfall`), whichever repair it got.
+        self.repair_floor: float | None = None
         self.scores: list[tuple[float, float]] = []  # the branch's evaluations: (fraction, accuracy)
         self.decided_at: float | None = None
         self._phase_start, self._phase_synchronous = 0.0, True
@@ -190,8 +193,23 @@ class GuardRuntime:
     def record(self, verdict: Verdict, action: str, **details) -> dict:
         entry = {"fraction": verdict.fraction, "reason": verdict.reason, "onset": verdict.onset,
                  "values": dict(verdict.values), "action": action, **details}
+        if self.repair_floor is None and not action.startswith("none"):
+            before = [a for f, a in self.scores if f < verdict.onset and math.isfinite(a)]
+            self.repair_floor = self.policy.floor(verdict.onset, max(before) if before else None)
         self.events.append(entry)
         self.verdict, self.decided_at, self.falling_back = None, None, False
+        return entry
+
+    def shortfall(self, fraction: float, accuracy: float) -> dict | None:
+        """The event for a repaired run whose final evaluation (`accuracy` at `fraction`) is below the floor of
+        the best it had reached before the degradation: the repair did not bring it back, and no rung is left to
+        try. None where it did, or where nothing was repaired."""
+        if self.repair_floor is None or not accuracy < self.repair_floor:
+            return None
+        entry = {"fraction": fraction, "reason": "short after repair", "onset": fraction,
+                 "values": {"accuracy": accuracy, "floor": self.repair_floor},
+                 "action": "none: the run ends below the accuracy it had before the repaired degradation"}
+        self.events.append(entry)
         return entry
 
     def summary(self) -> dict:

@@ -243,6 +243,19 @@ def test_an_accuracy_dip_whose_loss_held_falls_back_from_the_current_weights(wri
     assert summary["switches"][-1]["reason"] == "guard" and summary["final_accuracy"] == pytest.approx(0.9)
 
 
+def test_a_fall_back_that_never_recovers_is_said_at_the_end(write_spec, tmp_path, monkeypatch):
+    # The evaluations never come back after 40% (FAKE_EVAL_COLLAPSE_UNTIL unset): the run still completes, and
+    # its guard says that the repaired run ends below what it had before the degradation.
+    overrides = _dip(monkeypatch)
+    monkeypatch.delenv("FAKE_EVAL_COLLAPSE_UNTIL")
+    summary, cluster, _ = _run(write_spec, tmp_path, overrides, cluster=FakeCluster(total=8000))
+    assert summary["status"] == "completed" and summary["final_accuracy"] == pytest.approx(0.1)
+    fell_back, short = summary["guard_events"]
+    assert fell_back["action"].startswith("fall back at")
+    assert short["reason"] == "short after repair" and short["action"].startswith("none: the run ends below")
+    assert short["values"]["accuracy"] == pytest.approx(0.1) and short["values"]["floor"] > 0.5
+
+
 def test_an_accuracy_dip_whose_loss_rose_rolls_back(write_spec, tmp_path, monkeypatch):
     loss = lambda f, protocol: 1.5 if protocol != "bsp" and f > 0.3 else 1.0  # noqa: E731
     summary, cluster, _ = _run(write_spec, tmp_path, _dip(monkeypatch), cluster=FakeCluster(total=8000, loss=loss))
