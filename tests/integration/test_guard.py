@@ -75,8 +75,11 @@ def test_a_forced_fall_back_goes_on_from_the_current_weights(write_spec, tmp_pat
     result, summary = _submit(write_spec, tmp_path, "1.0", "--set", "policy.guard.action=fall-back")
     assert result.exit_code == 0, result.output
     assert summary["status"] == "completed", summary["message"]
-    (event,) = summary["guard_events"]
+    event, *after = summary["guard_events"]
     assert event["action"].startswith("fall back at") and event["action"].endswith("continue with bsp")
+    # BSP from a collapsed model rarely brings it back: where it ends below the floor, the guard says so.
+    assert [e["reason"] for e in after] == (["short after repair"] if summary["final_accuracy"]
+                                            < event["values"]["floor"] else [])
     assert event["checkpoint"] is None and event["samples_lost"] == 0 and event["overhead_s"] > 0
     bsp, asp, fallback = summary["schedule"]
     assert [p["protocol"] for p in summary["schedule"]] == ["bsp", "asp", "bsp"] and "rolled_back_to" not in asp
