@@ -323,14 +323,19 @@ def main() -> None:
     except SyncSwitchError as exc:
         emit(codec.event(error=pb.TaskError(message=str(exc), kind=_error_kind(exc))))
         code = exc.exit_code
-    except tf.errors.OutOfRangeError:
-        # The training set is repeated (graph.build), so it ends only when this worker's shard is empty.
-        n = launch.num_workers
-        exc = ScriptError(f"script {launch.script_path}: input_fn('train', ...) gave worker {launch.task_index} no "
-                          f"batch: each of the {n} workers reads one batch in {n}, so the training set needs at "
-                          f"least {n} batches")
-        emit(codec.event(error=pb.TaskError(message=str(exc), kind=_error_kind(exc))))
-        code = exc.exit_code
+    except tf.errors.OutOfRangeError as exc:
+        if "End of sequence" in str(exc):
+            # The training set is repeated (graph.build), so it ends only when this worker's shard is empty.
+            n = launch.num_workers
+            error = ScriptError(f"script {launch.script_path}: input_fn('train', ...) gave worker "
+                                f"{launch.task_index} no batch: each of the {n} workers reads one batch in {n}, so "
+                                f"the training set needs at least {n} batches")
+            emit(codec.event(error=pb.TaskError(message=str(error), kind=_error_kind(error))))
+            code = error.exit_code
+        else:  # not the input pipeline (a closed queue, e.g. BSP's tokens): say what it was, traceback to the log
+            traceback.print_exc()
+            emit(codec.event(error=pb.TaskError(message=one_line(exc))))
+            code = 1
     except Exception as exc:  # noqa: BLE001 - anything else is reported in one line, traceback to the log
         traceback.print_exc()
         emit(codec.event(error=pb.TaskError(message=one_line(exc))))
