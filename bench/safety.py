@@ -49,15 +49,15 @@ def _variant_stats(summaries: list[dict]) -> dict:
     def did(s, action):  # its guard's events include one with this action ("rollback", "fall back")
         return any(str(e.get("action", "")).startswith(action) for e in s.get("guard_events") or [])
 
-    out["repairs"] = {"rollback": sum(did(s, "rollback") for s in completed),
-                      "fall back": sum(did(s, "fall back") and not did(s, "rollback") for s in completed)}
+    rolled = [s for s in completed if did(s, "rollback")]
+    fell = [s for s in completed if did(s, "fall back") and not did(s, "rollback")]
+    out["repairs"] = {"rollback": len(rolled), "fall back": len(fell)}
     acted = [s.get("total_time_s") for s in completed if s.get("guard_events")]
     quiet = [s.get("total_time_s") for s in completed if not s.get("guard_events")]
     out["total_time_s_guard_acted"] = common.spread(acted)
     out["total_time_s_guard_quiet"] = common.spread(quiet)
-    out["total_time_s_rolled_back"] = common.spread([s.get("total_time_s") for s in completed if did(s, "rollback")])
-    out["total_time_s_fell_back"] = common.spread([s.get("total_time_s") for s in completed
-                                                   if did(s, "fall back") and not did(s, "rollback")])
+    out["total_time_s_rolled_back"] = common.spread([s.get("total_time_s") for s in rolled])
+    out["total_time_s_fell_back"] = common.spread([s.get("total_time_s") for s in fell])
     out["run_dirs"] = [s.get("run_dir") for s in summaries]
     return out
 

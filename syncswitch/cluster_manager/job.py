@@ -335,7 +335,7 @@ class JobRun(JobEvents, JobRecovery, JobRepair, JobResume):
             return False
         self.evaluations.close_input()
         final = [e for e in self.evaluations.results if e["fraction"] >= 1.0]
-        short = final and self.guard.enabled and self.guard.shortfall(final[-1]["fraction"], final[-1]["accuracy"])
+        short = final and self.guard.shortfall(final[-1]["fraction"], final[-1]["accuracy"])  # None if unrepaired
         if short:
             self.outputs.record({"kind": "guard", "t": time.time() - self.record.t_submit, **short})
             self.bar.message(f"guard: the repaired run ends at accuracy {short['values']['accuracy']:.4g}, below "
