@@ -163,9 +163,9 @@ def run_summary(spec, variant: str | None, run_dir: str) -> dict:
     started = time.time()
     try:
         if variant is None:  # the spec's own schedule
-            from syncswitch.cluster_manager import manager
+            from syncswitch.cluster_manager import submission
 
-            summary = manager.submit(spec, output_dir=run_dir, progress=False)
+            summary = submission.submit(spec, output_dir=run_dir, progress=False)
         else:
             summary = run_variant(spec, variant, run_dir)
     except KeyboardInterrupt:

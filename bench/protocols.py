@@ -48,13 +48,13 @@ def schedule_of(variant: str):
 
 
 def run_once(spec, variant: str, seed: int, run_dir: str) -> dict:
-    from syncswitch.cluster_manager import manager
+    from syncswitch.cluster_manager import submission
 
     policy = dataclasses.replace(spec.policy, schedule=schedule_of(variant), source="cli")
     job = dataclasses.replace(spec.with_policy(policy), seed=seed)
     started = time.time()
     try:
-        summary = manager.submit(job, output_dir=run_dir, progress=False)
+        summary = submission.submit(job, output_dir=run_dir, progress=False)
     except Exception as exc:  # noqa: BLE001 - recorded per run
         summary = {"status": "failed", "message": f"{type(exc).__name__}: {exc}"}
     if summary.get("status") == "interrupted":

@@ -8,7 +8,7 @@ import subprocess
 import sys
 import threading
 
-from syncswitch.cluster_manager.actuator import CheckpointShipper
+from syncswitch.cluster_manager.checkpoint_copies import CheckpointShipper
 from syncswitch.cluster_manager.events import EVALUATOR
 from syncswitch.node.forkserver import ForkedProcess
 from syncswitch.wire import agent_pb2 as pb

@@ -28,9 +28,9 @@ def variant_policy(spec, variant: str):
 
 
 def run_variant(spec, variant: str, run_dir: str, progress: bool = False) -> dict:
-    from syncswitch.cluster_manager import manager
+    from syncswitch.cluster_manager import submission
 
-    return manager.submit(spec.with_policy(variant_policy(spec, variant)), output_dir=run_dir, progress=progress)
+    return submission.submit(spec.with_policy(variant_policy(spec, variant)), output_dir=run_dir, progress=progress)
 
 
 def run_pilot_factory(job_spec, output_root: str):

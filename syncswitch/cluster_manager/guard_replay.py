@@ -15,11 +15,11 @@ import json
 import os
 from typing import Any
 
-from syncswitch.cluster_manager.guarding import synchronous
 from syncswitch.cluster_manager.reports import find_run_dirs
 from syncswitch.errors import SpecError
 from syncswitch.policies.base import Verdict
 from syncswitch.policies.guard import DegradationGuard, GuardSettings
+from syncswitch.protocols.catalog import synchronous
 from syncswitch.spec.policy import guard_section
 
 PREFIX = "policy.guard."

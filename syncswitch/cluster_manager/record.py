@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import dataclasses
 
+from syncswitch.cluster_manager.lifecycle import RunStatus
+from syncswitch.cluster_manager.plan import SwitchMode
 from syncswitch.wire import agent_pb2 as pb
 
 
@@ -58,9 +60,9 @@ class RunRecord:
 
     job_id: str
     run_dir: str
-    mode: str                               # how switches are actuated: in-place | relaunch
+    mode: SwitchMode                        # how switches are actuated: in-place | relaunch
     t_submit: float
-    status: str = "failed"                  # completed | failed | diverged | interrupted
+    status: RunStatus = RunStatus.FAILED
     message: str | None = None
     first_step_time: float | None = None
     t_end: float | None = None              # the last worker reached the end of the workload
@@ -70,6 +72,8 @@ class RunRecord:
     evaluations: list[dict] = dataclasses.field(default_factory=list)
     abandoned_evaluations: list[dict] = dataclasses.field(default_factory=list)  # of branches rolled back
     states: list[dict] = dataclasses.field(default_factory=list)   # the lifecycle's transitions
+    failures: list[dict] = dataclasses.field(default_factory=list)  # one per node recovery (summary `failures`)
+    resumes: list[dict] = dataclasses.field(default_factory=list)   # one per `syncswitch resume` of this run
 
     def log_phase(self, protocol: str, config: dict, run: PhaseRun) -> dict:
         """Append phase `run`'s entry: where it started and ended, how long it took, how fast."""

@@ -2,7 +2,7 @@
 
 import pytest
 
-from syncswitch.cluster_manager.plan import PhasePlan
+from syncswitch.cluster_manager.plan import RunPlan
 from syncswitch.cluster_manager.stragglers import Slowdown, StragglerController
 from syncswitch.spec import NONBLOCKING_SWITCH_TO, Injection, StragglerSpec
 
@@ -78,7 +78,7 @@ def test_clean_cluster_raises_nothing_and_none_policy_never_acts():
 def _plan(text, write_spec):
     from syncswitch import spec as specmod
 
-    return PhasePlan(specmod.load(write_spec(text)))
+    return RunPlan(specmod.load(write_spec(text)))
 
 
 GREEDY = """

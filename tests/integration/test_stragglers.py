@@ -5,7 +5,7 @@ import json
 import pytest
 
 from syncswitch import spec as specmod
-from syncswitch.cluster_manager import manager
+from syncswitch.cluster_manager import submission
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 TARGET = specmod.default_switch_to(4, stragglers=True).protocol  # what `switch_at` switches to here
@@ -31,7 +31,7 @@ def _run(write_spec, tmp_path, policy, duration, epochs=12, schedule=None):
     if schedule:
         text = text.replace("policy: {switch_at: 0.7}", f"policy: {{schedule: {schedule}}}")
     job = specmod.load(write_spec(text))
-    summary = manager.submit(job, output_dir=str(tmp_path / "run"), progress=False)
+    summary = submission.submit(job, output_dir=str(tmp_path / "run"), progress=False)
     assert summary["status"] == "completed", summary["message"]
     (injected,) = summary["injected_stragglers"]
     detections = [e for e in summary["straggler_events"] if e["worker"] == 2]

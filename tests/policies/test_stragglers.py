@@ -215,9 +215,9 @@ def test_greedys_interlude_is_a_protocol_where_nobody_waits(write_spec, target, 
     """A straggler holds every worker of a protocol that blocks (local SGD's averages, SSP's bound) as it holds BSP:
     the interlude then runs `lookahead`, the best non-blocking target measured, not the run's switch target."""
     from syncswitch import spec as specmod
-    from syncswitch.cluster_manager.plan import PhasePlan
+    from syncswitch.cluster_manager.plan import RunPlan
 
     job = specmod.load(write_spec(GREEDY_JOB), [f"policy.switch_to={target}"])
-    plan = PhasePlan(job)
+    plan = RunPlan(job)
     assert plan.interlude.protocol == interlude
     assert plan.interlude.protocol in plan.extra_protocols() + [p.protocol for p in plan]

@@ -9,9 +9,10 @@ import secrets
 
 from syncswitch.cluster_manager.backends import ProvisionRequest, get_backend
 from syncswitch.cluster_manager.job import JobRun
-from syncswitch.cluster_manager.shipping import ScriptShipment
+from syncswitch.cluster_manager.lifecycle import RunStatus
+from syncswitch.cluster_manager.script_shipment import ScriptShipment
 
-STATUS_EXIT = {"completed": 0, "failed": 1, "diverged": 3, "interrupted": 130}
+STATUS_EXIT = {RunStatus.COMPLETED: 0, RunStatus.FAILED: 1, RunStatus.DIVERGED: 3, RunStatus.INTERRUPTED: 130}
 
 
 def default_run_dir(name: str) -> str:
@@ -45,7 +46,7 @@ def resume(run_dir: str, progress: bool = True, **job_args) -> dict:
     backend, connect and start_evaluator, for tests)."""
     import json
 
-    from syncswitch.cluster_manager.resume import load_job
+    from syncswitch.cluster_manager.journal import load_job
     from syncswitch.errors import SyncSwitchError
 
     spec = load_job(run_dir)
