@@ -116,7 +116,7 @@ def run_cmd(job, runs, threshold, max_settings, bsp_runs, target_accuracy, worke
     job_spec = specmod.load(job, list(sets) + workers_override(workers))
     if bsp_runs == 0 and target_accuracy is None:
         raise SearchError("--bsp-runs 0 needs --target-accuracy: without BSP reference runs there is no target")
-    from syncswitch.cluster_manager.experiments import run_pilot_factory
+    from syncswitch.cli.pilots import run_pilot_factory
 
     signature, inputs = storemod.signature_for_spec(job_spec)
     root = output_dir or os.path.join("runs", f"search-{job_spec.name}-{signature[:8]}")

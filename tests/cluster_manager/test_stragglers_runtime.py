@@ -148,3 +148,18 @@ def test_a_resumed_plan_keeps_greedys_interlude_settings(write_spec):
     fresh.restore(plan.describe_phases())
     assert [(p.protocol, p.until) for p in fresh] == [("bsp", 0.2), ("dc-asgd", 1.0)]
     assert fresh[1].params == DCASGD and fresh[1].config.learning_rate == 0.01
+
+
+def test_greedy_keeps_a_cut_phases_parameters(write_spec):
+    # A BSP phase with backup workers cut by greedy, and the BSP share owed back after the interlude, still aggregate
+    # the first 3 of 4 gradients: cutting a phase used to rebuild it from its protocol and end alone.
+    policy = "{schedule: [{protocol: bsp, until: 0.5, aggregate: 3}, {protocol: asp}]}"
+    plan = _plan(GREEDY.replace("{switch_at: SWITCH}", policy), write_spec)
+    assert plan[0].params == {"aggregate": 3}
+    plan.interrupt(0, 0.2)
+    assert (plan[0].protocol, plan[0].until, plan[0].params) == ("bsp", 0.2, {"aggregate": 3})
+    plan.resume(1, 0.3)
+    owed = plan[2]
+    assert (owed.protocol, round(owed.until, 6), owed.params) == ("bsp", 0.6, {"aggregate": 3})
+    assert owed.config == plan[0].config
+    assert [(p.protocol, p.until) for p in plan][-1] == ("asp", 1.0)
