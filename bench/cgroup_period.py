@@ -178,7 +178,7 @@ def main(argv=None) -> int:
         else:
             child(args.steps, args.warmup)
         return 0
-    from syncswitch.cluster_manager.backends.cgroups import CpuHierarchy
+    from syncswitch.backends.cgroups import CpuHierarchy
 
     hierarchy = CpuHierarchy.find()
     hierarchy.prepare()

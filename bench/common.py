@@ -150,6 +150,7 @@ def run_part(name: str, fn, *args, **kwargs) -> dict:
 
 
 def load_spec(job: str, overrides=()):
+    import syncswitch.backends  # noqa: F401 - registers the backends specs name
     from syncswitch import spec as specmod
 
     return specmod.load(job, list(overrides))

@@ -27,6 +27,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
+import syncswitch.backends  # noqa: E402,F401 - registers the backends specs name
 from syncswitch import spec as specmod  # noqa: E402
 from syncswitch.node import script as scriptmod  # noqa: E402
 from syncswitch.protocols.engines.lookahead import lookahead_factor  # noqa: E402

@@ -3,7 +3,7 @@
 import pytest
 
 from syncswitch import spec as specmod
-from syncswitch.cluster_manager.backends.base import ClusterInfo, NodeInfo
+from syncswitch.backends.base import ClusterInfo, NodeInfo
 from syncswitch.errors import SpecError
 from tests.conftest import MINIMAL
 

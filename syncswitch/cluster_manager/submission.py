@@ -7,7 +7,7 @@ import logging
 import os
 import secrets
 
-from syncswitch.cluster_manager.backends import ProvisionRequest, get_backend
+from syncswitch.backends import ProvisionRequest, get_backend
 from syncswitch.cluster_manager.job import JobRun
 from syncswitch.cluster_manager.lifecycle import RunStatus
 from syncswitch.cluster_manager.script_shipment import ScriptShipment

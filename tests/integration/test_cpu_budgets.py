@@ -16,9 +16,9 @@ from click.testing import CliRunner
 from syncswitch import spec as specmod
 from syncswitch.cli import cli
 from syncswitch.cluster_manager import submission
-from syncswitch.cluster_manager.backends import ProvisionRequest
-from syncswitch.cluster_manager.backends.cgroups import CpuGroup
-from syncswitch.cluster_manager.backends.local import LocalBackend
+from syncswitch.backends import ProvisionRequest
+from syncswitch.backends.cgroups import CpuGroup
+from syncswitch.backends.local import LocalBackend
 from tests.conftest import ROOT, real_cpu_hierarchy
 
 pytestmark = pytest.mark.cluster

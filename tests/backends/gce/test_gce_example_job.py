@@ -10,8 +10,8 @@ import os
 
 import yaml
 
-from syncswitch.cluster_manager.backends.gce import GceBackend
-from syncswitch.cluster_manager.backends.gce.options import resolve
+from syncswitch.backends.gce import GceBackend
+from syncswitch.backends.gce.options import resolve
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 JOB = os.path.join(ROOT, "jobs", "resnet32_cifar10_gce.yaml")

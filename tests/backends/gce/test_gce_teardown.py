@@ -8,7 +8,7 @@ import os
 import pytest
 from gce_fake import BadRequest, Forbidden, ServiceUnavailable
 
-from syncswitch.cluster_manager.backends.gce import journal as journals
+from syncswitch.backends.gce import journal as journals
 from syncswitch.errors import ClusterError
 
 

@@ -7,7 +7,7 @@ import dataclasses
 import pytest
 
 from syncswitch import spec as specmod
-from syncswitch.cluster_manager.backends.gce import resources
+from syncswitch.backends.gce import resources
 from syncswitch.cluster_manager.job import JobRun
 from tests.cluster_manager.fake_cluster import FakeCluster, Failure, start_fake_evaluator
 

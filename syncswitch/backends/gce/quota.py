@@ -5,8 +5,8 @@ from __future__ import annotations
 import re
 from typing import Callable
 
-from syncswitch.cluster_manager.backends.gce.compute import ComputeClient, GceError
-from syncswitch.cluster_manager.backends.gce.options import GPU_QUOTA_METRICS, GceConfig, region_of
+from syncswitch.backends.gce.compute import ComputeClient, GceError
+from syncswitch.backends.gce.options import GPU_QUOTA_METRICS, GceConfig, region_of
 from syncswitch.errors import ClusterError
 
 

@@ -9,7 +9,7 @@ import socket
 import threading
 import time
 
-from syncswitch.cluster_manager.backends.gce.resources import slug
+from syncswitch.backends.gce.resources import slug
 from syncswitch.files import write_json_atomic
 
 FILENAME = "gce-journal.json"

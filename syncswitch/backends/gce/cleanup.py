@@ -7,9 +7,9 @@ import dataclasses
 import time
 from typing import Callable, Iterable
 
-from syncswitch.cluster_manager.backends.gce import journal as journals
-from syncswitch.cluster_manager.backends.gce import resources
-from syncswitch.cluster_manager.backends.gce.compute import ComputeClient, GceError
+from syncswitch.backends.gce import journal as journals
+from syncswitch.backends.gce import resources
+from syncswitch.backends.gce.compute import ComputeClient, GceError
 
 INSTANCE, FIREWALL = "instance", "firewall"
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from syncswitch.cluster_manager.backends.gce.options import GceConfig
+from syncswitch.backends.gce.options import GceConfig
 
 PRICES_AS_OF = "2024 on-demand list prices, us-central1"
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from syncswitch.cluster_manager.backends.gce import GceBackend
-from syncswitch.cluster_manager.backends.gce.options import GceConfig, resolve
+from syncswitch.backends.gce import GceBackend
+from syncswitch.backends.gce.options import GceConfig, resolve
 from syncswitch.errors import SpecError
 
 validate = GceBackend.validate_options

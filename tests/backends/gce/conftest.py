@@ -8,9 +8,9 @@ from __future__ import annotations
 import pytest
 from gce_fake import TOKEN, FakeCloud
 
-from syncswitch.cluster_manager.backends.base import ProvisionRequest
-from syncswitch.cluster_manager.backends.gce import GceBackend
-from syncswitch.cluster_manager.backends.gce.compute import sdk_override
+from syncswitch.backends.base import ProvisionRequest
+from syncswitch.backends.gce import GceBackend
+from syncswitch.backends.gce.compute import sdk_override
 
 
 @pytest.fixture(autouse=True)

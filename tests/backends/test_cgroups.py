@@ -13,9 +13,9 @@ import psutil
 import pytest
 
 from syncswitch import spec as specmod
-from syncswitch.cluster_manager.backends import ProvisionRequest
-from syncswitch.cluster_manager.backends.cgroups import CgroupError, CpuHierarchy, owner_tag
-from syncswitch.cluster_manager.backends.local import LocalBackend
+from syncswitch.backends import ProvisionRequest
+from syncswitch.backends.cgroups import CgroupError, CpuHierarchy, owner_tag
+from syncswitch.backends.local import LocalBackend
 from syncswitch.errors import ClusterError, SpecError
 from tests.conftest import MINIMAL, ROOT, real_cpu_hierarchy
 
@@ -121,8 +121,8 @@ def test_an_unprivileged_user_is_told_it_is_not_root(tmp_path):
         fh.write(f"cgroup {root} cgroup rw,cpu 0 0\n")
     code = textwrap.dedent(f"""
         import os, sys
-        from syncswitch.cluster_manager.backends.local import LocalBackend
-        from syncswitch.cluster_manager.backends import ProvisionRequest
+        from syncswitch.backends.local import LocalBackend
+        from syncswitch.backends import ProvisionRequest
         from syncswitch.errors import ClusterError
         import syncswitch.wire.client  # noqa: F401 (provision imports it)
         os.setgid(65534); os.setuid(65534)  # after the imports: this Python lives under root's private home
@@ -262,7 +262,7 @@ def test_stale_groups_of_a_dead_manager_are_cleaned_and_live_ones_kept(tmp_path)
     # A real "manager": creates a run group, starts a process in it, then dies without cleaning up.
     code = textwrap.dedent("""
         import subprocess, sys, time
-        from syncswitch.cluster_manager.backends.cgroups import CpuHierarchy
+        from syncswitch.backends.cgroups import CpuHierarchy
         h = CpuHierarchy.find(); h.prepare()
         run = h.create_run("stale-test", 2, 0.3)
         child = subprocess.Popen(run.nodes[1].command(["sleep", "600"]), start_new_session=True)
@@ -349,7 +349,7 @@ def test_a_backend_without_budgets_refuses_slowdowns(tmp_path):
 @pytest.mark.cluster
 def test_a_task_forked_for_a_budgeted_node_joins_its_group_and_the_fork_server_stays_outside(tmp_path,
                                                                                           no_leftovers):
-    from syncswitch.node.forkserver import ForkedProcess
+    from syncswitch.wire.forkclient import ForkedProcess
 
     backend = LocalBackend()
     try:

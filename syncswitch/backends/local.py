@@ -13,9 +13,9 @@ import sys
 import time
 
 from syncswitch.registry import BACKENDS
-from syncswitch.cluster_manager.backends.base import (Backend, BackendCapabilities, ClusterInfo, NodeInfo,
+from syncswitch.backends.base import (Backend, BackendCapabilities, ClusterInfo, NodeInfo,
                                                       ProvisionRequest)
-from syncswitch.cluster_manager.backends.cgroups import CgroupError, CpuGroup, CpuHierarchy, RunGroups
+from syncswitch.backends.cgroups import CgroupError, CpuGroup, CpuHierarchy, RunGroups
 from syncswitch.errors import ClusterError, SpecError
 from syncswitch.files import write_json_atomic
 

@@ -22,9 +22,9 @@ requests = pytest.importorskip("requests")
 from google.api_core import exceptions as api_exceptions  # noqa: E402
 from google.auth.credentials import AnonymousCredentials  # noqa: E402
 
-from syncswitch.cluster_manager.backends.base import ProvisionRequest  # noqa: E402
-from syncswitch.cluster_manager.backends.gce import GceBackend, options, resources  # noqa: E402
-from syncswitch.cluster_manager.backends.gce.compute import (  # noqa: E402
+from syncswitch.backends.base import ProvisionRequest  # noqa: E402
+from syncswitch.backends.gce import GceBackend, options, resources  # noqa: E402
+from syncswitch.backends.gce.compute import (  # noqa: E402
     EXHAUSTED, QUOTA, ComputeClient, GceError, Sdk)
 
 PROJECT = "test-proj-1"

@@ -13,12 +13,12 @@ import threading
 import pytest
 from gce_fake import BadRequest, Conflict, FakeCloud, Forbidden, NotFound, exhausted_op, quota_op
 
-from syncswitch.cluster_manager.backends.gce import compute, journal, wait_for_port
+from syncswitch.backends.gce import compute, journal, wait_for_port
 from syncswitch.errors import ClusterError
 
 
 def test_importing_the_backend_never_imports_the_sdk():
-    code = ("import sys, syncswitch.cluster_manager.backends.gce, syncswitch.cli; "
+    code = ("import sys, syncswitch.backends.gce, syncswitch.cli; "
             "print(any(m.startswith(('google.cloud', 'google.api_core')) for m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
@@ -95,7 +95,7 @@ def test_journal_round_trip_and_find(tmp_path):
     assert previous is None and [e["name"] for e in again.live()] == ["n0"]
     assert again.owner_status() == journal.ALIVE
     assert os.listdir(run) == [journal.FILENAME]
-    from syncswitch.cluster_manager.backends.gce.resources import slug
+    from syncswitch.backends.gce.resources import slug
     for key in ("My_Job", slug("My_Job")):
         assert [j.path for j in journal.find(key, [str(tmp_path / "runs")])] == [journal.path_in(str(run))]
     assert journal.find("other", [str(tmp_path / "runs")]) == []

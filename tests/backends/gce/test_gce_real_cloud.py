@@ -19,9 +19,9 @@ def test_one_cpu_node_round_trip(tmp_path):
     pytest.importorskip("google.cloud.compute_v1")
     import secrets
 
-    from syncswitch.cluster_manager.backends.base import ProvisionRequest
-    from syncswitch.cluster_manager.backends.gce import GceBackend, resources
-    from syncswitch.cluster_manager.backends.gce.compute import ComputeClient
+    from syncswitch.backends.base import ProvisionRequest
+    from syncswitch.backends.gce import GceBackend, resources
+    from syncswitch.backends.gce.compute import ComputeClient
 
     install = os.environ.get("SYNCSWITCH_GCE_INSTALL")
     if not install:

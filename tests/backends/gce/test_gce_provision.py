@@ -8,7 +8,7 @@ import pytest
 from gce_fake import TOKEN, Forbidden
 
 import syncswitch
-from syncswitch.cluster_manager.backends.gce import resources
+from syncswitch.backends.gce import resources
 from syncswitch.errors import ClusterError
 
 

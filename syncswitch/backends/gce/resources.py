@@ -6,7 +6,7 @@ import hashlib
 import re
 import shlex
 
-from syncswitch.cluster_manager.backends.gce.options import GceConfig, region_of
+from syncswitch.backends.gce.options import GceConfig, region_of
 
 LABEL_JOB = "syncswitch-job"
 LABEL_NODE = "syncswitch-node"

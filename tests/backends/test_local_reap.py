@@ -5,7 +5,7 @@ import subprocess
 import sys
 import time
 
-from syncswitch.cluster_manager.backends.local import AGENTS_FILE, LocalBackend
+from syncswitch.backends.local import AGENTS_FILE, LocalBackend
 
 
 def _sleeper(*args):

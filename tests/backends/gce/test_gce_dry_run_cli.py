@@ -9,7 +9,7 @@ from click.testing import CliRunner
 from gce_fake import TOKEN
 
 from syncswitch.cli import cli
-from syncswitch.cluster_manager.backends.gce import GceBackend, compute
+from syncswitch.backends.gce import GceBackend, compute
 
 
 @pytest.fixture
@@ -81,7 +81,7 @@ def test_cluster_down_by_label_only(cloud, backend, make_request, tmp_path):
 def test_cluster_down_failure_exits_non_zero(cloud, backend, make_request, tmp_path, monkeypatch):
     from gce_fake import Forbidden
 
-    from syncswitch.cluster_manager.backends.gce import cleanup
+    from syncswitch.backends.gce import cleanup
 
     monkeypatch.setattr(cleanup, "_sleep", lambda seconds: None)
     backend.provision(make_request(1, job_id="job-a"))

@@ -2,7 +2,7 @@
 
 import socket
 
-from syncswitch.cluster_manager.backends import local
+from syncswitch.backends import local
 
 
 def test_ports_are_distinct_bindable_and_below_the_ephemeral_range():

@@ -13,11 +13,11 @@ from typing import Any, Callable
 
 import syncswitch
 from syncswitch.registry import BACKENDS
-from syncswitch.cluster_manager.backends.base import Backend, ClusterInfo, NodeInfo, ProvisionRequest
-from syncswitch.cluster_manager.backends.gce import cleanup, options, pricing, quota, resources
-from syncswitch.cluster_manager.backends.gce import journal as journals
-from syncswitch.cluster_manager.backends.gce.compute import EXHAUSTED, QUOTA, ComputeClient, GceError, env_project
-from syncswitch.cluster_manager.backends.gce.net import wait_for_port
+from syncswitch.backends.base import Backend, ClusterInfo, NodeInfo, ProvisionRequest
+from syncswitch.backends.gce import cleanup, options, pricing, quota, resources
+from syncswitch.backends.gce import journal as journals
+from syncswitch.backends.gce.compute import EXHAUSTED, QUOTA, ComputeClient, GceError, env_project
+from syncswitch.backends.gce.net import wait_for_port
 from syncswitch.errors import ClusterError
 
 log = logging.getLogger(__name__)

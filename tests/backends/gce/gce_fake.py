@@ -8,7 +8,7 @@ import time
 import types
 from typing import Callable
 
-from syncswitch.cluster_manager.backends.gce.compute import Sdk
+from syncswitch.backends.gce.compute import Sdk
 
 TOKEN = "s3cret-job-token"  # the job token every fake request carries
 
