@@ -150,11 +150,11 @@ class LocalBackend(Backend):
     def _start_fork_server(self) -> None:
         import tempfile
 
-        from syncswitch.node import forkserver
+        from syncswitch.wire.forkclient import PRIVATE_PREFIX
 
         # A private directory (0700): the socket forks processes as this user, so no one else may reach it. Under
         # /tmp, not the run folder: a Unix socket path must stay under ~100 bytes.
-        folder = tempfile.mkdtemp(prefix=forkserver.PRIVATE_PREFIX)
+        folder = tempfile.mkdtemp(prefix=PRIVATE_PREFIX)
         self.fork_socket = os.path.join(folder, "socket")
         os.makedirs(self.request.run_dir, exist_ok=True)
         log = open(os.path.join(self.request.run_dir, "forkserver.log"), "ab")

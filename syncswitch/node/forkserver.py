@@ -25,9 +25,7 @@ import struct
 import sys
 import time
 
-from syncswitch.wire.forkclient import ENTRIES
-
-PRIVATE_PREFIX = "syncswitch-fork-"  # the folder a launcher made for the socket alone: the server removes it
+from syncswitch.wire.forkclient import ENTRIES, PRIVATE_PREFIX
 
 
 # -- the server side -----------------------------------------------------------------------------

@@ -17,6 +17,7 @@ import time
 # What a request may start: the training task and the evaluator (never an arbitrary module).
 ENTRIES = {"task": "syncswitch.node.task", "evaluator": "syncswitch.node.evaluator"}
 CONNECT_TIMEOUT_S = 180.0  # the server imports TensorFlow before its socket appears
+PRIVATE_PREFIX = "syncswitch-fork-"  # the folder a launcher made for the socket alone: the server removes it
 
 
 class ForkServerError(Exception):
