@@ -10,9 +10,15 @@ import dataclasses
 import json
 import os
 
+from syncswitch.errors import SpecError
+
 SUMMARY_FILE, RUN_FILE, JOB_FILE, METRICS_FILE = "summary.json", "run.json", "job.json", "metrics.jsonl"
 NO_ACTION = "none"  # a guard event whose action starts with it recorded a verdict nothing was done about
 REPAIRS = ("rollback", "fall back")
+
+
+class RunFolderError(SpecError):
+    """A run folder, or one of its files, cannot be read; the message names the folder or the file."""
 
 
 def repair_of(event: dict) -> str | None:
@@ -54,18 +60,82 @@ class RunSummary:
         return any(repair_of(e) == kind for e in self.guard_events)
 
 
+def is_run_folder(path: str) -> bool:
+    """A folder a run wrote to: it has a summary, or at least the metrics of a run that never finished."""
+    return any(os.path.isfile(os.path.join(path, name)) for name in (SUMMARY_FILE, METRICS_FILE))
+
+
+def find_run_dirs(paths) -> list[str]:
+    """Expand each path: a run folder stays, a parent folder gives its immediate run subfolders."""
+    found, seen = [], set()
+    for path in paths:
+        if not os.path.isdir(path):
+            raise RunFolderError(f"{path}: no such folder")
+        if is_run_folder(path):
+            candidates = [path]
+        else:
+            candidates = [os.path.join(path, d) for d in sorted(os.listdir(path))]
+            candidates = [d for d in candidates if os.path.isdir(d) and is_run_folder(d)]
+            if not candidates:
+                raise RunFolderError(f"{path}: neither a run folder (summary.json, metrics.jsonl) "
+                                "nor a folder of run folders")
+        for candidate in candidates:
+            key = os.path.realpath(candidate)
+            if key not in seen:
+                seen.add(key)
+                found.append(candidate)
+    return found
+
+
 def read_json(run_dir: str, name: str) -> dict | None:
-    """One JSON file of the folder, or None where it is missing."""
+    """One JSON object file of the folder (job.json, run.json, summary.json), or None where it is missing."""
+    path = os.path.join(run_dir, name)
     try:
-        with open(os.path.join(run_dir, name), encoding="utf-8") as fh:
-            return json.load(fh)
+        with open(path, encoding="utf-8") as fh:
+            doc = json.load(fh)
     except FileNotFoundError:
         return None
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise RunFolderError(f"{path}: corrupt JSON ({exc})") from None
+    except OSError as exc:
+        raise RunFolderError(f"{path}: {exc.strerror}") from None
+    if not isinstance(doc, dict):
+        raise RunFolderError(f"{path}: expected a JSON object")
+    return doc
 
 
-def read_summary(run_dir: str) -> RunSummary | None:
+def read_summary(run_dir: str) -> RunSummary:
+    """The folder's summary.json; RunFolderError where it has none or it cannot be read."""
     doc = read_json(run_dir, SUMMARY_FILE)
-    return None if doc is None else RunSummary(doc)
+    if doc is None:
+        raise RunFolderError(f"{run_dir}: no {SUMMARY_FILE} (not a run folder, or the run never finished)")
+    return RunSummary(doc)
+
+
+def read_records(run_dir: str, required: bool = False) -> list[dict]:
+    """metrics.jsonl's records in order. A torn last line (a run killed mid-write) is left out; any other line that
+    is not a JSON record is an error naming it. Without the file: [] (RunFolderError where `required`)."""
+    path = os.path.join(run_dir, METRICS_FILE)
+    try:
+        with open(path, encoding="utf-8") as fh:
+            lines = fh.read().splitlines()
+    except FileNotFoundError:
+        if required:
+            raise RunFolderError(f"{path}: missing; not a finished run folder") from None
+        return []
+    records = []
+    for n, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except ValueError:
+            if n == len(lines):
+                break
+            raise RunFolderError(f"{path}:{n}: not a JSON record") from None
+        if isinstance(record, dict):
+            records.append(record)
+    return records
 
 
 def metrics_reached(run_dir: str) -> float:

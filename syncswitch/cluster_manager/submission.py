@@ -9,8 +9,11 @@ import secrets
 
 from syncswitch.backends import ProvisionRequest, get_backend
 from syncswitch.cluster_manager.job import JobRun
+from syncswitch.cluster_manager.journal import load_job
 from syncswitch.cluster_manager.lifecycle import RunStatus
 from syncswitch.cluster_manager.script_shipment import ScriptShipment
+from syncswitch.errors import SyncSwitchError
+from syncswitch.runfolder import SUMMARY_FILE, read_summary
 
 STATUS_EXIT = {RunStatus.COMPLETED: 0, RunStatus.FAILED: 1, RunStatus.DIVERGED: 3, RunStatus.INTERRUPTED: 130}
 
@@ -44,17 +47,10 @@ def submit(spec, output_dir: str | None = None, progress: bool = True) -> dict:
 def resume(run_dir: str, progress: bool = True, **job_args) -> dict:
     """Continue the interrupted or failed run in `run_dir` from its last durable checkpoint (`job_args`: JobRun's
     backend, connect and start_evaluator, for tests)."""
-    import json
-
-    from syncswitch.cluster_manager.journal import load_job
-    from syncswitch.errors import SyncSwitchError
-
     spec = load_job(run_dir)
-    summary_path = os.path.join(run_dir, "summary.json")
+    summary_path = os.path.join(run_dir, SUMMARY_FILE)
     if os.path.exists(summary_path):
-        with open(summary_path, encoding="utf-8") as fh:
-            status = json.load(fh).get("status")
-        if status == "completed":
+        if read_summary(run_dir).completed:
             raise SyncSwitchError(f"{run_dir}: the run completed; nothing to resume")
         n = sum(1 for name in os.listdir(run_dir) if name.startswith("summary.before-resume"))
         os.replace(summary_path, os.path.join(run_dir, f"summary.before-resume-{n + 1}.json"))
