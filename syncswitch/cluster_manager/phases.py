@@ -82,7 +82,7 @@ class PhaseDriver:
             "mode": mode, "overhead_s": resumed - decision,
             "reason": f"{self.stragglers.policy.name} policy" if action else reason})
         if action is not None:
-            action["overhead_s"] = resumed - decision
+            action.overhead_s = resumed - decision
         # The group is whole again; once no BSP is owed, ASP is immune and detection stops.
         self.stragglers.phase_changed(bsp_share_done=not ctx.plan.owes_bsp(k))
 

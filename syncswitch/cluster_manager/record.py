@@ -10,6 +10,28 @@ from syncswitch.wire import agent_pb2 as pb
 
 
 @dataclasses.dataclass
+class PolicyActionRecord:
+    """One straggler-policy action as carried out (summary.json `policy_actions`): decided when, what, and what it
+    cost once known (the switch it caused, or until its last idled straggler left the group)."""
+
+    time_s: float                       # decided at, from the first training step
+    action: str                         # "shrink" | "switch"
+    protocol: str | None
+    workers: list[int]
+    reason: str
+    overhead_s: float | None = None
+    group_size: int | None = None       # elastic's shrink: the group it left training
+    at_fraction: float | None = None    # greedy's switch: where it cut the running phase
+
+    def cost_at_least(self, seconds: float) -> None:
+        self.overhead_s = max(self.overhead_s or 0.0, seconds)
+
+    def as_dict(self) -> dict:
+        entry = dataclasses.asdict(self)
+        return {k: v for k, v in entry.items() if v is not None or k not in ("group_size", "at_fraction")}
+
+
+@dataclasses.dataclass
 class PhaseRun:
     """The manager's view of one phase while it runs: who started, who paused, what was done for it."""
 
@@ -19,7 +41,7 @@ class PhaseRun:
     entered: pb.Entered | None = None       # the chief applied the phase's configuration
     released: bool = False                  # BSP workers blocked in a step were freed at the boundary
     joined: bool = False                    # idled workers were told to join the others at the boundary
-    policy_switch: tuple[float, dict] | None = None  # a straggler policy ended it: (decided at, action)
+    policy_switch: tuple[float, PolicyActionRecord] | None = None  # a straggler policy ended it: (decided at, action)
     start_fraction: float | None = None     # where it starts when that is not where the last one ended
     restored: pb.Restored | None = None     # after it was abandoned: the chief restored a checkpoint
 

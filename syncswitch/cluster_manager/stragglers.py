@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from syncswitch.cluster_manager.record import PolicyActionRecord
 from syncswitch.policies import STRAGGLER_POLICIES, PolicyContext
 from syncswitch.policies.detection import StragglerDetector
 from syncswitch.protocols.catalog import synchronous
@@ -38,7 +39,7 @@ class StragglerController:
         self.pending = list(spec.injections)
         self.active: dict[int, dict] = {}
         self.injected: list[dict] = []
-        self.actions: list[dict] = []
+        self.actions: list[PolicyActionRecord] = []
         self.idle: set[int] = set()
         self.watching = True  # False once the BSP share is done: ASP is immune, nothing to detect
         self.t0: float | None = None
@@ -113,9 +114,9 @@ class StragglerController:
                 actions.append(action)
         return events, actions
 
-    def record_action(self, action, decided_at: float, **extra) -> dict:
-        entry = {"time_s": self.rel(decided_at), "action": action.kind, "protocol": action.protocol,
-                 "workers": list(action.workers), "reason": action.reason, "overhead_s": None, **extra}
+    def record_action(self, action, decided_at: float, **extra) -> PolicyActionRecord:
+        entry = PolicyActionRecord(self.rel(decided_at), action.kind, action.protocol, list(action.workers),
+                                   action.reason, **extra)
         self.actions.append(entry)
         return entry
 
@@ -133,7 +134,7 @@ class StragglerController:
                 "straggler_detection": {"window_s": detector.window_s, "consecutive": detector.consecutive,
                                         "min_gap": detector.min_gap},
                 "straggler_events": self.detector.events_summary(),
-                "policy_actions": self.actions,
+                "policy_actions": [a.as_dict() for a in self.actions],
                 "injected_stragglers": self.injected}
 
 
@@ -151,7 +152,7 @@ class StragglerResponder:
         self.ctx = ctx
         self.nodes = nodes
         self.guard_rolled_back = guard_rolled_back
-        self.idle_entries: dict[int, tuple[dict, float]] = {}   # worker -> (shrink action, decided at)
+        self.idle_entries: dict[int, tuple[PolicyActionRecord, float]] = {}  # worker -> (its shrink, decided at)
         self.declined = False  # greedy asked to go asynchronous after a guard rollback (said once)
 
     def on_metrics(self, source: int, metrics, received: float, fraction: float, k: int | None) -> None:
@@ -185,7 +186,7 @@ class StragglerResponder:
     def on_idled(self, worker: int, received: float) -> None:
         entry, decided = self.idle_entries.pop(worker, (None, None))
         if entry is not None:  # the action's cost: until its last straggler left the group
-            entry["overhead_s"] = max(entry["overhead_s"] or 0.0, received - decided)
+            entry.cost_at_least(received - decided)
 
     def _apply_slowdown(self, slowdown: Slowdown) -> None:
         if self.controller.spec.method == "cpu":
@@ -205,7 +206,7 @@ class StragglerResponder:
         for worker in action.workers:
             self.idle_entries[worker] = (entry, now)
             nodes.send(worker, idle=pb.Idle())
-        self.ctx.note("policy_action", now, **entry)
+        self.ctx.note("policy_action", now, **entry.as_dict())
 
     def _policy_switch(self, k: int, action, now: float, fraction: float) -> None:
         """Greedy: end the running phase at the current progress and continue with `action.protocol`."""
@@ -227,5 +228,5 @@ class StragglerResponder:
             ctx.plan.resume(k, fraction)
         entry = self.controller.record_action(action, now, at_fraction=fraction)
         run.policy_switch = (now, entry)
-        ctx.note("policy_action", now, **entry)
+        ctx.note("policy_action", now, **entry.as_dict())
         self.nodes.broadcast(set_boundary=pb.SetBoundary(phase=k, until=fraction))
