@@ -8,8 +8,8 @@ import secrets
 import signal
 import time
 
-from syncswitch.cluster_manager import events as ev
 from syncswitch.backends import ProvisionRequest, get_backend
+from syncswitch.cluster_manager import events as ev
 from syncswitch.cluster_manager.checkpoints import DurableCheckpoints
 from syncswitch.cluster_manager.context import RunContext
 from syncswitch.cluster_manager.evaluation import Evaluations

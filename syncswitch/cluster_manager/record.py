@@ -109,7 +109,7 @@ class RunRecord:
         samples = (end_fraction - start_fraction) * (self.total_samples or 0)
         start, end = run.start_time, run.end_time
         entry = {"protocol": protocol, "start_fraction": start_fraction, "end_fraction": end_fraction,
-                 "wall_time_s": end - start, "samples": int(round(samples)), "steps": run.steps,
+                 "wall_time_s": end - start, "samples": round(samples), "steps": run.steps,
                  "examples_per_s": samples / (end - start) if end > start else None, "config": config}
         self.phase_log.append(entry)
         return entry

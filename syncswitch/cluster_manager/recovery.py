@@ -249,7 +249,7 @@ class Recovery:
                  "state": state,
                  "detected_after_s": None if failure.last_heard is None else failure.detected - failure.last_heard,
                  "recovered_after_s": ctx.phase_run(k).last_start_time - failure.detected,
-                 "samples_lost": int(round(max(0.0, reached - fraction) * (ctx.record.total_samples or 0))),
+                 "samples_lost": round(max(0.0, reached - fraction) * (ctx.record.total_samples or 0)),
                  "fraction_reached": reached, "checkpoint": checkpoint.path if checkpoint else None,
                  "checkpoint_fraction": fraction, "resumed_phase": k, "agent_replaced": failure.agent_lost,
                  "adopted": [c.path for c in adopted],

@@ -104,7 +104,7 @@ class Repairs:
         lost = abandoned.end_fraction - checkpoint.fraction
         entry = guard.log_repair(verdict, f"rollback to {checkpoint.fraction * 100:.1f}%, continue with {protocol}",
                                  checkpoint=checkpoint.path, checkpoint_fraction=checkpoint.fraction,
-                                 samples_lost=int(round(lost * (ctx.record.total_samples or 0))),
+                                 samples_lost=round(lost * (ctx.record.total_samples or 0)),
                                  overhead_s=resumed - guard.decided_at, mode=ctx.plan.mode)
         ctx.record.phase_log[-1]["rolled_back_to"] = checkpoint.fraction
         ctx.note("guard", time.time(), **entry)

@@ -36,8 +36,8 @@ def test_a_failed_relaunch_leaves_the_tasks_live_and_restores_nothing():
     with pytest.raises(ClusterError):
         launcher.relaunch(1)
     assert ctx.tasks is TaskState.LIVE and relaunched == []  # a later death is a node's failure again
-    with pytest.raises(ClusterError):
-        with launcher.relaunching(TaskState.REPLACING):  # recovery's replacement takes the same path
-            assert ctx.tasks is TaskState.REPLACING and ctx.tasks.agents_may_go
-            launcher.launch_all(0)
+    with pytest.raises(ClusterError), launcher.relaunching(TaskState.REPLACING):  # recovery's replacement
+        assert ctx.tasks is TaskState.REPLACING and ctx.tasks.agents_may_go
+        launcher.launch_all(0)
     assert ctx.tasks is TaskState.LIVE and relaunched == []
+    assert [state for _, _, state in seen] == [TaskState.RELAUNCHING, TaskState.REPLACING]
