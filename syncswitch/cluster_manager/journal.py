@@ -15,9 +15,6 @@ from syncswitch.errors import SyncSwitchError
 from syncswitch.files import write_json_atomic
 from syncswitch.runfolder import JOB_FILE, RUN_FILE, read_json
 
-RECORD_KEYS = ("job_id", "t_submit", "first_step_time", "total_samples", "phase_log", "switches",
-               "abandoned_evaluations", "failures", "resumes")
-
 
 def save_job(spec, run_dir: str) -> None:
     """The spec as run: its validated document and the schedule it ran (a stored switch point included)."""
@@ -59,9 +56,8 @@ class RunJournal:
         ctx, guard = self.ctx, self.guard
         if ctx.outputs is None:
             return
-        record = {k: getattr(ctx.record, k) for k in RECORD_KEYS}
         write_json_atomic(os.path.join(ctx.run_dir, RUN_FILE), {
-            **record, "evaluations": self.evaluations.results,
+            **ctx.record.kept(), "evaluations": self.evaluations.results,
             "reached": max(ctx.reached(), ctx.reached_before),
             # The plan as it stands (a rollback's fallback rung, greedy's interruptions): checkpoints name its phases.
             "plan": ctx.plan.describe_phases(),

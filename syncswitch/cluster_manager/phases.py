@@ -51,12 +51,12 @@ class PhaseDriver:
         ctx.feed.wait_until(lambda: run.ended(self.nodes.workers), f"phase {k} to reach its end")
         planned = ctx.plan[k]
         entry = ctx.record.log_phase(planned.protocol, dataclasses.asdict(planned.config), run)
-        entry["params"] = planned.params
+        entry.params = planned.params
         # The protocol's own measurements, as the last worker to pause read them (counters on the PS).
         last = max(run.paused.values(), key=lambda rp: rp[0], default=None)
         if last is not None and last[1].HasField("measured"):
-            entry["measured"] = codec.from_struct(last[1].measured)
-        if entry["end_fraction"] >= 1.0:
+            entry.measured = codec.from_struct(last[1].measured)
+        if entry.end_fraction >= 1.0:
             ctx.plan.end_at(k)  # a policy's phase reached the end of the workload
 
     def switch(self, k: int, reason: str = "schedule") -> None:
@@ -97,7 +97,7 @@ class PhaseDriver:
     def finish(self) -> bool:
         """The final checkpoint and its evaluation; False when the guard condemned the last phase meanwhile."""
         ctx, guard, evaluations = self.ctx, self.guard, self.evaluations
-        reached = ctx.record.phase_log[-1]["end_fraction"]
+        reached = ctx.record.phase_log[-1].end_fraction
         if reached < 1.0:  # a phase ended early and nothing followed it: never report that as completed
             raise ClusterError(f"the last phase ended at {reached * 100:.1f}% of the workload")
         ctx.lifecycle.to(JobState.FINISHING)

@@ -77,6 +77,45 @@ class PhaseRun:
 
 
 @dataclasses.dataclass
+class PhaseLogEntry:
+    """One phase as it ran (summary.json `schedule`); the repairs and restarts that cut it short say so on it."""
+
+    protocol: str
+    start_fraction: float
+    end_fraction: float
+    wall_time_s: float
+    samples: int
+    steps: int
+    examples_per_s: float | None
+    config: dict
+    params: dict | None = None            # the protocol's parameters, catalog defaults filled in
+    measured: dict | None = None          # the protocol's own counters, as the last worker to pause read them
+    rolled_back_to: float | None = None   # the guard rolled its training back to this fraction
+    recovered_from: float | None = None   # a recovery or resume restarted from this fraction, before its end
+
+    OPTIONAL = ("params", "measured", "rolled_back_to", "recovered_from")  # left out of the summary while unset
+
+    def restarted_from(self, fraction: float) -> None:
+        """Training restarts from `fraction`: a phase that ran past it says where it was cut (once, the first)."""
+        if self.end_fraction > fraction and self.recovered_from is None:
+            self.recovered_from = fraction
+
+    def as_dict(self) -> dict:
+        entry = dataclasses.asdict(self)
+        return {k: v for k, v in entry.items() if v is not None or k not in self.OPTIONAL}
+
+    @classmethod
+    def from_dict(cls, entry: dict) -> PhaseLogEntry:
+        names = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in entry.items() if k in names})
+
+
+# What run.json keeps of the record for a resume, and how it is read back.
+KEPT = ("job_id", "t_submit", "first_step_time", "total_samples", "phase_log", "switches", "abandoned_evaluations",
+        "failures", "resumes")
+
+
+@dataclasses.dataclass
 class RunRecord:
     """Everything the summary reports about a run, whatever state it ended in."""
 
@@ -89,7 +128,7 @@ class RunRecord:
     first_step_time: float | None = None
     t_end: float | None = None              # the last worker reached the end of the workload
     total_samples: int | None = None
-    phase_log: list[dict] = dataclasses.field(default_factory=list)
+    phase_log: list[PhaseLogEntry] = dataclasses.field(default_factory=list)
     switches: list[dict] = dataclasses.field(default_factory=list)
     evaluations: list[dict] = dataclasses.field(default_factory=list)
     abandoned_evaluations: list[dict] = dataclasses.field(default_factory=list)  # of branches rolled back
@@ -97,19 +136,35 @@ class RunRecord:
     failures: list[dict] = dataclasses.field(default_factory=list)  # one per node recovery (summary `failures`)
     resumes: list[dict] = dataclasses.field(default_factory=list)   # one per `syncswitch resume` of this run
 
-    def log_phase(self, protocol: str, config: dict, run: PhaseRun) -> dict:
+    def kept(self) -> dict:
+        """The part of the record run.json keeps for a resume, as JSON."""
+        out = {k: getattr(self, k) for k in KEPT}
+        out["phase_log"] = [e.as_dict() for e in self.phase_log]
+        return out
+
+    def take_over(self, saved: dict) -> None:
+        """A dead manager's record as run.json kept it (`kept`); what it lacks keeps its value here."""
+        for key in KEPT:
+            if key in saved:
+                setattr(self, key, saved[key])
+        self.phase_log = [PhaseLogEntry.from_dict(e) for e in saved.get("phase_log", [])]
+
+    def restarted_from(self, fraction: float) -> None:
+        for entry in self.phase_log:
+            entry.restarted_from(fraction)
+
+    def log_phase(self, protocol: str, config: dict, run: PhaseRun) -> PhaseLogEntry:
         """Append phase `run`'s entry: where it started and ended, how long it took, how fast."""
         if run.start_fraction is not None:
             start_fraction = run.start_fraction
         elif self.phase_log:
-            start_fraction = self.phase_log[-1]["end_fraction"]
+            start_fraction = self.phase_log[-1].end_fraction
         else:
             start_fraction = run.entered.fraction if run.entered is not None else 0.0
         end_fraction = run.end_fraction
         samples = (end_fraction - start_fraction) * (self.total_samples or 0)
         start, end = run.start_time, run.end_time
-        entry = {"protocol": protocol, "start_fraction": start_fraction, "end_fraction": end_fraction,
-                 "wall_time_s": end - start, "samples": round(samples), "steps": run.steps,
-                 "examples_per_s": samples / (end - start) if end > start else None, "config": config}
+        entry = PhaseLogEntry(protocol, start_fraction, end_fraction, end - start, round(samples), run.steps,
+                              samples / (end - start) if end > start else None, config)
         self.phase_log.append(entry)
         return entry

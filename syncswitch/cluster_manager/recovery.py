@@ -191,9 +191,7 @@ class Recovery:
         ctx.record.abandoned_evaluations += self.evaluations.abandon_after(fraction)
         self.guard.forget_after(fraction)
         self.durable.drop_after(fraction)
-        for entry in ctx.record.phase_log:
-            if entry["end_fraction"] > fraction:
-                entry.setdefault("recovered_from", fraction)
+        ctx.record.restarted_from(fraction)
         ctx.phase_runs = {i: r for i, r in ctx.phase_runs.items() if i < k}
         ctx.latest.clear()
         ctx.checkpoint_name = f"model-f{len(ctx.record.failures) + 1}.ckpt"  # the lost branch keeps its names

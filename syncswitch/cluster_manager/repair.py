@@ -106,7 +106,7 @@ class Repairs:
                                  checkpoint=checkpoint.path, checkpoint_fraction=checkpoint.fraction,
                                  samples_lost=round(lost * (ctx.record.total_samples or 0)),
                                  overhead_s=resumed - guard.decided_at, mode=ctx.plan.mode)
-        ctx.record.phase_log[-1]["rolled_back_to"] = checkpoint.fraction
+        ctx.record.phase_log[-1].rolled_back_to = checkpoint.fraction
         ctx.note("guard", time.time(), **entry)
         ctx.scalar("guard/rollbacks", float(guard.rollbacks), verdict.fraction, resumed)
         self.stragglers.phase_changed(bsp_share_done=not ctx.plan.owes_bsp(k))

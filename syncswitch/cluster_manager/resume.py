@@ -6,7 +6,7 @@ import os
 import time
 
 from syncswitch.cluster_manager.checkpoints import DurableCheckpoint, DurableCheckpoints
-from syncswitch.cluster_manager.journal import RECORD_KEYS, load_run
+from syncswitch.cluster_manager.journal import load_run
 from syncswitch.errors import ClusterError, SyncSwitchError
 from syncswitch.runfolder import RUN_FILE, metrics_reached
 
@@ -35,8 +35,7 @@ class Resumer:
         if not previous:
             raise SyncSwitchError(f"{ctx.run_dir}: no {RUN_FILE}: the run never started training; submit it again")
         store = DurableCheckpoints.load(os.path.join(ctx.run_dir, "checkpoints"), ctx.spec.checkpoint.keep)
-        for key in RECORD_KEYS:
-            setattr(ctx.record, key, previous.get(key, getattr(ctx.record, key)))
+        ctx.record.take_over(previous)
         if previous.get("plan"):  # without it (an older run folder) the spec's schedule is the plan
             ctx.plan.restore(previous["plan"])
         guard = previous.get("guard") or {}
@@ -49,9 +48,7 @@ class Resumer:
         # run.json is rewritten at state changes and evaluations; metrics.jsonl has every worker's progress.
         ctx.reached_before = max(previous.get("reached", fraction), metrics_reached(ctx.run_dir))
         self._keep_results_up_to(previous.get("evaluations", []), fraction, store)
-        for entry in ctx.record.phase_log:
-            if entry["end_fraction"] > fraction:
-                entry.setdefault("recovered_from", fraction)
+        ctx.record.restarted_from(fraction)
         self.point = checkpoint
         self.stragglers.t0 = ctx.record.first_step_time
         self.info = {"t": time.time() - ctx.record.t_submit,
