@@ -100,7 +100,8 @@ class StragglerController:
             ctx = PolicyContext(now_s=self.rel(now), protocol=protocol, stragglers=self.detector.stragglers,
                                 idle=frozenset(self.idle), num_workers=self.num_workers,
                                 bsp_share_done=not self.watching, scheduled=scheduled,
-                                switch_to=self.switch_to, rates=dict(self.detector.last_rates))
+                                switch_to=self.switch_to, rates=dict(self.detector.last_rates),
+                                synchronous=synchronous(protocol))
             hook = self.policy.on_detected if found.kind == "detected" else self.policy.on_cleared
             for action in hook(found.worker, ctx):
                 if action.kind == "shrink":

@@ -6,6 +6,7 @@ import pytest
 
 from syncswitch.errors import SpecError
 from syncswitch.policies import STRAGGLER_POLICIES, Action, PolicyContext, StragglerPolicy
+from syncswitch.protocols.catalog import synchronous
 
 NAMES = STRAGGLER_POLICIES.names()
 
@@ -13,7 +14,8 @@ NAMES = STRAGGLER_POLICIES.names()
 def context(**kw):
     base = dict(now_s=0.0, protocol="bsp", stragglers=frozenset(), idle=frozenset(), num_workers=4,
                 bsp_share_done=False)
-    return PolicyContext(**{**base, **kw})
+    ctx = {**base, **kw}
+    return PolicyContext(**{"synchronous": synchronous(ctx["protocol"]), **ctx})
 
 
 class FakeManager:
@@ -45,7 +47,7 @@ class FakeManager:
 def apply(ctx, actions):
     for a in actions:
         if a.kind == "switch":
-            ctx = dataclasses.replace(ctx, protocol=a.protocol)
+            ctx = dataclasses.replace(ctx, protocol=a.protocol, synchronous=synchronous(a.protocol))
         elif a.kind == "shrink":
             ctx = dataclasses.replace(ctx, idle=ctx.idle | set(a.workers))
         else:
