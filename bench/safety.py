@@ -48,7 +48,7 @@ def _variant_stats(summaries: list[dict]) -> dict:
     acted_runs = [s for s in completed if RunSummary(s).guard_acted]  # the guard repaired them, either way
     out["rolled_back_runs"] = len(acted_runs)
     rolled = [s for s in completed if RunSummary(s).repaired_by("rollback")]
-    fell = [s for s in completed if RunSummary(s).repaired_by("fall back") and not RunSummary(s).repaired_by("rollback")]
+    fell = [s for s in completed if RunSummary(s).repaired_by("fall back") and s not in rolled]
     out["repairs"] = {"rollback": len(rolled), "fall back": len(fell)}
     out["total_time_s_guard_acted"] = common.spread([s.get("total_time_s") for s in acted_runs])
     out["total_time_s_guard_quiet"] = common.spread([s.get("total_time_s") for s in completed

@@ -1,4 +1,4 @@
-"""Starting every node's training task in a phase, and the one relaunch path that switches, repairs and recovery take."""
+"""Starting every node's training task in a phase, and the one relaunch path of switches, repairs and recovery."""
 
 from __future__ import annotations
 
