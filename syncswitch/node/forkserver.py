@@ -10,7 +10,8 @@ Run as `python -m syncswitch.node.forkserver --socket PATH [--manager-pid PID]`;
 imports are done. A client (`ForkedProcess`, syncswitch/wire/forkclient.py) sends one JSON request and its stdin,
 stdout and stderr descriptors over a connection; the server forks, answers `{"pid": N}`, and later
 `{"exit": CODE}`. A task lives only as long as its connection: when the client (the node's agent) dies, the server
-kills the tasks it asked for, as killing an agent's process group kills the tasks it spawned. Children die with the server too (PR_SET_PDEATHSIG).
+kills the tasks it asked for, as killing an agent's process group kills the tasks it spawned. Children die with the
+server too (PR_SET_PDEATHSIG).
 """
 
 from __future__ import annotations
