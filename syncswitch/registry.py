@@ -73,6 +73,6 @@ class Registry(Generic[T]):
 
 CONFIGURATION_POLICIES: Registry = Registry("configuration policy", builtins=("syncswitch.policies",))
 STRAGGLER_POLICIES: Registry = Registry("straggler policy", builtins=("syncswitch.policies",))
-BACKENDS: Registry = Registry("backend", builtins=("syncswitch.backends",))
+BACKENDS: Registry = Registry("backend", registered_by="syncswitch.backends")
 # Synchronization protocols: syncswitch/protocols/catalog.py Protocol entries (names, parameters, traits).
 PROTOCOLS: Registry = Registry("protocol", builtins=("syncswitch.protocols.catalog",))

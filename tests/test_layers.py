@@ -192,3 +192,18 @@ def test_classes_combine_no_mixins():
     mixed = [f"{where} {cls.__name__}{tuple(b.__name__ for b in cls.__bases__)}" for where, cls in _several_bases()
              if not dataclasses.is_dataclass(cls) and not all(_an_interface(b) for b in cls.__bases__)]
     assert not mixed, "classes with several bases that are not interfaces:\n" + "\n".join(mixed)
+
+
+def test_the_registry_imports_no_backend():
+    """Backends register when the layer that uses them imports their package; a registry lookup never loads them."""
+    import subprocess
+    import sys
+
+    code = ("import sys\nfrom syncswitch import registry\nfrom syncswitch.errors import SpecError\n"
+            "try:\n    registry.BACKENDS.get('local')\nexcept SpecError as exc:\n    print(exc)\n"
+            "print('syncswitch.backends' in sys.modules)\n"
+            "import syncswitch.backends\nprint(sorted(registry.BACKENDS.names())[:2])\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         cwd=PACKAGE.parent).stdout.splitlines()
+    assert out == ["unknown backend 'local': none is registered; import syncswitch.backends first", "False",
+                   "['gce', 'local']"]
