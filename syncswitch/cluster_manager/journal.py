@@ -27,6 +27,7 @@ def save_job(spec, run_dir: str) -> None:
 
 def load_job(run_dir: str):
     """The spec a run folder was submitted with; SyncSwitchError naming the folder when it has none."""
+    import syncswitch.backends  # noqa: F401 - the spec names its backend, which validates its options
     from syncswitch import spec as specmod
 
     doc = read_json(run_dir, JOB_FILE)
