@@ -97,10 +97,10 @@ class RayBackend(Backend):
             custom = {k: v * n for k, v in bundle.items() if k not in options.BUILTIN_RESOURCES}
             kwargs.update(include_dashboard=False, object_store_memory=LOCAL_OBJECT_STORE_BYTES,
                           num_cpus=max(os.cpu_count() or 1, math.ceil(bundle.get("CPU", 0.0) * n)),
-                          num_gpus=math.ceil(bundle.get("GPU", 0.0) * n), resources=custom,
-                          _node_ip_address="127.0.0.1")
+                          num_gpus=math.ceil(bundle.get("GPU", 0.0) * n), resources=custom)
             self._event("starting a local Ray instance for the job (cluster.address: null)")
         else:
+            _probe(cfg.address)  # Ray itself retries an unreachable address for minutes
             kwargs["address"] = cfg.address
         try:
             ray.init(**kwargs)
@@ -254,6 +254,18 @@ class RayBackend(Backend):
         """End what a dead manager of `run_dir` left: its agents on this machine, a local Ray it had started,
         and on a cluster its actors and placement group (Ray ends a dead driver's own; this is the net)."""
         return journals.reap(run_dir, NAMESPACE)
+
+
+def _probe(address: str, timeout_s: float = 5.0) -> None:
+    """A ClusterError naming cluster.address when nothing listens there (`auto` is found by Ray itself)."""
+    if address == "auto":
+        return
+    host, _, port = address.removeprefix("ray://").rpartition(":")
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s).close()
+    except OSError as exc:
+        raise ClusterError(f"cluster.address={address!r}: nothing answers there ({exc.strerror or exc}); "
+                           "is the Ray head running, and is this its address?") from None
 
 
 def _gcs_address(ray) -> str:

@@ -16,6 +16,7 @@ import sys
 import tempfile
 import time
 
+GUARDIAN = os.path.join(os.path.dirname(os.path.abspath(__file__)), "guardian.py")
 # The job's own settings follow it to every node (debug output, the test harness's process marker).
 FORWARDED_PREFIX = "SYNCSWITCH_"
 
@@ -24,7 +25,8 @@ class NodeHost:
     """One node's agent, started on the node the actor was placed on, on ports free there."""
 
     def __init__(self):
-        self.proc: subprocess.Popen | None = None
+        self.proc: subprocess.Popen | None = None  # the guardian (guardian.py), parent of the agent
+        self.agent_pid: int | None = None
         self.work_dir = ""
 
     def start(self, index: int, job_id: str, token: str, run_dir_work: str, shared: str, spare: bool,
@@ -45,19 +47,20 @@ class NodeHost:
             os.path.join(tempfile.gettempdir(), f"syncswitch-{job_id}", str(index))
         os.makedirs(self.work_dir, exist_ok=True)
         cmd = [sys.executable, "-m", "syncswitch.node.agent", "--host", host, "--port", str(agent_port),
-               "--ps-port", str(ps_port), "--worker-port", str(worker_port), "--work-dir", self.work_dir,
-               "--manager-pid", str(os.getpid())]
+               "--ps-port", str(ps_port), "--worker-port", str(worker_port), "--work-dir", self.work_dir]
         if not spare:
             cmd.append("--no-spare")
         child_env = {k: v for k, v in os.environ.items() if not k.startswith(FORWARDED_PREFIX)}
         child_env.update(env, SYNCSWITCH_TOKEN=token)
-        with open(os.path.join(self.work_dir, "agent.log"), "ab") as log:
-            self.proc = subprocess.Popen(cmd, env=child_env, stdout=log, stderr=subprocess.STDOUT,
-                                         stdin=subprocess.DEVNULL, start_new_session=True)
+        log = os.path.join(self.work_dir, "agent.log")
+        self.proc = subprocess.Popen([sys.executable, GUARDIAN, log, *cmd], env=child_env, stdout=subprocess.PIPE,
+                                     stdin=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        line = self.proc.stdout.readline()  # the agent's pid, once it is started
+        self.agent_pid = int(line) if line.strip().isdigit() else None
         self._wait_listening(host, agent_port, ready_timeout_s)
         return {"host": host, "agent_port": agent_port, "ps_port": ps_port, "worker_port": worker_port,
-                "pid": self.proc.pid, "node_id": node_id,
-                "work_dir": self.work_dir, "in_run_dir": in_run_dir}
+                "pid": self.agent_pid, "node_id": node_id,
+                "work_dir": self.work_dir, "in_run_dir": in_run_dir, "actor_pid": os.getpid()}
 
     def _wait_listening(self, host: str, port: int, timeout_s: float) -> None:
         deadline = time.time() + timeout_s
@@ -86,21 +89,19 @@ class NodeHost:
         """The agent's exit code; None while it runs."""
         return None if self.proc is None else self.proc.poll()
 
-    def stop(self, grace_s: float = 5.0) -> None:
-        """End the agent and everything in its session (its training task)."""
+    def stop(self) -> None:
+        """End the agent and everything in its session (its training task), through its guardian."""
         proc, self.proc = self.proc, None
         if proc is None:
             return
-        _signal_group(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=grace_s)
-        except subprocess.TimeoutExpired:
-            pass
-        _signal_group(proc.pid, signal.SIGKILL)  # the task too, which the agent may have left
+        proc.terminate()
         try:
             proc.wait(timeout=5)
         except subprocess.TimeoutExpired:
-            pass
+            proc.kill()
+            proc.wait(timeout=5)
+        if self.agent_pid:
+            _signal_group(self.agent_pid, signal.SIGKILL)  # already gone, unless the guardian was too slow
 
 
 def _node_address(ray, node_id: str) -> str:

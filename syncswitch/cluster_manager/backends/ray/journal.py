@@ -54,6 +54,7 @@ class Journal:
 
     def set_agent(self, index: int, info: dict) -> None:
         self.doc["agents"][str(index)] = {"host": info["host"], "pid": info["pid"], "work_dir": info["work_dir"],
+                                          "node_id": info["node_id"], "actor_pid": info["actor_pid"],
                                           "hostname": socket.gethostname() if info.get("in_run_dir") else ""}
         self.write()
 
