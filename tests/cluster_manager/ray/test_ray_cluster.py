@@ -3,13 +3,14 @@ than the cluster fails in bounded time; a node whose actor dies mid-run is repla
 
 import json
 import os
-import signal
-import threading
+import subprocess
+import sys
 import time
 
-import psutil
 import pytest
 
+from bench.chaos import Killer
+from bench.ray_backend import ActorKiller
 from syncswitch import spec as specmod
 from syncswitch.cluster_manager import manager
 from syncswitch.errors import ClusterError
@@ -57,31 +58,6 @@ def test_a_job_bigger_than_the_cluster_fails_in_bounded_time(ray_cluster, write_
     assert cluster_is_clean(ray_cluster.address) == ""
 
 
-class ActorKiller(threading.Thread):
-    """SIGKILLs the Ray actor process that owns node `node`'s agent once the run reaches `at`."""
-
-    def __init__(self, run, node: int, at: float, timeout_s: float = 300):
-        super().__init__(daemon=True)
-        self.run_dir, self.node, self.at, self.timeout_s = run, node, at, timeout_s
-        self.done, self.killed_at = threading.Event(), None
-
-    def run(self) -> None:
-        deadline = time.time() + self.timeout_s
-        while not self.done.is_set() and time.time() < deadline:
-            try:
-                reached = max([r.get("fraction", 0.0) for r in _records(self.run_dir) if r["kind"] == "metrics"]
-                              + [0.0])
-            except (OSError, ValueError):
-                reached = 0.0
-            if reached >= self.at:
-                agent = json.loads((self.run_dir / "ray-nodes.json").read_text())["agents"][str(self.node)]
-                assert "--manager-pid" in psutil.Process(agent["pid"]).cmdline()
-                os.kill(agent["actor_pid"], signal.SIGKILL)
-                self.killed_at = reached
-                return
-            time.sleep(0.1)
-
-
 def test_a_node_whose_actor_dies_is_replaced_and_the_run_completes(ray_cluster, write_spec, tmp_path,
                                                                     no_leftovers):
     run = tmp_path / "run"
@@ -101,4 +77,24 @@ def test_a_node_whose_actor_dies_is_replaced_and_the_run_completes(ray_cluster, 
     assert summary["final_accuracy"] > 0.6
     journal = json.loads((run / "ray-nodes.json").read_text())
     assert any(name.endswith("node1-2") for name in journal["actors"])  # a new actor took the bundle
+    assert cluster_is_clean(ray_cluster.address) == ""
+
+
+def test_resume_after_the_manager_is_killed(ray_cluster, write_spec, tmp_path, no_leftovers):
+    run = tmp_path / "run"
+    path = quickstart(write_spec, ray_cluster.address)
+    command = [sys.executable, "-m", "syncswitch"]
+    proc = subprocess.Popen([*command, "submit", path, "--output-dir", str(run), "--quiet", "--set",
+                             "checkpoint.every=0.1"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    killer = Killer(str(run), "manager", None, 0.5, manager_pid=proc.pid, timeout_s=300)
+    killer.run()
+    proc.wait(timeout=30)
+    assert killer.killed_at is not None and proc.returncode == -9
+    result = subprocess.run([*command, "resume", str(run), "--quiet"], check=False, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, timeout=600)
+    assert result.returncode == 0, result.stdout[-2000:]
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["status"] == "completed" and summary["backend"] == "ray"
+    (resumed,) = summary["resumes"]
+    assert resumed["checkpoint_fraction"] >= 0.3
     assert cluster_is_clean(ray_cluster.address) == ""
