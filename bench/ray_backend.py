@@ -68,7 +68,8 @@ def submit(backend: str, seed: int, out: str, address: str = "", extra: tuple = 
     from syncswitch import spec as specmod
     from syncswitch.cluster_manager import manager
 
-    sets = [f"cluster.workers={NODES}", f"seed={seed}", *extra]
+    # One PS task on both: the local backend's default; the ray backend's (one per node) would change the layout.
+    sets = [f"cluster.workers={NODES}", "cluster.parameter_servers=1", f"seed={seed}", *extra]
     if backend == "ray":
         sets += ["cluster.backend=ray", f"cluster.address={address}"]
     spec = specmod.load(common.QUICKSTART, sets)

@@ -58,3 +58,17 @@ def test_the_shortfall_counts_bundles_per_node():
     assert placement.room(nodes, {"CPU": 2}) == (4, 2)
     text = placement.shortfall(nodes, {"CPU": 1, "GPU": 1}, 2)
     assert text.startswith("the Ray cluster has room for 1 node(s) of {CPU: 1, GPU: 1}")
+
+
+def test_without_ray_a_job_gets_the_install_hint(monkeypatch, tmp_path):
+    import sys
+
+    from syncswitch.cluster_manager.backends import ProvisionRequest
+    from syncswitch.cluster_manager.backends.ray import INSTALL_HINT, RayBackend
+    from syncswitch.errors import ClusterError
+
+    monkeypatch.setitem(sys.modules, "ray", None)  # what `import ray` meets where Ray is not installed
+    with pytest.raises(ClusterError) as info:
+        RayBackend().provision(ProvisionRequest("j", 2, "t", str(tmp_path), {}))
+    assert str(info.value) == INSTALL_HINT == "the ray backend needs Ray: pip install 'syncswitch[ray]'"
+    RayBackend().teardown()  # nothing was created: nothing to do
