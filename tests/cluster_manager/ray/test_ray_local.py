@@ -1,6 +1,7 @@
 """`cluster.address: null`: the job starts its own local Ray, and nothing of it outlives the job."""
 
 import json
+import time
 
 import psutil
 import pytest
@@ -29,5 +30,11 @@ def test_a_local_ray_is_started_for_the_job_and_stopped_after_it(write_spec, tmp
     journal = json.loads((run / "ray-nodes.json").read_text())
     session = journal["local_ray_session"]
     assert session and journal["ended"] and journal["placement_group"]
-    left = [p.info["cmdline"] for p in psutil.process_iter(["cmdline"]) if session in " ".join(p.info["cmdline"] or [])]
+    deadline = time.time() + 15  # ray.shutdown() signals its processes; they take a moment to exit
+    while True:
+        left = [p.info["cmdline"] for p in psutil.process_iter(["cmdline"])
+                if session in " ".join(p.info["cmdline"] or [])]
+        if not left or time.time() > deadline:
+            break
+        time.sleep(0.2)
     assert not left, f"processes of the job's local Ray left running: {left}"
