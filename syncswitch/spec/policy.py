@@ -6,10 +6,11 @@ import dataclasses
 from typing import Any
 
 from syncswitch.errors import SpecError
-from syncswitch.registry import CONFIGURATION_POLICIES, PROTOCOLS
+from syncswitch.registry import CONFIGURATION_POLICIES, PROTOCOLS, SWITCH_RULES
 from syncswitch.spec.fields import check_keys, choice, fail, mapping, number
-from syncswitch.spec.model import (DEFAULT_SWITCH_AT, DEFAULT_SWITCH_TO, GUARD_ACTIONS, LOOKAHEAD_MAX_WORKERS,
-                                   NONBLOCKING_SWITCH_TO, PHASE_HYPERPARAMETERS, SWITCH_MODES, GuardSpec, Phase, PolicySpec)
+from syncswitch.spec.model import (AUTO_SWITCH_EARLIEST, DEFAULT_SWITCH_AT, DEFAULT_SWITCH_TO, GUARD_ACTIONS,
+                                   LOOKAHEAD_MAX_WORKERS, NONBLOCKING_SWITCH_TO, PHASE_HYPERPARAMETERS, SWITCH_MODES,
+                                   GuardSpec, Phase, PolicySpec, SwitchRuleSpec)
 from syncswitch.spec.reference import load_reference
 
 
@@ -186,6 +187,36 @@ def guard_section(value: Any, base: str = ".") -> GuardSpec:
                      reference=load_reference(doc.get("reference"), base, f"{field}.reference"))
 
 
+SWITCH_RULE_KEYS = ("rule", "min_drop", "max_rate", "window", "latest")
+
+
+def switch_rule_section(value: Any, auto: bool = False) -> SwitchRuleSpec:
+    """`policy.switch_rule`: a rule's name, true (the default rule), false (switch where the schedule says), or
+    `{rule, min_drop, max_rate, window, latest}`; `auto` is a `switch_at: auto`, which needs a rule that reads the
+    run."""
+    field = "policy.switch_rule"
+    if value is None or value is True:
+        doc = {}
+    elif value is False:
+        doc = {"rule": "fixed"}
+    elif isinstance(value, str):
+        doc = {"rule": value}
+    else:
+        doc = mapping(value, field)
+    check_keys(doc, SWITCH_RULE_KEYS, f"{field}.")
+    rule = doc.get("rule", SwitchRuleSpec.rule)
+    SWITCH_RULES.get(rule, field=f"{field}.rule")
+    if auto and rule == "fixed":
+        raise fail("policy.switch_at", "auto", "needs a switch rule that reads the run; policy.switch_rule is fixed")
+
+    def given(key, **bounds):  # None leaves the rule's default
+        return None if doc.get(key) is None else number(doc[key], f"{field}.{key}", **bounds)
+
+    return SwitchRuleSpec(rule=rule, min_drop=given("min_drop", lo=0.0, hi=1.0),
+                          max_rate=given("max_rate", lo=0.0, lo_open=True, hi=1.0),
+                          window=given("window", lo=0.005, hi=0.5), latest=given("latest", lo=0.0, hi=1.0), auto=auto)
+
+
 def fallback_section(value: Any) -> tuple[str, ...]:
     field = "policy.fallback"
     if isinstance(value, str):
@@ -201,14 +232,16 @@ def fallback_section(value: Any) -> tuple[str, ...]:
 
 def policy_section(doc: Any, base: str = ".", workers: int | None = None, stragglers: bool = False) -> PolicySpec:
     doc = mapping(doc, "policy")
-    check_keys(doc, ("schedule", "switch_at", "switch_to", "switch_mode", "configuration", "guard", "fallback"),
-               "policy.")
+    check_keys(doc, ("schedule", "switch_at", "switch_to", "switch_mode", "configuration", "guard", "fallback",
+                     "switch_rule"), "policy.")
     if "schedule" in doc and "switch_at" in doc:
         raise SpecError("policy.schedule and policy.switch_at are exclusive: give one")
     # A schedule names its own phases; switch_to still says where a moved switch point goes (search, experiments).
     switch_to = switch_to_section(doc["switch_to"]) if "switch_to" in doc else default_switch_to(workers, stragglers)
     if "schedule" in doc:
         schedule, source = parse_schedule(doc["schedule"]), "spec"
+    elif doc.get("switch_at") == "auto":  # the rule alone decides, from an early point on
+        schedule, source = switch_at_schedule(AUTO_SWITCH_EARLIEST, "policy.switch_at", switch_to), "spec"
     elif "switch_at" in doc:
         schedule, source = switch_at_schedule(doc["switch_at"], "policy.switch_at", switch_to), "spec"
     else:
@@ -217,4 +250,5 @@ def policy_section(doc: Any, base: str = ".", workers: int | None = None, stragg
     configuration = doc.get("configuration", "paper")
     CONFIGURATION_POLICIES.get(configuration, field="policy.configuration")
     return PolicySpec(schedule, mode, configuration, source, guard=guard_section(doc.get("guard", True), base),
-                      fallback=fallback_section(doc.get("fallback", ["bsp"])), switch_to=switch_to)
+                      fallback=fallback_section(doc.get("fallback", ["bsp"])), switch_to=switch_to,
+                      switch_rule=switch_rule_section(doc.get("switch_rule"), auto=doc.get("switch_at") == "auto"))
