@@ -124,16 +124,23 @@ def switch_target(policy: PolicySpec) -> Phase:
     return dataclasses.replace(target, params=tuple(sorted(params.items())))
 
 
-def adopt_stored_switch_at(job_spec, switch_at: float | None):
+def adopt_stored_switch_at(job_spec, switch_at: float | None, switch_rule: dict | None = None):
     """The spec to run when the policy store holds `switch_at` for this job (None: nothing stored).
 
     Only a default schedule is replaced (an explicit spec or CLI schedule always wins); the result's
-    `policy.source` is then "store", which the summary's timing_policy records.
+    `policy.source` is then "store", which the summary's timing_policy records. The stored point is the earliest
+    of the switch rule the search's pilots were timed by (`switch_rule`, as the store records it): the job runs
+    under that rule and its thresholds, as the pilots did.
     """
     if switch_at is None or job_spec.policy.source != "default":
         return job_spec
     schedule = switch_at_schedule(switch_at, "stored policy switch_at", switch_target(job_spec.policy))
-    return job_spec.with_policy(dataclasses.replace(job_spec.policy, schedule=schedule, source="store"))
+    policy = dataclasses.replace(job_spec.policy, schedule=schedule, source="store")
+    if switch_rule:
+        keys = {f.name for f in dataclasses.fields(SwitchRuleSpec)} - {"auto"}
+        policy = dataclasses.replace(policy, switch_rule=SwitchRuleSpec(
+            **{k: v for k, v in switch_rule.items() if k in keys}))
+    return job_spec.with_policy(policy)
 
 
 def adopt_stored_reference(job_spec, runs) -> Any:
