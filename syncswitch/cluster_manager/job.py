@@ -67,7 +67,9 @@ class JobRun(JobEvents, JobRecovery, JobRepair, JobResume):
         guard = GuardSettings.from_spec(spec.policy.guard)
         self.guard = GuardRuntime(guard, spec.policy.fallback, spec.cluster.workers)
         self.plan = PhasePlan(spec, spec.policy.fallback if guard.enabled else ())
-        self.timing = SwitchTiming(spec.policy.switch_rule, self.bar.message, enabled=spec.stragglers.policy != "greedy")
+        # Greedy moves the switch itself; otherwise the switch rule times each switch out of BSP.
+        self.timing = SwitchTiming(spec.policy.switch_rule, self.bar.message,
+                                   enabled=spec.stragglers.policy != "greedy")
         self.checkpoint_name = "model.ckpt"  # a rollback starts a new branch of checkpoint names
         self.record = RunRecord(self.job_id, self.run_dir, self.plan.mode, time.time())
         self.lifecycle = Lifecycle(on_change=self._state_changed)

@@ -168,12 +168,15 @@ def guard_section(value: Any, base: str = ".") -> GuardSpec:
         return GuardSpec(enabled=value)
     doc = mapping(value, field)
     keys = ("enabled", "loss_rule", "loss_rise", "loss_margin", "accuracy_drop", "window", "long_window",
-            "smoothing", "max_rollbacks", "action", "reference")
+            "smoothing", "max_rollbacks", "action", "reference", "forecast")
     check_keys(doc, keys, f"{field}.")
     enabled = doc.get("enabled", True)
     if not isinstance(enabled, bool):
         raise fail(f"{field}.enabled", enabled, "must be true or false")
 
+    forecast = doc.get("forecast")
+    if forecast is not None and not isinstance(forecast, bool):
+        raise fail(f"{field}.forecast", forecast, "must be true or false")
     loss_rule = doc.get("loss_rule")
     if loss_rule is not None and not isinstance(loss_rule, bool):
         raise fail(f"{field}.loss_rule", loss_rule, "must be true or false")
@@ -190,7 +193,7 @@ def guard_section(value: Any, base: str = ".") -> GuardSpec:
                      smoothing=given("smoothing", lo=0.001, hi=0.5),
                      max_rollbacks=given("max_rollbacks", lo=0, hi=100, integer=True),
                      action=None if doc.get("action") is None else choice(doc["action"], f"{field}.action",
-                                                                          GUARD_ACTIONS),
+                                                                          GUARD_ACTIONS), forecast=forecast,
                      reference=load_reference(doc.get("reference"), base, f"{field}.reference"))
 
 
