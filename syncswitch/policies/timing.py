@@ -32,12 +32,15 @@ class TimingDecision:
 class TimingSettings:
     """Thresholds of a switch rule (`policy.switch_rule` in a job spec); fractions are of the workload.
 
-    - min_drop=0.5: the smoothed training loss must have fallen by half of its initial value. A run still on its
-      initial plateau (loss near ln(classes)) has dropped by nothing, however flat its loss is; the jobs that
-      switched safely at a quarter of their workload had dropped by 75-95% by then.
-    - max_rate=0.15: the last `window` of the workload may hold at most this share of the loss's whole fall so far.
-      Right after a plateau the loss falls by most of its way within a few percent of the workload; a switch into
-      that steep descent handed asynchronous updates a model whose gradients were still large and coherent.
+    - min_drop=0.3: the smoothed training loss must have fallen by this share of its initial value. A run still on
+      its initial plateau (loss near ln(classes)) has dropped by nothing, however flat its loss is. Replayed over
+      the stored BSP streams (bench/switch_replay.py): at a quarter of the workload the quickstart and the
+      synthetic ResNet, which switched safely there, had dropped by 34-51%; the digits CNN, whose switch at 0.25
+      into ASP ended at 0.30, by 12% (still on its plateau). 0.5 deferred the quickstart to 0.32-0.54.
+    - max_rate=0.25: the last `window` of the workload may hold at most this share of the loss's whole fall so far.
+      Right after a plateau the loss falls most of its way within a few percent of the workload (70-95% of the
+      fall in one window); a switch into that steep descent hands asynchronous updates a model whose gradients
+      are still large and coherent. 0.25 let the quickstart and the ResNet switch at 0.25-0.30 in the replay.
     - window=0.05: the stretch the recent fall is measured over; about one evaluation interval.
     - initial=0.02: the initial loss is the median of the reports in the first this-much of the workload.
     - smoothing=0.02: the current loss is the median of the reports over this trailing stretch.
@@ -45,8 +48,8 @@ class TimingSettings:
       switch to buy back the accuracy risk (the time saved shrinks with the share left).
     """
 
-    min_drop: float = 0.5
-    max_rate: float = 0.15
+    min_drop: float = 0.3
+    max_rate: float = 0.25
     window: float = 0.05
     initial: float = 0.02
     smoothing: float = 0.02
@@ -156,9 +159,12 @@ class LossRegimeTiming(SwitchTimingPolicy):
         # A window's worth of history is needed to judge the recent fall; the first reports may come late.
         settled = (seen.get("drop") is not None and seen["drop"] >= s.min_drop
                    and seen.get("recent_share") is not None and seen["recent_share"] <= s.max_rate)
-        if settled:
-            return TimingDecision(SWITCH, fraction, "loss left its early regime", seen)
-        if fraction >= max(s.latest, earliest):
+        latest = max(s.latest, earliest)
+        if fraction >= latest:  # checked first: on a short job the first report past it may come well past it
+            if settled and fraction < latest + s.smoothing:
+                return TimingDecision(SWITCH, fraction, "loss left its early regime", seen)
             return TimingDecision(STAY, fraction, f"past the latest switch point {s.latest:g}: "
                                   + self.waiting_reason(fraction), seen)
+        if settled:
+            return TimingDecision(SWITCH, fraction, "loss left its early regime", seen)
         return None

@@ -6,7 +6,7 @@ from syncswitch.search.store import switch_rule_for_spec, switching_for_spec
 
 def test_the_rule_and_its_resolved_thresholds_are_recorded(job_file):
     rule = switch_rule_for_spec(specmod.load(str(job_file), ["policy.switch_rule={latest: 0.5}"]))
-    assert rule["rule"] == "loss" and rule["latest"] == 0.5 and rule["min_drop"] == 0.5 and rule["max_rate"] == 0.15
+    assert rule["rule"] == "loss" and rule["latest"] == 0.5 and rule["min_drop"] == 0.3 and rule["max_rate"] == 0.25
     assert switch_rule_for_spec(specmod.load(str(job_file), ["policy.switch_rule=fixed"])) == {"rule": "fixed"}
 
 
