@@ -12,7 +12,8 @@ def _write_run(path, curve, step=0.01):
     with open(path / "metrics.jsonl", "w", encoding="utf-8") as fh:
         fh.write(json.dumps({"kind": "entered", "fraction": 0.0}) + "\n")
         for i in range(int(1 / step) + 1):
-            fh.write(json.dumps({"kind": "metrics", "worker": i % 2, "fraction": i * step, "loss": curve(i * step)}) + "\n")
+            report = {"kind": "metrics", "worker": i % 2, "fraction": i * step, "loss": curve(i * step)}
+            fh.write(json.dumps(report) + "\n")
     return path
 
 
