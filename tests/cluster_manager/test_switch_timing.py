@@ -52,3 +52,11 @@ def test_the_fixed_rule_keeps_the_schedule(write_spec, tmp_path):
     (switch,) = summary["switches"]
     assert 0.25 <= switch["at_fraction"] <= 0.26
     assert summary["switch_rule"]["decisions"] == []
+
+
+def test_auto_lets_the_rule_alone_decide(write_spec, tmp_path):
+    cluster = FakeCluster(total=2000, loss=_plateau(0.05))
+    summary, _, _ = _run(write_spec, tmp_path, ["policy.switch_at=auto", LOSS_RULE], cluster=cluster)
+    (switch,) = summary["switches"]
+    assert 0.1 <= switch["at_fraction"] < 0.25
+    assert summary["switch_rule"]["auto"] and summary["switch_rule"]["earliest"] == 0.1
