@@ -30,7 +30,7 @@ def input_fn(split, batch_size, params):
 
 
 def model_fn(features, labels, params, training):
-    init = tf.keras.initializers.RandomNormal(stddev=params.get("init_std", 0.05))
+    init = tf.keras.initializers.RandomNormal(stddev=params.get("init_std", 0.04))
     h = features
     for _ in range(6):
         h = tf.keras.layers.Dense(params.get("width", 64), activation="tanh", kernel_initializer=init)(h)

@@ -29,7 +29,7 @@ def input_fn(split, batch_size, params):
 
 
 def model_fn(features, labels, params, training):
-    init = tf.keras.initializers.RandomNormal(stddev=params.get("init_std", 0.065))
+    init = tf.keras.initializers.RandomNormal(stddev=params.get("init_std", 0.06))
     x = features
     for width, stride in ((16, 1), (32, 2), (32, 1), (32, 1)):
         x = tf.keras.layers.Conv2D(width, 3, stride, "same", activation="relu", kernel_initializer=init)(x)
