@@ -4,7 +4,8 @@ When a BSP phase followed by an asynchronous one starts, BSP's boundary is pushe
 phase and the phase is held aside; the rule reads every loss report from the earliest point on. When it says
 switch, BSP's boundary comes back to the progress reached and the held phase runs from there; when it says stay
 (past its latest point), the held phase is dropped and the run goes on synchronously. Either way no extra pause
-is taken: workers pause only where the switch happens.
+is taken: workers pause only where the switch happens. A run resumed (`syncswitch resume`) while its switch was
+deferred goes on with the plan it had saved: synchronous to the end of the held phase.
 """
 
 from __future__ import annotations

@@ -60,3 +60,12 @@ def test_auto_lets_the_rule_alone_decide(write_spec, tmp_path):
     (switch,) = summary["switches"]
     assert 0.1 <= switch["at_fraction"] < 0.25
     assert summary["switch_rule"]["auto"] and summary["switch_rule"]["earliest"] == 0.1
+
+
+def test_a_deferred_switch_by_relaunch(write_spec, tmp_path):
+    cluster = FakeCluster(total=2000, loss=_plateau(0.3))
+    summary, _, _ = _run(write_spec, tmp_path, ["policy.switch_at=0.25", LOSS_RULE, "policy.switch_mode=relaunch"],
+                         cluster=cluster)
+    assert summary["status"] == "completed"
+    (switch,) = summary["switches"]
+    assert switch["mode"] == "relaunch" and 0.35 < switch["at_fraction"] < 0.6
