@@ -18,7 +18,8 @@ FIT_WINDOW = 0.1      # the stretch before the switch the trend is fitted over
 MIN_REPORTS = 4       # fewer reports there: no forecast
 FALLING = 0.1         # BSP counts as still falling where its forecast drops this share over STALL_SPAN
 STALL_SPAN = 0.1      # how long the phase's loss may stay at or above its switch value
-STALL_MARGIN = 0.02   # "at or above": within this share of the loss at the switch
+STALL_MARGIN = 0.02   # "stopped falling": not more than this share below the loss at the switch ...
+STALL_RISE = 0.1      # ... nor more than this share above it (guard.LOSS_HELD: a loss that held)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -63,5 +64,9 @@ def stalled(forecast: LossForecast | None, onset: float | None, fraction: float,
 
 
 def holding(forecast: LossForecast | None, smoothed: float | None) -> bool:
-    """Whether the phase's smoothed loss is not below its value at the switch (it stopped falling)."""
-    return forecast is not None and smoothed is not None and smoothed >= forecast.loss_at_start * (1 - STALL_MARGIN)
+    """Whether the phase's smoothed loss stopped falling and did not rise: within [1 - STALL_MARGIN, 1 + STALL_RISE]
+    of its value at the switch. A rise is the loss rule's to judge (off by default: healthy switches raised the
+    loss by 36-47% for a while, guard.py), so the forecast never condemns one."""
+    if forecast is None or smoothed is None:
+        return False
+    return forecast.loss_at_start * (1 - STALL_MARGIN) <= smoothed <= forecast.loss_at_start * (1 + STALL_RISE)

@@ -66,3 +66,9 @@ def test_a_loss_that_falls_again_resets_the_stall():
     stuck = falling(0.25)
     _, verdict = _run(falling, lambda f: stuck if f < 0.3 else stuck * 0.5)
     assert verdict is None
+
+
+def test_a_rising_loss_is_left_to_the_loss_rule():
+    stuck = falling(0.25)
+    _, verdict = _run(falling, lambda f: stuck * 1.4)
+    assert verdict is None
