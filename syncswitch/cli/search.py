@@ -141,7 +141,8 @@ def run_cmd(job, runs, threshold, max_settings, bsp_runs, target_accuracy, worke
         created=storemod.now_iso(), inputs=inputs,
         settings={"max_settings": max_settings, "runs": runs, "bsp_runs": bsp_runs if target_accuracy is None else 0,
                   "two_sided": not one_sided, "switching": switching},
-        reference_runs=[os.path.abspath(d) for d in result.reference_runs])
+        reference_runs=[os.path.abspath(d) for d in result.reference_runs],
+        switch_rule=storemod.switch_rule_for_spec(job_spec))
     if not no_store:
         storemod.PolicyStore().put(record)
     if fmt == "json":
