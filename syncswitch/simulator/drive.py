@@ -53,12 +53,12 @@ def run_rounds(sim, rule, until_samples: int):
         if rule.name == "bsp":
             order = order[:rule.needed]
         end = start + finish[order[-1]]
+        sim.before_update(rule)  # one rate for the round: every worker read at its start
         for c in order:
             busy = finish[c] / rule.round_steps
             for _ in range(rule.round_steps):
                 point, stamp = rule.fetch(c)
                 g, loss = sim.gradient(point, sim.batch(c))
-                sim.before_update(rule)
                 sim.now = rule.now = end
                 rule.apply_update(g, stamp, c)
                 verdict = sim.after_update(rule, c, loss, busy, (end - start - finish[c]) / rule.round_steps)

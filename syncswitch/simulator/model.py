@@ -11,10 +11,10 @@ import os
 os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-import numpy as np  # noqa: E402
-import tensorflow as tf  # noqa: E402
+import numpy as np
+import tensorflow as tf
 
-from syncswitch.node import script as scriptmod  # noqa: E402
+from syncswitch.node import script as scriptmod
 
 
 class GradientModel:
@@ -22,7 +22,8 @@ class GradientModel:
 
     def __init__(self, job, seed: int):
         tf.keras.backend.clear_session()
-        tf.random.set_seed(seed)
+        # Python's, numpy's and TensorFlow's seeds: Keras draws an unseeded initializer's seed from Python's.
+        tf.keras.utils.set_random_seed(seed)
         self.job, self.params = job, dict(job.params)
         self.module = scriptmod.load_script(job.script)
         train = scriptmod.call_input_fn(self.module, job.script, "train", job.hyperparameters.batch_size,

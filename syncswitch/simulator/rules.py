@@ -17,7 +17,6 @@ import dataclasses
 import numpy as np
 
 from syncswitch.errors import SpecError
-from syncswitch.protocols.engines.bfasgd import EPSILON as B_EPSILON
 from syncswitch.protocols.engines.bfasgd import RESOLUTION, transmit_probability
 from syncswitch.protocols.engines.dcasgd import compensate
 from syncswitch.protocols.engines.fasgd import staleness_scale
@@ -44,7 +43,7 @@ def register(cls):
     return cls
 
 
-def rule_for(protocol: str, shared: Shared, workers: int, params: dict, batch: int, seed: int) -> "ServerRule":
+def rule_for(protocol: str, shared: Shared, workers: int, params: dict, batch: int, seed: int) -> ServerRule:
     if protocol not in RULES:
         raise SpecError(f"protocol {protocol!r} has no simulator rule; valid: {', '.join(sorted(RULES))}")
     return RULES[protocol](shared, workers, params, batch, seed)
@@ -109,8 +108,8 @@ class Bsp(ServerRule):
         if timestamp != self.s.step:
             return False
         self._got.append(grads)
-        self.s.samples += self.batch
         if len(self._got) == self.needed:
+            self.s.samples += self.batch * self.needed  # the update counts the group's examples at once
             self.step_momentum(np.mean(self._got, axis=0, dtype=np.float64).astype(np.float32)
                                if self.needed > 1 else self._got[0])
             self._got = []

@@ -121,6 +121,7 @@ class Simulation:
                     k += 1
         except FloatingPointError as exc:
             status, message = "diverged", str(exc)
+        self.final = shared
         return self.folder.finish(status, message, shared, time.time() - began)
 
     def _phase(self, k: int, shared: Shared):
