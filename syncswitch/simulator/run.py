@@ -89,8 +89,9 @@ class Simulation:
             self.guard.on_divergence(fraction, loss)
         if not np.isfinite(loss) and verdict is None:
             raise FloatingPointError(f"the loss is {loss} at {fraction:.1%} of the workload (diverged)")
-        while verdict is None and self._points and fraction >= self._points[0] - 1e-12:
-            self._points.pop(0)
+        if verdict is None and self._points and fraction >= self._points[0] - 1e-12:
+            while self._points and fraction >= self._points[0] - 1e-12:  # one update may pass several (a round)
+                self._points.pop(0)
             verdict = self.evaluate(rule, fraction)
         return verdict
 
