@@ -37,11 +37,12 @@ class RunFolder:
     def record(self, doc: dict) -> None:
         self._fh.write(json.dumps(doc) + "\n")
 
-    def metrics(self, t, worker, protocol, phase, samples, fraction, local_steps, step_s, wait_s, loss) -> None:
+    def metrics(self, t, worker, protocol, phase, samples, fraction, local_steps, step_s, busy_s, wait_s,
+                loss) -> None:
         self.record({"kind": "metrics", "t": t, "event": "metrics", "worker": worker, "protocol": protocol,
                      "phase": phase, "samples": samples, "fraction": fraction, "local_steps": local_steps,
-                     "step_time_s": step_s + wait_s, "examples_per_s": self.sim.config.per_worker_batch /
-                     max(step_s + wait_s, 1e-9), "loss": loss, "busy_s": step_s, "wait_s": wait_s})
+                     "step_time_s": step_s, "examples_per_s": self.sim.config.per_worker_batch / max(step_s, 1e-9),
+                     "loss": loss, "busy_s": busy_s, "wait_s": wait_s})
 
     def evaluation(self, t, fraction, path, accuracy, loss) -> None:
         doc = {"fraction": fraction, "time_s": t, "accuracy": accuracy, "loss": loss}

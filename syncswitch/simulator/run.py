@@ -82,9 +82,12 @@ class Simulation:
 
     def after_update(self, rule, worker: int, loss: float, step_s: float, wait_s: float):
         self._local[worker] += 1
+        self._busy[worker] += step_s
+        self._wait[worker] += wait_s
         fraction = rule.s.samples / self.total
+        # As a worker reports: its steps, busy and waiting seconds so far in the phase, and this step's time.
         self.folder.metrics(self.now, worker, self.protocol, self.phase, rule.s.samples, fraction,
-                            self._local[worker], step_s, wait_s, loss)
+                            self._local[worker], step_s + wait_s, self._busy[worker], self._wait[worker], loss)
         verdict = self.guard.on_loss(fraction, loss) if np.isfinite(loss) else \
             self.guard.on_divergence(fraction, loss)
         if not np.isfinite(loss) and verdict is None:
@@ -132,7 +135,7 @@ class Simulation:
         batch = planned.config.per_worker_batch
         if batch not in self._shards:
             self._shards[batch] = Shards(self.model, self.workers, batch)
-        self._local = [0] * self.workers
+        self._local, self._busy, self._wait = [0] * self.workers, [0.0] * self.workers, [0.0] * self.workers
         rule = rule_for(planned.protocol, shared, self.workers, planned.params, batch,
                         self.options.seed * 1009 + k)
         start = (self.now, shared.samples, shared.step)
