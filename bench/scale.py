@@ -45,14 +45,17 @@ def run_one(job_path: str, variant: str, workers: int, seed: int, arrivals: str,
 
 
 def falls_below(cells: dict, variant: str, sizes: list[int], margin: float = 0.01):
-    """The smallest worker count from which the variant's median stays more than `margin` below BSP's."""
-    below = [n for n in sizes if (variant, n) in cells and ("bsp", n) in cells
-             and cells[(variant, n)]["median"] is not None and cells[("bsp", n)]["median"] is not None
-             and cells[(variant, n)]["median"] < cells[("bsp", n)]["median"] - margin]
-    for n in below:
-        if all(m in below for m in sizes if m >= n and (variant, m) in cells):
+    """The smallest worker count at which the variant's median is more than `margin` below BSP's there."""
+    for n in sizes:
+        if (variant, n) in cells and ("bsp", n) in cells \
+                and cells[(variant, n)]["median"] < cells[("bsp", n)]["median"] - margin:
             return n
     return None
+
+
+def _accuracy(run: dict) -> float:
+    """A run's final accuracy; a diverged run (no final accuracy) counts as 0."""
+    return 0.0 if run["final_accuracy"] is None else run["final_accuracy"]
 
 
 def table(job: str, runs: list[dict], sizes: list[int]) -> tuple[str, dict]:
@@ -60,17 +63,20 @@ def table(job: str, runs: list[dict], sizes: list[int]) -> tuple[str, dict]:
     variants = list(dict.fromkeys(r["variant"] for r in runs))
     for v in variants:
         for n in sizes:
-            acc = [r["final_accuracy"] for r in runs if r["variant"] == v and r["workers"] == n]
-            if acc:
-                cells[(v, n)] = spread(acc)
-    lines = [f"\n{job}: final accuracy, median [min-max] over seeds; 'from N': more than 1 point below BSP from N on",
+            mine = [r for r in runs if r["variant"] == v and r["workers"] == n]
+            if mine:
+                cells[(v, n)] = {**spread([_accuracy(r) for r in mine]),
+                                 "diverged": sum(r["final_accuracy"] is None for r in mine)}
+    lines = [(f"\n{job}: final accuracy, median [min-max] over seeds (a diverged run counts 0); the last column: the "
+              "fewest workers at which the median is more than 1 point below BSP's at the same global batch"),
              "| variant | " + " | ".join(f"{n} workers" for n in sizes) + " | below BSP from |",
              "|---|" + "---|" * (len(sizes) + 1)]
     for v in variants:
         row = []
         for n in sizes:
             c = cells.get((v, n))
-            row.append("-" if c is None or c["median"] is None else f"{c['median']:.3f} [{c['min']:.3f}-{c['max']:.3f}]")
+            row.append("-" if c is None else f"{c['median']:.3f} [{c['min']:.3f}-{c['max']:.3f}]"
+                       + (f" ({c['diverged']} diverged)" if c["diverged"] else ""))
         first = falls_below(cells, v, sizes) if v != "bsp" else None
         lines.append(f"| {v} | " + " | ".join(row) + f" | {'-' if first is None else first} |")
     verdicts = {n: [e for r in runs if r["variant"] == SWITCH and r["workers"] == n for e in r["guard_events"]]
@@ -81,6 +87,18 @@ def table(job: str, runs: list[dict], sizes: list[int]) -> tuple[str, dict]:
     summary = {f"{v}@{n}": c for (v, n), c in cells.items()}
     return "\n".join(lines), {"cells": summary, "below_bsp_from": {v: falls_below(cells, v, sizes) for v in variants
                                                                   if v != "bsp"}}
+
+
+def retable(path: str, sizes: list[int]) -> int:
+    with open(path, encoding="utf-8") as fh:
+        result = json.load(fh)
+    for job, doc in result["jobs"].items():
+        text, cells = table(job, doc["runs"], sizes)
+        print(text)
+        doc.update(cells, table=text)
+    with open(path, "w", encoding="utf-8") as fh:
+        json.dump(result, fh, indent=1, default=str)
+    return 0
 
 
 def main(argv=None) -> int:
@@ -94,8 +112,11 @@ def main(argv=None) -> int:
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
     parser.add_argument("--runs-dir", default=os.path.join("/tmp", "syncswitch-scale"))
     parser.add_argument("--out", help="result JSON")
+    parser.add_argument("--table-from", help="print the tables of an earlier result JSON (and rewrite them in it)")
     args = parser.parse_args(argv)
     sizes = [int(n) for n in args.workers.split(",")]
+    if args.table_from:
+        return retable(args.table_from, sizes)
     result = {"args": vars(args), "commit": git_commit(), "machine": machine_facts(argv), "jobs": {}}
     began = time.time()
     for job in args.jobs.split(","):
