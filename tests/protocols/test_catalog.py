@@ -33,7 +33,7 @@ def test_defaults_are_filled_in():
                              {"protocol": "lookahead", "until": 0.9}, {"protocol": "bsp"}])
     assert [p.param_dict for p in phases] == [
         {"staleness": 3}, {"lambda": 0.04, "adaptive": False, "decay": 0.95}, {"power": 1.0},
-        {"abort_rate": 0.5, "abort_time": 0.0, "adaptive": False}, {"delay": 1.0, "adaptive": True}, {"aggregate": 0}]
+        {"abort_rate": 0.5, "abort_time": 0.0, "adaptive": False}, {"delay": 1.0, "adaptive": True}, {"aggregate": 0, "allreduce": True}]
 
 
 GOOD = [

@@ -11,11 +11,12 @@ from .fasgd import StalenessAwareEngine
 from .localsgd import LocalSGDEngine
 from .lookahead import LookaheadEngine
 from .specsync import SpeculativeEngine
+from .synchronous import SynchronousEngine
 from .ssp import StaleSyncEngine
 
 # Catalog name (syncswitch/protocols/catalog.py) -> engine class.
 ENGINES: dict[str, type[ProtocolEngine]] = {
-    "asp": AsyncEngine, "bsp": SyncReplicasEngine, "ssp": StaleSyncEngine, "dc-asgd": DelayCompensatedEngine,
+    "asp": AsyncEngine, "bsp": SynchronousEngine, "ssp": StaleSyncEngine, "dc-asgd": DelayCompensatedEngine,
     "fasgd": StalenessAwareEngine, "specsync": SpeculativeEngine, "lookahead": LookaheadEngine,
     "local-sgd": LocalSGDEngine, "b-fasgd": BandwidthAwareEngine,
 }
@@ -42,5 +43,6 @@ def build_engines(protocols, optimizer, grads_and_vars, global_step, samples, ba
 
 __all__ = ["ENGINES", "ENGINE_STATE", "AsyncEngine", "BandwidthAwareEngine", "CountingOptimizer",
            "DelayCompensatedEngine", "LocalSGDEngine", "LookaheadEngine", "ProtocolEngine", "SpeculativeEngine",
-           "StaleSyncEngine", "StalenessAwareEngine", "StalenessMeter", "SyncReplicasEngine", "build_engines",
+           "StaleSyncEngine", "StalenessAwareEngine", "StalenessMeter", "SyncReplicasEngine", "SynchronousEngine",
+           "build_engines",
            "needs_replica"]
