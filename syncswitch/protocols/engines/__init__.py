@@ -3,16 +3,16 @@
 from __future__ import annotations
 
 from .asp import AsyncEngine
-from .bfasgd import BandwidthAwareEngine
 from .base import ENGINE_STATE, CountingOptimizer, ProtocolEngine, StalenessMeter
+from .bfasgd import BandwidthAwareEngine
 from .bsp import SyncReplicasEngine
 from .dcasgd import DelayCompensatedEngine
 from .fasgd import StalenessAwareEngine
 from .localsgd import LocalSGDEngine
 from .lookahead import LookaheadEngine
 from .specsync import SpeculativeEngine
-from .synchronous import SynchronousEngine
 from .ssp import StaleSyncEngine
+from .synchronous import SynchronousEngine
 
 # Catalog name (syncswitch/protocols/catalog.py) -> engine class.
 ENGINES: dict[str, type[ProtocolEngine]] = {
