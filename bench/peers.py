@@ -55,7 +55,7 @@ def budgets(cpus, nodes: int, label: str):
 
 def peer_args(job, seed: int, lr: float) -> list[str]:
     h = job.hyperparameters
-    samples = int(round(job.workload.epochs * job_examples(job)))
+    samples = round(job.workload.epochs * job_examples(job))
     return ["--script", job.script, "--params", json.dumps(dict(job.params)), "--batch", str(h.batch_size),
             "--lr", str(lr), "--momentum", str(h.momentum), "--samples", str(samples), "--seed", str(seed)]
 

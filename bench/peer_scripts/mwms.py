@@ -4,9 +4,8 @@ each worker reading every n-th batch of the job's input_fn. Plain TF2; TF_CONFIG
 import json
 import os
 
-import tensorflow as tf
-
 import peer_common as pc
+import tensorflow as tf
 
 
 def main():

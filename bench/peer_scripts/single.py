@@ -1,8 +1,7 @@
 """One process alone: the job's loop with no distribution (this machine's limit for the job). Plain TF2."""
 
-import tensorflow as tf
-
 import peer_common as pc
+import tensorflow as tf
 
 
 def main():
