@@ -116,8 +116,12 @@ def run_peer(kind: str, job, seed: int, workers: int, cpus, timeout_s: float) ->
 def run_syncswitch(variant: str, job_path: str, seed: int, workers: int, cpus, target: float, out_dir: str) -> dict:
     cmd = [sys.executable, "-m", "syncswitch", "submit", job_path, "--quiet", "--workers", str(workers),
            "--output-dir", out_dir, "--target-accuracy", str(target), "--set", f"seed={seed}", *DECAY]
-    if variant in ("bsp", "asp"):
+    if variant == "asp":
         cmd += ["--protocol", variant]
+    elif variant == "bsp":  # BSP's all-reduce path
+        cmd += ["--set", "policy.schedule=[{protocol: bsp, allreduce: true}]"]
+    elif variant == "default":  # the job's switch, its BSP share through all-reduce
+        cmd += ["--set", "policy.schedule=[{protocol: bsp, allreduce: true, until: 0.25}, {protocol: local-sgd}]"]
     if cpus:
         cmd += ["--cpus-per-node", str(cpus)]
     started = time.time()

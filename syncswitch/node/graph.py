@@ -245,6 +245,10 @@ def _model(graph, launch, module, params: dict, batch: int, optimizer) -> Model:
 def _replica(graph, launch, protocols, model: Model):
     """The worker's copy of the model, where a protocol steps on one; None where none does. BSP alone only
     prefers one (its all-reduce path): a model the replica cannot copy trains through the parameter servers."""
+    # BSP steps on a replica only where a phase asks for its all-reduce path (the `allreduce` parameter).
+    allreduce = any(p.protocol == "bsp" and p.params.fields.get("allreduce") is not None
+                    and p.params.fields["allreduce"].bool_value for p in launch.phases)
+    protocols = [p for p in protocols if p != "bsp" or allreduce]
     if not needs_replica(protocols):
         return None
     device = f"/job:worker/task:{launch.task_index}"

@@ -58,6 +58,8 @@ for i in range(n):
                        seed=1, lr_decay=pb.LrDecay(boundaries=[0.5], factors=[0.1]))
     phase = launch.phases.add(protocol=protocol, build=True, until=1.0)
     phase.config.per_worker_batch, phase.config.learning_rate, phase.config.momentum = batch, 0.2, 0.9
+    if protocol == "bsp":
+        phase.params.update({"allreduce": True})
     cluster, ps, worker = graphmod.start_servers(ps_hosts, workers, i, 1, 2)
     servers.append((ps, worker))
     graphs.append(graphmod.build(launch, total, scriptmod.load_script(path), {}, cluster))
@@ -70,9 +72,9 @@ for s, g in zip(sessions, graphs):
 st = g0.settings
 chief.run([st.set_lr, st.set_momentum, st.set_ramp], {st.lr_in: 0.2, st.momentum_in: 0.9, st.ramp_in: 0.0,
                                                         st.warmup_in: 0.0})
-g0.engines[protocol].enter_chief(chief, {})
+g0.engines[protocol].enter_chief(chief, {"allreduce": True})
 for s, g in zip(sessions, graphs):
-    g.engines[protocol].enter_worker(s, {})
+    g.engines[protocol].enter_worker(s, {"allreduce": True})
 losses = {}
 
 
