@@ -251,7 +251,10 @@ class JobRun(JobEvents, JobRecovery, JobRepair, JobResume):
         self.lifecycle.to(JobState.RUNNING, k)
         self.running_phase = k
         run = self.phase_run(k)
-        params = codec.struct(planned.params)
+        params = dict(planned.params)
+        if getattr(self.stragglers.policy, "shrinks_group", False) and "allreduce" in params:
+            params["allreduce"] = False  # the group may shrink mid-phase: the parameter servers aggregate
+        params = codec.struct(params)
         self.send(0, enter_phase=pb.EnterPhase(phase=k, config=phase_config(planned.config), params=params))
         self.feed.wait_until(lambda: run.entered is not None, f"the chief to enter phase {k}", timeout_s=60)
         self.guard.on_phase(planned.protocol, run.entered.fraction)
