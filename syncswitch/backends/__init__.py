@@ -14,6 +14,6 @@ def get_backend(name: str) -> type[Backend]:
 
 
 # Imported for the registration side effect; cloud SDKs stay lazy inside each backend.
-from syncswitch.backends import gce, local  # noqa: E402,F401
+from syncswitch.backends import gce, local, ray  # noqa: E402,F401
 
 __all__ = ["BACKENDS", "Backend", "BackendCapabilities", "ClusterInfo", "NodeInfo", "ProvisionRequest", "get_backend"]

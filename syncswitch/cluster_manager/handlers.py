@@ -17,7 +17,7 @@ class EventRouter:
     `_on_evaluator_event`; each handler hands the event to the collaborator that owns what it changes."""
 
     def __init__(self, ctx, nodes, launcher, phases, repairs, recovery, guard, evaluations, durable, stragglers,
-                 responder, journal):
+                 responder, journal, timing):
         self.ctx = ctx
         self.nodes = nodes
         self.launcher = launcher
@@ -30,6 +30,7 @@ class EventRouter:
         self.stragglers = stragglers
         self.responder = responder
         self.journal = journal
+        self.timing = timing
         # A lost node's events go to recovery.
         self._on_exit, self._on_node_lost, self._on_error = recovery.on_exit, recovery.on_node_lost, recovery.on_error
 
@@ -140,6 +141,9 @@ class EventRouter:
         ctx.bar.update(fraction, metrics.protocol, sum(m.examples_per_s for m in ctx.latest.values()), metrics.loss)
         running = ctx.lifecycle.phase if ctx.lifecycle.state is JobState.RUNNING else None
         self.responder.on_metrics(source, metrics, received, fraction, running)
+        cut = self.timing.on_loss(ctx.plan, running, metrics.fraction, metrics.loss, fraction)
+        if cut is not None:  # the switch rule ends BSP here
+            self.nodes.broadcast(set_boundary=pb.SetBoundary(phase=running, until=cut))
         if running is not None:
             verdict = self.guard.on_loss(metrics.fraction, metrics.loss)
             if verdict is not None:

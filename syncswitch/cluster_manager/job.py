@@ -29,6 +29,7 @@ from syncswitch.cluster_manager.repair import Repairs
 from syncswitch.cluster_manager.resume import Resumer
 from syncswitch.cluster_manager.stragglers import StragglerController, StragglerResponder
 from syncswitch.cluster_manager.summary import build_summary
+from syncswitch.cluster_manager.switch_timing import SwitchTiming
 from syncswitch.errors import DivergedError, SyncSwitchError
 from syncswitch.policies.guard import GuardSettings
 from syncswitch.wire.client import AgentClient
@@ -77,12 +78,16 @@ class JobRun:
         # ASP is immune to transient stragglers: with no BSP in the schedule there is nothing to watch.
         self.stragglers.watching = plan.owes_bsp(0)
         self.responder = StragglerResponder(self.stragglers, ctx, nodes, lambda: self.guard.rollbacks > 0)
+        # Greedy moves the switch itself; otherwise the switch rule times each switch out of BSP.
+        self.timing = SwitchTiming(spec.policy.switch_rule, ctx.bar.message,
+                                   enabled=spec.stragglers.policy != "greedy")
         evaluator_args = {} if start_evaluator is None else {"start_process": start_evaluator}
         self.evaluations = Evaluations(spec, run_dir, ctx.feed, **evaluator_args)
         self.durable = DurableCheckpoints(os.path.join(run_dir, "checkpoints"), spec.checkpoint.keep)
         self.journal = RunJournal(ctx, self.evaluations, self.guard)
         self.launcher = Launcher(ctx, nodes, on_relaunched=self.responder.reapply)
-        self.phases = PhaseDriver(ctx, nodes, self.launcher, self.guard, self.stragglers, self.evaluations)
+        self.phases = PhaseDriver(ctx, nodes, self.launcher, self.guard, self.stragglers, self.evaluations,
+                                  self.timing)
         self.repairs = Repairs(ctx, nodes, self.launcher, self.phases, self.guard, self.evaluations, self.durable,
                                self.journal, self.stragglers)
         self.recovery = Recovery(ctx, nodes, self.launcher, self.phases, self.guard, self.evaluations, self.durable,
@@ -90,7 +95,8 @@ class JobRun:
         self.resumer = Resumer(ctx, self.launcher, self.phases, self.guard, self.evaluations, self.durable,
                                self.recovery, self.journal, self.stragglers)
         self.events = EventRouter(ctx, nodes, self.launcher, self.phases, self.repairs, self.recovery, self.guard,
-                                  self.evaluations, self.durable, self.stragglers, self.responder, self.journal)
+                                  self.evaluations, self.durable, self.stragglers, self.responder, self.journal,
+                                  self.timing)
 
     @property
     def job_id(self) -> str:
@@ -127,7 +133,7 @@ class JobRun:
         try:
             error = self._run_under_signals()
             summary = build_summary(ctx.spec, ctx.record, {**self.stragglers.summary(), **self.guard.summary(),
-                                                           **self.recovery.summary()})
+                                                           **self.recovery.summary(), **self.timing.summary()})
             ctx.outputs.write_summary(summary)
         finally:
             ctx.outputs.close()

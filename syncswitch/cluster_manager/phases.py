@@ -17,13 +17,14 @@ from syncswitch.wire import codec
 class PhaseDriver:
     """Runs phase after phase through the nodes; a relaunch goes through the launcher's one relaunch path."""
 
-    def __init__(self, ctx, nodes, launcher, guard, stragglers, evaluations):
+    def __init__(self, ctx, nodes, launcher, guard, stragglers, evaluations, timing):
         self.ctx = ctx
         self.nodes = nodes
         self.launcher = launcher
         self.guard = guard
         self.stragglers = stragglers
         self.evaluations = evaluations
+        self.timing = timing  # the switch rule: holds a switch out of BSP until it decides
         self.saved: list[pb.Saved] = []  # the checkpoints saved on request (switch, final), as reported
 
     def on_saved(self, saved: pb.Saved) -> None:
@@ -33,6 +34,7 @@ class PhaseDriver:
     def start(self, k: int) -> None:
         """The chief applies phase k's configuration, every worker goes; returns once all have stepped."""
         ctx, nodes = self.ctx, self.nodes
+        self.timing.on_phase(ctx.plan, k)  # a switch out of BSP waits for the switch rule
         planned = ctx.plan[k]
         ctx.lifecycle.to(JobState.RUNNING, k)
         ctx.running_phase = k

@@ -140,6 +140,18 @@ class RunPlan:
     def describe_phases(self) -> list[dict]:
         return [{"protocol": p.protocol, "until": p.until} for p in self.phases]
 
+    def hold_after(self, k: int) -> PlannedPhase:
+        """The switch rule: phase k runs on to the end of phase k + 1, which is held aside and returned."""
+        held = self.phases[k + 1]
+        self.phases[k] = self.phases[k].ending_at(held.until)
+        del self.phases[k + 1]
+        return held
+
+    def release(self, k: int, at: float, held: PlannedPhase) -> None:
+        """The switch rule decided: phase k ends `at`, where the held phase starts."""
+        self.phases[k] = self.phases[k].ending_at(at)
+        self.phases.insert(k + 1, held)
+
     def end_at(self, k: int) -> None:
         """Phase k reached the end of the workload: no later phase runs."""
         del self.phases[k + 1:]

@@ -155,11 +155,12 @@ def test_greedy_keeps_a_cut_phases_parameters(write_spec):
     # the first 3 of 4 gradients: cutting a phase used to rebuild it from its protocol and end alone.
     policy = "{schedule: [{protocol: bsp, until: 0.5, aggregate: 3}, {protocol: asp}]}"
     plan = _plan(GREEDY.replace("{switch_at: SWITCH}", policy), write_spec)
-    assert plan[0].params == {"aggregate": 3}
+    given = plan[0].params
+    assert given["aggregate"] == 3
     plan.interrupt(0, 0.2)
-    assert (plan[0].protocol, plan[0].until, plan[0].params) == ("bsp", 0.2, {"aggregate": 3})
+    assert (plan[0].protocol, plan[0].until, plan[0].params) == ("bsp", 0.2, given)
     plan.resume(1, 0.3)
     owed = plan[2]
-    assert (owed.protocol, round(owed.until, 6), owed.params) == ("bsp", 0.6, {"aggregate": 3})
+    assert (owed.protocol, round(owed.until, 6), owed.params) == ("bsp", 0.6, given)
     assert owed.config == plan[0].config
     assert [(p.protocol, p.until) for p in plan][-1] == ("asp", 1.0)
