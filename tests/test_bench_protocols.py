@@ -10,7 +10,7 @@ def test_variants_parse_to_schedules():
     assert phase.protocol == "specsync"
     assert phase.param_dict == {"abort_rate": 0.5, "abort_time": 0.05, "adaptive": True}
     (phase,) = protocols.schedule_of("bsp(aggregate=3)")
-    assert phase.param_dict == {"aggregate": 3}
+    assert phase.param_dict == {"aggregate": 3, "allreduce": False}
     first, second = protocols.schedule_of("bsp>lookahead(adaptive=False)")
     assert (first.protocol, first.until, second.protocol) == ("bsp", 0.25, "lookahead")
     assert second.param_dict["adaptive"] is False

@@ -86,7 +86,7 @@ with g.graph.as_default(), v1.Session(worker.target, config=graphmod.session_con
     local = g.engines["local-sgd"]
     local.enter_chief(session)
     local.enter_worker(session)
-    out["local_step"] = received_by_worker(session, [local.train_op, local.samples_after, g.losses["local-sgd"]])
+    out["local_step"] = received_by_worker(session, [local.train_op, local.samples_after, g.losses.get("local-sgd")])
     out["checkpointed"] = [v.op.name for v in graphmod.checkpointed(g.graph)]
     out["local_devices"] = sorted({v.device for v in g.graph.get_collection(v1.GraphKeys.LOCAL_VARIABLES)})
 print("RESULT " + json.dumps(out), flush=True)
