@@ -27,7 +27,9 @@ setup(
         "scikit-learn>=1.3",
     ],
     extras_require={
-        "test": ["pytest>=7", "pytest-timeout>=2.1", "grpcio-tools>=1.60,<2"],
+        # CI's lint and documentation site too (.ci/run): ruff, mkdocs --strict with the material theme
+        "test": ["pytest>=7", "pytest-timeout>=2.1", "grpcio-tools>=1.60,<2", "ruff>=0.6", "mkdocs>=1.6,<2",
+                 "mkdocs-material>=9.5,<10"],
         "gce": ["google-cloud-compute>=1.47,<2"],  # 1.47: the first that allows protobuf 7
     },
     entry_points={"console_scripts": ["syncswitch=syncswitch.cli:main"]},

@@ -1,4 +1,5 @@
-"""Converged accuracy (paper: no change over 0.1% across five evaluations; one definition for runs and traces) and TTA."""
+"""Converged accuracy (paper: no change over 0.1% across five evaluations; one definition for runs and traces)
+and TTA."""
 
 import pytest
 

@@ -45,7 +45,8 @@ def test_bad_variant_names(write_spec):
     job = specmod.load(write_spec(MINIMAL))
     with pytest.raises(SpecError, match="expected switch@FRACTION"):
         variant_policy(job, "switch@soon")
-    with pytest.raises(SpecError, match=r"'lookahed' is no protocol \(bsp, asp, [^)]*\) \(did you mean 'lookahead'\?\)"):
+    with pytest.raises(SpecError,
+                       match=r"'lookahed' is no protocol \(bsp, asp, [^)]*\) \(did you mean 'lookahead'\?\)"):
         variant_policy(job, "lookahed")
     with pytest.raises(SpecError, match="staleness"):  # parameters are checked as a spec's are
         variant_policy(job, "ssp(staleness=-1)")

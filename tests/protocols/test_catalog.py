@@ -98,7 +98,8 @@ def test_every_parameter_is_covered():
 
 @pytest.mark.parametrize("item,message", [
     ({"protocol": "ssp", "stalenes": 2}, ("unknown key policy.schedule[0].stalenes for protocol 'ssp' "
-                                          "(did you mean 'staleness'?); valid: protocol, until, hyperparameters, staleness")),
+                                          "(did you mean 'staleness'?); valid: protocol, until, hyperparameters, "
+                                          "staleness")),
     ({"protocol": "ssp", "untill": 1.0}, "(did you mean 'until'?)"),
     ({"protocol": "asp", "staleness": 2}, ("unknown key policy.schedule[0].staleness for protocol 'asp'; "
                                            "valid: protocol, until")),
