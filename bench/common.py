@@ -242,11 +242,12 @@ def run_module(module, name: str, argv) -> int:
     print the JSON and write --out. Exit 0, or 1 when the part failed or its result misses a key."""
     args = part_parser(module, name).parse_args(argv)
     root = run_root(args.out, name)
+    facts = machine_facts([name] + list(argv))  # the code as it was when the part began
     result = guarded(name, module.run_part, args, root)
     missing = missing_keys(result, module.RESULT_SCHEMA)
     if missing:
         result["error"] = f"the result lacks {', '.join(missing)} (RESULT_SCHEMA of bench.{name})"
-    result["machine"] = machine_facts([name] + list(argv))
+    result["machine"] = facts
     print(json.dumps(result, indent=2, default=str))
     if args.out:
         write_json(args.out, result)
