@@ -167,12 +167,18 @@ def protocols_render(docs: list[dict]) -> list[str]:
     variants = docs[0]["jobs"]["quickstart"]["variants"]
     bsp = variants["bsp"]["final_accuracy"]["median"]
     asp_speed = variants["asp"]["examples_per_s"]["median"]
-    rows = [[f"`{name}`", v["completed"], spread_text(v["final_accuracy"]),
+    rows = [[f"`{_variant(name)}`", v["completed"], spread_text(v["final_accuracy"]),
              f"{(v['final_accuracy']['median'] - bsp) * 100:+.1f}", x(common.ratio(v["examples_per_s"]["median"],
                                                                                  asp_speed))]
             for name, v in variants.items()]
-    return ["`bsp>local-sgd` is BSP for the first quarter, then `local-sgd`: the default switch on more than 2 "
-            "workers.", ""] + table(["variant", "runs", "final accuracy", "points vs BSP", "throughput vs ASP"], rows)
+    return ["`switch@0.25:local-sgd` is BSP for the first quarter, then `local-sgd`: the default switch on more "
+            "than 2 workers.", ""] + \
+        table(["variant", "runs", "final accuracy", "points vs BSP", "throughput vs ASP"], rows)
+
+
+def _variant(name: str) -> str:
+    """A variant as `syncswitch experiment` names it (files from before name a second phase `bsp>X`)."""
+    return f"switch@0.25:{name[4:]}" if name.startswith("bsp>") else name
 
 
 def protocols_headline(docs: list[dict]) -> tuple[str, str]:
@@ -269,8 +275,7 @@ FIGURES = (
            "python -m bench protocols --job jobs/quickstart.yaml --workers 4 --repeats 25 --first-seed 10 --set "
            "policy.guard.enabled=false --variants 'bsp,asp,local-sgd,local-sgd(period=1),switch@0.25:local-sgd'",
            protocols_render, commit="f41e307", headline=protocols_headline,
-           note="Guard off (each protocol as it is). Measured before the variant syntax became `syncswitch "
-                "experiment`'s: `bsp>local-sgd` there is `switch@0.25:local-sgd` now."),
+           note="Guard off (each protocol as it is)."),
     Figure("stragglers", "Stragglers: policies under CPU stragglers",
            ("stragglers-mnist1d-cpu040-ps030-4workers-lookahead-2026-11-25.json",),
            "python -m bench stragglers --job jobs/mnist1d_cnn.yaml --repeats 3 --set cluster.cpus_per_node=0.4 "
