@@ -67,6 +67,8 @@ class Registry(Generic[T]):
 
 CONFIGURATION_POLICIES: Registry = Registry("configuration policy", builtins=("syncswitch.policies",))
 STRAGGLER_POLICIES: Registry = Registry("straggler policy", builtins=("syncswitch.policies",))
+# Rules that time a scheduled switch out of BSP (syncswitch/policies/timing.py).
+SWITCH_RULES: Registry = Registry("switch rule", builtins=("syncswitch.policies",))
 BACKENDS: Registry = Registry("backend", builtins=("syncswitch.cluster_manager.backends",))
 # Synchronization protocols: syncswitch/protocols/catalog.py Protocol entries (names, parameters, traits).
 PROTOCOLS: Registry = Registry("protocol", builtins=("syncswitch.protocols.catalog",))

@@ -1,4 +1,4 @@
-"""The `syncswitch` command line: submit, resume, experiment, report, search, policy, guard and cluster.
+"""The `syncswitch` command line: submit, resume, experiment, report, search, policy, guard, cluster, simulate.
 
 Every command lives in this package and raises domain errors only; `errors.friendly_errors`
 turns them into one line and an exit code. Libraries never import this package.
@@ -14,6 +14,7 @@ from syncswitch.cli.guard import guard
 from syncswitch.cli.report import report
 from syncswitch.cli.resume import resume
 from syncswitch.cli.search import policy, search
+from syncswitch.cli.simulate import simulate
 from syncswitch.cli.submit import submit
 
 
@@ -23,7 +24,7 @@ def cli():
     """syncswitch: BSP->ASP switching parameter-server training for TensorFlow."""
 
 
-for _command in (submit, resume, experiment, report, search, policy, guard, cluster):
+for _command in (submit, resume, experiment, report, search, policy, guard, cluster, simulate):
     cli.add_command(_command)
 
 

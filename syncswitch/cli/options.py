@@ -10,6 +10,20 @@ def workers_override(workers: int | None) -> list[str]:
     return [] if workers is None else [f"cluster.workers={workers}"]
 
 
+class SwitchAt(click.ParamType):
+    """--switch-at: a fraction of the workload, or `auto`."""
+
+    name = "F|auto"
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, float) or value == "auto":
+            return value
+        try:
+            return float(value)
+        except ValueError:
+            self.fail(f"{value!r} is neither a fraction of the workload nor auto", param, ctx)
+
+
 def spec_overrides(protocol, workers, switch_at, switch_mode, target_accuracy, sets,
                    straggler_policy=None, no_guard=False, cpus_per_node=None, switch_to=None) -> list[str]:
     """Translate CLI shortcuts into `--set` assignments applied before validation."""
@@ -45,8 +59,9 @@ def job_options(fn):
     options = [
         click.option("--protocol", type=click.Choice(list(PROTOCOLS)),
                      help="Run one protocol (its default parameters) for the whole workload."),
-        click.option("--switch-at", type=float,
-                     help="Shortcut for the schedule [bsp until F, X], X the job's switch target (--switch-to)."),
+        click.option("--switch-at", type=SwitchAt(),
+                     help="Shortcut for the schedule [bsp until F, X], X the job's switch target (--switch-to); F is "
+                          "the earliest point, the switch rule may defer it; auto: the rule alone decides."),
         click.option("--switch-to", type=click.Choice(asynchronous_protocols()),
                      help=f"The protocol a switch goes to (default {NONBLOCKING_SWITCH_TO} on up to "
                           f"{LOOKAHEAD_MAX_WORKERS} workers, {DEFAULT_SWITCH_TO} on more; asp is the paper's)."),

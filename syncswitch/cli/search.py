@@ -104,10 +104,15 @@ def _acc(a) -> str:
 @click.option("--fresh", is_flag=True, help="Ignore pilots cached from earlier searches of this job.")
 @click.option("--no-store", is_flag=True, help="Do not save the found switch point as the job's policy.")
 @click.option("--one-sided", is_flag=True, help="Accept accuracies above A + beta too (the paper rejects them).")
+@click.option("--simulate", "simulated", is_flag=True,
+              help="Run the pilots in the simulator (one process) on --workers simulated workers.")
+@click.option("--arrivals", default="speeds:0.2", show_default=True, help="With --simulate: the arrival model.")
+@click.option("--step-time", type=click.FloatRange(min=0, min_open=True),
+              help="With --simulate: seconds of one step on the simulated cluster (default: measured here).")
 @_FORMAT
 @friendly_errors(interrupted=INTERRUPTED)
 def run_cmd(job, runs, threshold, max_settings, bsp_runs, target_accuracy, workers, sets, output_dir, fresh,
-            no_store, one_sided, fmt):
+            no_store, one_sided, simulated, arrivals, step_time, fmt):
     """Search JOB's switch point with real pilot trainings and store it for later submits."""
     from syncswitch import spec as specmod
     from syncswitch.search import store as storemod
@@ -116,11 +121,12 @@ def run_cmd(job, runs, threshold, max_settings, bsp_runs, target_accuracy, worke
     job_spec = specmod.load(job, list(sets) + workers_override(workers))
     if bsp_runs == 0 and target_accuracy is None:
         raise SearchError("--bsp-runs 0 needs --target-accuracy: without BSP reference runs there is no target")
-    from syncswitch.cluster_manager.experiments import run_pilot_factory
-
     signature, inputs = storemod.signature_for_spec(job_spec)
     root = output_dir or os.path.join("runs", f"search-{job_spec.name}-{signature[:8]}")
     switching = storemod.switching_for_spec(job_spec)
+    pilots, simulation = _pilots(job_spec, root, simulated, arrivals, step_time)
+    if simulation:  # simulated pilots are cached apart from real ones, and the stored policy says so
+        switching = {**switching, "simulated": simulation}
     then = specmod.switch_target(job_spec.policy).protocol  # the pilots keep the job's own switch target
     cache = storemod.pilot_cache_for(signature, switching)
     if fresh:
@@ -128,7 +134,7 @@ def run_cmd(job, runs, threshold, max_settings, bsp_runs, target_accuracy, worke
     echo = functools.partial(click.echo, err=True)
     echo(f"searching {job_spec.name} (signature {signature[:12]}): M={max_settings}, R={runs}, "
          f"K={bsp_runs if target_accuracy is None else 0}, beta={threshold:g}; pilots under {root}")
-    result = binary_search(run_pilot_factory(job_spec, root), max_settings=max_settings, threshold=threshold,
+    result = binary_search(pilots, max_settings=max_settings, threshold=threshold,
                            runs=runs, bsp_runs=bsp_runs, target_accuracy=target_accuracy, cache=cache,
                            on_event=_progress(echo, then), two_sided=not one_sided)
     chosen = result.chosen
@@ -140,8 +146,10 @@ def run_cmd(job, runs, threshold, max_settings, bsp_runs, target_accuracy, worke
         threshold=threshold, search_cost_s=result.cost_s, search_cost_bsp=result.cost_bsp, runs=result.runs,
         created=storemod.now_iso(), inputs=inputs,
         settings={"max_settings": max_settings, "runs": runs, "bsp_runs": bsp_runs if target_accuracy is None else 0,
-                  "two_sided": not one_sided, "switching": switching},
-        reference_runs=[os.path.abspath(d) for d in result.reference_runs])
+                  "two_sided": not one_sided, "switching": switching,
+                  **({"simulated": simulation} if simulation else {})},
+        reference_runs=[os.path.abspath(d) for d in result.reference_runs],
+        switch_rule=storemod.switch_rule_for_spec(job_spec))
     if not no_store:
         storemod.PolicyStore().put(record)
     if fmt == "json":
@@ -155,6 +163,23 @@ def run_cmd(job, runs, threshold, max_settings, bsp_runs, target_accuracy, worke
                + (f" = {result.cost_bsp:.2f}x one BSP training" if result.cost_bsp else ""))
     click.echo(f"stored as policy {signature[:12]}; `syncswitch submit {job}` will use it" if not no_store
                else "not stored (--no-store)")
+
+
+def _pilots(job_spec, root: str, simulated: bool, arrivals: str, step_time: float | None):
+    """(run_pilot, what the simulation was or None): real pilots through the cluster manager, or simulated ones."""
+    if not simulated:
+        from syncswitch.cluster_manager.experiments import run_pilot_factory
+
+        return run_pilot_factory(job_spec, root), None
+    from syncswitch.simulator.arrivals import arrival_model
+    from syncswitch.simulator.pilots import calibrate_step_time, simulated_pilot_factory
+
+    arrival_model(arrivals, job_spec.cluster.workers, job_spec.seed)  # a bad model fails before any pilot
+    calibrated = step_time is None
+    step_time = step_time or calibrate_step_time(job_spec)
+    simulation = {"workers": job_spec.cluster.workers, "arrivals": arrivals, "step_time_s": step_time,
+                  "step_time_calibrated": calibrated}
+    return simulated_pilot_factory(job_spec, root, arrivals, step_time), simulation
 
 
 @search.command("simulate")

@@ -33,7 +33,8 @@ def submit(job, protocol, switch_at, switch_to, switch_mode, workers, target_acc
     # A recurring job reuses its searched switch point, unless the spec or the command line gives one, and
     # the search's BSP pilots become the guard's reference, unless the spec names one.
     stored = stored_policy(job_spec)
-    job_spec = specmod.adopt_stored_switch_at(job_spec, stored.switch_at if stored else None)
+    job_spec = specmod.adopt_stored_switch_at(job_spec, stored.switch_at if stored else None,
+                                              stored.switch_rule if stored else None)
     job_spec = specmod.adopt_stored_reference(job_spec, stored.reference_runs if stored else ())
     if dry_run:
         click.echo(manager.dry_run(job_spec))

@@ -123,6 +123,9 @@ class JobEvents:
         self.bar.update(fraction, metrics.protocol, sum(m.examples_per_s for m in self.latest.values()), metrics.loss)
         running = self.lifecycle.phase if self.lifecycle.state is JobState.RUNNING else None
         self.responder.on_metrics(source, metrics, received, fraction, running)
+        cut = self.timing.on_loss(self.plan, running, metrics.fraction, metrics.loss, fraction)
+        if cut is not None:  # the switch rule ends BSP here
+            self.broadcast(set_boundary=pb.SetBoundary(phase=running, until=cut))
         if running is not None:
             verdict = self.guard.on_loss(metrics.fraction, metrics.loss)
             if verdict is not None:

@@ -28,6 +28,7 @@ from syncswitch.cluster_manager.resume import JobResume, save_job
 from syncswitch.cluster_manager.shipping import ScriptShipment
 from syncswitch.cluster_manager.stragglers import StragglerController, StragglerResponder
 from syncswitch.cluster_manager.summary import build_summary
+from syncswitch.cluster_manager.switch_timing import SwitchTiming
 from syncswitch.errors import ClusterError, DivergedError, SyncSwitchError
 from syncswitch.policies.guard import GuardSettings
 from syncswitch.wire import agent_pb2 as pb
@@ -66,6 +67,9 @@ class JobRun(JobEvents, JobRecovery, JobRepair, JobResume):
         guard = GuardSettings.from_spec(spec.policy.guard)
         self.guard = GuardRuntime(guard, spec.policy.fallback, spec.cluster.workers)
         self.plan = PhasePlan(spec, spec.policy.fallback if guard.enabled else ())
+        # Greedy moves the switch itself; otherwise the switch rule times each switch out of BSP.
+        self.timing = SwitchTiming(spec.policy.switch_rule, self.bar.message,
+                                   enabled=spec.stragglers.policy != "greedy")
         self.checkpoint_name = "model.ckpt"  # a rollback starts a new branch of checkpoint names
         self.record = RunRecord(self.job_id, self.run_dir, self.plan.mode, time.time())
         self.lifecycle = Lifecycle(on_change=self._state_changed)
@@ -164,7 +168,7 @@ class JobRun(JobEvents, JobRecovery, JobRepair, JobResume):
                 for sig, handler in previous.items():
                     signal.signal(sig, handler)
         summary = build_summary(self.spec, record, {**self.stragglers.summary(), **self.guard.summary(),
-                                                    **self.recovery_summary()})
+                                                    **self.recovery_summary(), **self.timing.summary()})
         self.outputs.write_summary(summary)
         self.outputs.close()
         log_file.close()
@@ -242,11 +246,15 @@ class JobRun(JobEvents, JobRecovery, JobRepair, JobResume):
 
     def _start_phase(self, k: int) -> None:
         """The chief applies phase k's configuration, every worker goes; returns once all have stepped."""
+        self.timing.on_phase(self.plan, k)  # a switch out of BSP waits for the switch rule
         planned = self.plan[k]
         self.lifecycle.to(JobState.RUNNING, k)
         self.running_phase = k
         run = self.phase_run(k)
-        params = codec.struct(planned.params)
+        params = dict(planned.params)
+        if getattr(self.stragglers.policy, "shrinks_group", False) and "allreduce" in params:
+            params["allreduce"] = False  # the group may shrink mid-phase: the parameter servers aggregate
+        params = codec.struct(params)
         self.send(0, enter_phase=pb.EnterPhase(phase=k, config=phase_config(planned.config), params=params))
         self.feed.wait_until(lambda: run.entered is not None, f"the chief to enter phase {k}", timeout_s=60)
         self.guard.on_phase(planned.protocol, run.entered.fraction)

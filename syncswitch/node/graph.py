@@ -15,30 +15,89 @@ from syncswitch.protocols.engines import ENGINE_STATE, ProtocolEngine, build_eng
 v1 = tf.compat.v1
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(kw_only=True)
+class Schedule:
+    """The learning rate and momentum as functions of the sample count, from settings kept beside the counter.
+
+    `variables` (base rate, target momentum, ramp start, momentum ramp length, rate warm-up length) live on the
+    parameter servers; an engine that steps on the worker reads them once into copies and calls `rates` with
+    its own count, so its steps read nothing remote.
+    """
+
+    variables: list
+    total: int
+    boundaries: list
+    factors: list
+
+    def rates(self, samples, values=None):
+        """(learning rate, momentum) at `samples`, from `values` (the settings, or copies of them)."""
+        lr_base, momentum, ramp_start, ramp_len, warmup_len = values if values is not None else self.variables
+        momentum_now = ramped(momentum, samples, ramp_start, ramp_len)
+        progress = tf.cast(samples, tf.float32) / float(self.total)
+        rate = ramped(decayed_rate(lr_base, progress, self.boundaries, self.factors), samples, ramp_start, warmup_len)
+        return rate, momentum_now
+
+
+@dataclasses.dataclass(kw_only=True)
+class Settings:
+    """The phase's configuration as variables beside the counter, and the ops the chief sets them with."""
+
+    lr_base: tf.Variable
+    momentum: tf.Variable       # the phase's target momentum
+    learning_rate: tf.Tensor
+    momentum_now: tf.Tensor     # what the optimizer uses this step: the target, or on its ramp
+    set_lr: tf.Operation
+    set_momentum: tf.Operation
+    set_ramp: tf.Operation      # starts ramps of `ramp_in` (momentum) and `warmup_in` (rate) samples from now
+    lr_in: tf.Tensor
+    momentum_in: tf.Tensor
+    ramp_in: tf.Tensor
+    warmup_in: tf.Tensor
+    schedule: Schedule
+
+
+@dataclasses.dataclass(kw_only=True)
+class Model:
+    """The user's model on the shared variables: its loss, gradients, the input iterator, and what model_fn made."""
+
+    loss: tf.Tensor
+    grads: list
+    iterator: object
+    made: list                  # the ops model_fn made
+    own_updates: list           # the model's own update ops (batch-norm statistics)
+    raw_loss: tf.Tensor         # model_fn's loss, before its update ops are attached
+
+
+@dataclasses.dataclass(kw_only=True)
 class TrainGraph:
     """Handles the task loop and hooks need."""
 
     graph: tf.Graph
     engines: dict[str, ProtocolEngine]
     loss: tf.Tensor
-    losses: dict[str, tf.Tensor]  # protocol -> the loss its steps compute, where not `loss` (a local replica's)
+    losses: LiveLosses        # protocol -> the loss its steps compute, where not `loss` (a local replica's)
     samples: tf.Variable
     global_step: tf.Variable
-    lr_base: tf.Variable
-    momentum: tf.Variable       # the phase's target momentum
-    learning_rate: tf.Tensor
-    set_lr: tf.Operation
-    set_momentum: tf.Operation
-    lr_in: tf.Tensor
-    momentum_in: tf.Tensor
-    momentum_now: tf.Tensor     # what the optimizer uses this step: the target, or on its ramp
-    set_ramp: tf.Operation      # starts ramps of `ramp_in` (momentum) and `warmup_in` (rate) samples from now
-    ramp_in: tf.Tensor
-    warmup_in: tf.Tensor
+    settings: Settings
     total_samples: int
     saver: v1.train.Saver
     scaffold: v1.train.Scaffold
+
+
+class LiveLosses:
+    """protocol -> the loss its engine's steps compute, read when asked: an engine with several paths (BSP's
+    all-reduce and parameter-server ones) has the loss of the path its phase entered."""
+
+    def __init__(self, engines: dict):
+        self._engines = engines
+
+    def get(self, protocol, default=None):
+        engine = self._engines.get(protocol)
+        loss = engine.loss if engine is not None else None
+        return default if loss is None else loss
+
+    def __bool__(self) -> bool:
+        return True
 
 
 class GreedyByteStrategy:
@@ -66,14 +125,20 @@ class GreedyByteStrategy:
         return index
 
 
+COLLECTIVE_LEADER = "/job:worker/replica:0/task:0"
+
+
 def session_config(num_workers: int, task_index: int, intra: int, inter: int) -> v1.ConfigProto:
-    # Device filters keep a worker from waiting on, or talking to, the other workers.
-    return v1.ConfigProto(
+    # Device filters keep a worker from waiting on, or talking to, the other workers (a collective reaches
+    # them through its group, resolved by the leader).
+    config = v1.ConfigProto(
         intra_op_parallelism_threads=intra,
         inter_op_parallelism_threads=inter,
         device_filters=["/job:ps", f"/job:worker/task:{task_index}"],
         allow_soft_placement=False,
     )
+    config.experimental.collective_group_leader = COLLECTIVE_LEADER
+    return config
 
 
 def start_servers(ps_hosts, worker_hosts, task_index: int, intra: int, inter: int):
@@ -81,6 +146,8 @@ def start_servers(ps_hosts, worker_hosts, task_index: int, intra: int, inter: in
     colocates them); `ps_hosts` lists the PS tasks, on nodes 0..len-1. The PS server is None on other nodes."""
     cluster = tf.train.ClusterSpec({"ps": list(ps_hosts), "worker": list(worker_hosts)})
     threads = v1.ConfigProto(intra_op_parallelism_threads=intra, inter_op_parallelism_threads=inter)
+    # The servers resolve collective groups (BSP's all-reduce) through worker 0, as every session does.
+    threads.experimental.collective_group_leader = COLLECTIVE_LEADER
     ps = None
     if task_index < len(ps_hosts):
         ps = tf.distribute.Server(cluster, job_name="ps", task_index=task_index, config=threads, start=True)
@@ -109,113 +176,143 @@ def checkpointed(graph) -> list:
     return [v for v in graph.get_collection(v1.GraphKeys.GLOBAL_VARIABLES) if v.ref() not in state]
 
 
+def _settings(launch, total: int, samples) -> Settings:
+    """The phase's configuration as variables beside the sample counter (built under the device setter, with
+    the counter's colocation), and the rate and momentum they give."""
+    first = launch.phases[launch.start_phase].config
+
+    def variable(name, dtype, init=0.0):
+        return v1.get_variable(name, [], dtype, v1.constant_initializer(init), trainable=False)
+
+    lr_base = variable("lr_base", tf.float32, first.learning_rate)
+    momentum = variable("momentum", tf.float32, first.momentum)
+    # A phase may ramp its momentum up from 0 (paper Fig. 8): its start and length in samples live beside
+    # the counter, so the ramp costs no extra hop and survives a relaunch.
+    ramp_start = variable("momentum_ramp_start", tf.int64, 0)
+    ramp_len = variable("momentum_ramp_samples", tf.float32)
+    warmup_len = variable("lr_warmup_samples", tf.float32)
+    schedule = Schedule(variables=[lr_base, momentum, ramp_start, ramp_len, warmup_len], total=total,
+                        boundaries=[float(b) for b in launch.lr_decay.boundaries],
+                        factors=[float(f) for f in launch.lr_decay.factors])
+    # The rate and momentum are computed where their inputs live and where the updates apply them: on the
+    # worker, each step cost a read of every input from the parameter server and a send of the result back
+    # (6 extra transfers, ~25% of a small model's ASP step).
+    learning_rate, momentum_now = schedule.rates(samples)
+    inputs = {name: v1.placeholder(tf.float32, [], name=name)
+              for name in ("lr_in", "momentum_in", "momentum_ramp_in", "lr_warmup_in")}
+    return Settings(
+        lr_base=lr_base, momentum=momentum, learning_rate=learning_rate, momentum_now=momentum_now,
+        set_lr=lr_base.assign(inputs["lr_in"]), set_momentum=momentum.assign(inputs["momentum_in"]),
+        set_ramp=tf.group(ramp_len.assign(inputs["momentum_ramp_in"]), warmup_len.assign(inputs["lr_warmup_in"]),
+                          ramp_start.assign(samples.read_value())),
+        lr_in=inputs["lr_in"], momentum_in=inputs["momentum_in"], ramp_in=inputs["momentum_ramp_in"],
+        warmup_in=inputs["lr_warmup_in"], schedule=schedule)
+
+
+def _model(graph, launch, module, params: dict, batch: int, optimizer) -> Model:
+    """The input pipeline (this worker's shard, repeated) and the user's model on the shared variables."""
+    n, index, path = launch.num_workers, launch.task_index, launch.script_path
+    ds = scriptmod.call_input_fn(module, path, "train", batch, params)
+    # Each worker reads every n-th batch. The workload's length is syncswitch's (epochs x examples), so
+    # the training set is repeated here: a script that does not repeat it would end its workers early.
+    ds = ds.shard(n, index).repeat()
+    options = tf.data.Options()
+    options.threading.private_threadpool_size = max(1, launch.intra_threads or 1)
+    ds = ds.with_options(options)
+    # Initializable, not one-shot: an input_fn may capture a lookup table or a variable (a text job's
+    # vocabulary), which a one-shot iterator refuses; it is initialized after the tables (local init).
+    iterator = v1.data.make_initializable_iterator(ds)
+    features, labels = iterator.get_next()
+    before = set(graph.get_operations())
+    out = scriptmod.call_model_fn(module, path, features, labels, params, True)
+    collected = v1.get_collection(v1.GraphKeys.UPDATE_OPS)
+    made = [op for op in graph.get_operations() if op not in before]
+    # Keras layers' own update ops (BatchNormalization's moving statistics) are in no collection here.
+    extra = orphan_updates(graph, made, [out["loss"], out["logits"], *collected])
+    if extra:
+        print(f"syncswitch: model_fn made {len(extra)} update op(s) outside UPDATE_OPS (e.g. "
+              f"{extra[0].name}); they run with every step", file=sys.stderr, flush=True)
+    with tf.control_dependencies(collected + extra):
+        loss = tf.identity(out["loss"], name="train_loss")
+    grads = [(g, v) for g, v in optimizer.compute_gradients(loss) if g is not None]
+    if not grads:
+        raise scriptmod.ScriptError(f"script {path}: model_fn's loss depends on no trainable variable")
+    made_set = set(made)
+    own = [u for u in collected + extra if getattr(u, "op", u) in made_set]
+    return Model(loss=loss, grads=grads, iterator=iterator, made=made, own_updates=own, raw_loss=out["loss"])
+
+
+def _replica(graph, launch, protocols, model: Model):
+    """The worker's copy of the model, where a protocol steps on one; None where none does. BSP alone only
+    prefers one (its all-reduce path): a model the replica cannot copy trains through the parameter servers."""
+    # BSP steps on a replica only where a phase asks for its all-reduce path (the `allreduce` parameter).
+    allreduce = any(p.protocol == "bsp" and p.params.fields.get("allreduce") is not None
+                    and p.params.fields["allreduce"].bool_value for p in launch.phases)
+    protocols = [p for p in protocols if p != "bsp" or allreduce]
+    if not needs_replica(protocols):
+        return None
+    device = f"/job:worker/task:{launch.task_index}"
+    try:
+        return replicamod.build(graph, model.made, model.raw_loss, model.own_updates, device, launch.script_path)
+    except scriptmod.ScriptError:
+        if any(p != "bsp" and needs_replica([p]) for p in protocols):
+            raise
+        return None
+
+
+def _saving(graph, iterator):
+    """(saver, scaffold): the chief gathers every variable and writes one checkpoint; protocol state (clocks,
+    counters) stays out, since a relaunch may build protocols the checkpoint never held."""
+    saved = checkpointed(graph)
+    saver = v1.train.Saver(saved, max_to_keep=None, sharded=False, save_relative_paths=True)
+    # A session restored from a checkpoint initializes the protocol state the checkpoint lacks in its
+    # local init (every worker, before any phase; the chief's phase entry sets it for each phase).
+    state = v1.variables_initializer(graph.get_collection(ENGINE_STATE))
+    local_init = tf.group(v1.train.Scaffold.default_local_init_op(), state)
+    with tf.control_dependencies([local_init]):  # the input pipeline may look words up in the tables
+        local_init = tf.group(iterator.initializer)
+    scaffold = v1.train.Scaffold(
+        saver=saver, ready_for_local_init_op=v1.report_uninitialized_variables(saved), local_init_op=local_init)
+    scaffold.finalize()
+    return saver, scaffold
+
+
+def _one_batch(launch, protocols) -> int:
+    # One input pipeline and one model: the user's model_fn must be called once so its variables exist once;
+    # protocols built into one graph therefore share the per-worker batch.
+    batch_by_protocol = {p.protocol: p.config.per_worker_batch for p in launch.phases}
+    batches = {batch_by_protocol[p] for p in protocols}
+    if len(batches) != 1:
+        raise ValueError(f"protocols {protocols} built into one graph need one per-worker batch, "
+                         f"got {sorted(batches)}; use switch_mode relaunch")
+    return batches.pop()
+
+
 def build(launch, total: int, module, params: dict, cluster) -> TrainGraph:
     """The worker graph for `launch` (a wire Launch) training `total` samples with the user's `module`."""
-    n = launch.num_workers
-    num_ps = len(launch.ps_hosts)
     index = launch.task_index
-    is_chief = index == 0
-    path = launch.script_path
-    phases = launch.phases
-    protocols = sorted({p.protocol for p in phases if p.build})
-    batch_by_protocol = {p.protocol: p.config.per_worker_batch for p in phases}
-    first = phases[launch.start_phase].config
-
+    protocols = sorted({p.protocol for p in launch.phases if p.build})
+    batch_by_protocol = {p.protocol: p.config.per_worker_batch for p in launch.phases}
+    batch = _one_batch(launch, protocols)
     graph = tf.Graph()
     with graph.as_default():
         v1.set_random_seed(launch.seed)
         setter = v1.train.replica_device_setter(
-            ps_tasks=num_ps, worker_device=f"/job:worker/task:{index}", cluster=cluster,
-            ps_strategy=GreedyByteStrategy(num_ps))
+            ps_tasks=len(launch.ps_hosts), worker_device=f"/job:worker/task:{index}", cluster=cluster,
+            ps_strategy=GreedyByteStrategy(len(launch.ps_hosts)))
         with v1.device(setter):
             global_step = v1.train.get_or_create_global_step()
             # Colocated with the global step: the BSP token queue lives there, so reading the
             # counter after a token costs no cross-task hop.
             with v1.variable_scope("syncswitch"), v1.colocate_with(global_step):
                 samples = v1.get_variable("samples", [], tf.int64, v1.zeros_initializer(), trainable=False)
-                lr_base = v1.get_variable("lr_base", [], tf.float32,
-                                          v1.constant_initializer(first.learning_rate), trainable=False)
-                momentum = v1.get_variable("momentum", [], tf.float32,
-                                           v1.constant_initializer(first.momentum), trainable=False)
-                # A phase may ramp its momentum up from 0 (paper Fig. 8): its start and length in
-                # samples live beside the counter, so the ramp costs no extra hop and survives a relaunch.
-                ramp_start = v1.get_variable("momentum_ramp_start", [], tf.int64, v1.zeros_initializer(),
-                                             trainable=False)
-                ramp_len = v1.get_variable("momentum_ramp_samples", [], tf.float32, v1.zeros_initializer(),
-                                           trainable=False)
-                warmup_len = v1.get_variable("lr_warmup_samples", [], tf.float32, v1.zeros_initializer(),
-                                             trainable=False)
-                # The rate and momentum are computed where their inputs live and where the updates apply
-                # them: on the worker, each step cost a read of every input from the parameter server
-                # and a send of the result back (6 extra transfers, ~25% of a small model's ASP step).
-                momentum_now = ramped(momentum, samples, ramp_start, ramp_len)
-                progress = tf.cast(samples, tf.float32) / float(total)
-                learning_rate = ramped(decayed_rate(lr_base, progress, list(launch.lr_decay.boundaries),
-                                                    list(launch.lr_decay.factors)), samples, ramp_start, warmup_len)
-            optimizer = v1.train.MomentumOptimizer(learning_rate, momentum_now)
-
-            # One input pipeline and one model: the user's model_fn must be called once so its
-            # variables exist once; protocols built into one graph therefore share the per-worker batch.
-            batches = {batch_by_protocol[p] for p in protocols}
-            if len(batches) != 1:
-                raise ValueError(f"protocols {protocols} built into one graph need one per-worker batch, "
-                                 f"got {sorted(batches)}; use switch_mode relaunch")
-            batch = batches.pop()
-            ds = scriptmod.call_input_fn(module, path, "train", batch, params)
-            # Each worker reads every n-th batch. The workload's length is syncswitch's (epochs x examples), so
-            # the training set is repeated here: a script that does not repeat it would end its workers early.
-            ds = ds.shard(n, index).repeat()
-            options = tf.data.Options()
-            options.threading.private_threadpool_size = max(1, launch.intra_threads or 1)
-            ds = ds.with_options(options)
-            # Initializable, not one-shot: an input_fn may capture a lookup table or a variable (a text job's
-            # vocabulary), which a one-shot iterator refuses; it is initialized after the tables (local init).
-            iterator = v1.data.make_initializable_iterator(ds)
-            features, labels = iterator.get_next()
-            before = set(graph.get_operations())
-            out = scriptmod.call_model_fn(module, path, features, labels, params, True)
-            collected = v1.get_collection(v1.GraphKeys.UPDATE_OPS)
-            made = [op for op in graph.get_operations() if op not in before]
-            # Keras layers' own update ops (BatchNormalization's moving statistics) are in no collection here.
-            extra = orphan_updates(graph, made, [out["loss"], out["logits"], *collected])
-            if extra:
-                print(f"syncswitch: model_fn made {len(extra)} update op(s) outside UPDATE_OPS (e.g. "
-                      f"{extra[0].name}); they run with every step", file=sys.stderr, flush=True)
-            with tf.control_dependencies(collected + extra):
-                loss = tf.identity(out["loss"], name="train_loss")
-            grads = [(g, v) for g, v in optimizer.compute_gradients(loss) if g is not None]
-            if not grads:
-                raise scriptmod.ScriptError(f"script {path}: model_fn's loss depends on no trainable variable")
-            replica = None
-            if needs_replica(protocols):
-                made_set = set(made)
-                own = [u for u in collected + extra if getattr(u, "op", u) in made_set]  # the model's update ops
-                replica = replicamod.build(graph, made, out["loss"], own, f"/job:worker/task:{index}", path)
-            engines = build_engines(protocols, optimizer, grads, global_step, samples, batch_by_protocol,
-                                    n, is_chief, task_index=index, replica=replica,
-                                    rates=(learning_rate, momentum_now))
-            lr_in = v1.placeholder(tf.float32, [], name="lr_in")
-            momentum_in = v1.placeholder(tf.float32, [], name="momentum_in")
-            set_lr = lr_base.assign(lr_in)
-            set_momentum = momentum.assign(momentum_in)
-            ramp_in = v1.placeholder(tf.float32, [], name="momentum_ramp_in")
-            warmup_in = v1.placeholder(tf.float32, [], name="lr_warmup_in")
-            set_ramp = tf.group(ramp_len.assign(ramp_in), warmup_len.assign(warmup_in),
-                                ramp_start.assign(samples.read_value()))
-        # Built outside the device setter: the chief gathers every variable and writes one checkpoint.
-        # Protocol state (clocks, counters) stays out: a relaunch may build protocols the checkpoint never held.
-        saved = checkpointed(graph)
-        saver = v1.train.Saver(saved, max_to_keep=None, sharded=False, save_relative_paths=True)
-        # A session restored from a checkpoint initializes the protocol state the checkpoint lacks in its
-        # local init (every worker, before any phase; the chief's phase entry sets it for each phase).
-        state = v1.variables_initializer(graph.get_collection(ENGINE_STATE))
-        local_init = tf.group(v1.train.Scaffold.default_local_init_op(), state)
-        with tf.control_dependencies([local_init]):  # the input pipeline may look words up in the tables
-            local_init = tf.group(iterator.initializer)
-        scaffold = v1.train.Scaffold(
-            saver=saver, ready_for_local_init_op=v1.report_uninitialized_variables(saved), local_init_op=local_init)
-        scaffold.finalize()
-    losses = {name: engine.loss for name, engine in engines.items() if engine.loss is not None}
-    return TrainGraph(graph, engines, loss, losses, samples, global_step, lr_base, momentum, learning_rate,
-                      set_lr, set_momentum, lr_in, momentum_in, momentum_now, set_ramp, ramp_in, warmup_in,
-                      total, saver, scaffold)
+                settings = _settings(launch, total, samples)
+            optimizer = v1.train.MomentumOptimizer(settings.learning_rate, settings.momentum_now)
+            model = _model(graph, launch, module, params, batch, optimizer)
+            replica = _replica(graph, launch, protocols, model)
+            engines = build_engines(protocols, optimizer, model.grads, global_step, samples, batch_by_protocol,
+                                    launch.num_workers, index == 0, task_index=index, replica=replica,
+                                    rates=(settings.learning_rate, settings.momentum_now), schedule=settings.schedule)
+        saver, scaffold = _saving(graph, model.iterator)
+    return TrainGraph(graph=graph, engines=engines, loss=model.loss, losses=LiveLosses(engines), samples=samples,
+                      global_step=global_step, settings=settings, total_samples=total, saver=saver, scaffold=scaffold)

@@ -80,15 +80,41 @@ class StepRunner:
         protocol, keeps it out of the switch. ASP's warm-up step does update the model: the chief
         resets the variables before training starts (`Task.reset_after_warm_up`).
         """
+        if hasattr(engine, "modes"):  # an engine with several paths: each one is warmed up
+            for mode in engine.modes():
+                self.warm_up(mode)
+            return
         engine.before_warm_up(self.session)
         args = self.hook.before_run(v1.train.SessionRunContext(None, self.session))
         fetches = (args.fetches if args is not None else None) or {}
         if engine.step_op is not None:
             self._one_call(engine, fetches)()
             return
+        if engine.agreed_stop is not None:
+            self._agreed(engine, fetches)()
+            return
         self._fn(engine, fetches)()
         if engine.counts_every_step:  # only such an engine's steps may skip the counter read (see step())
             self._fn(engine, fetches, exact=False)()
+
+    def _agreed(self, engine, hook_fetches):
+        return self._callable(engine.train_op, engine.samples_after, engine.agreed_stop, hook_fetches)
+
+    def _collective_step(self, engine, args, fetches):
+        """A step every worker takes together: (samples, results). A worker past its boundary says so in the
+        step, and the step the group agrees to stop after ends the phase on every worker."""
+        want = self.state.at_boundary()
+        if want or (args is not None and args.feed_dict):
+            feed = dict((args.feed_dict if args is not None else None) or {})
+            feed[engine.stop_in] = 1.0 if want else 0.0
+            _, samples, stop, results = self.session.run(
+                [engine.train_op, engine.samples_after, engine.agreed_stop, fetches], feed_dict=feed)
+        else:
+            _, samples, stop, results = self._agreed(engine, fetches)()
+        self.state.samples = int(samples)
+        if stop:
+            self.state.boundary = min(self.state.boundary, self.state.fraction - 1e-12)  # at it, float-safe
+        return samples, results
 
     def _one_call(self, engine, hook_fetches):
         return self._callable(engine.step_op, engine.step_samples, engine.step_wait_s, hook_fetches)
@@ -121,6 +147,8 @@ class StepRunner:
             _, samples, wait_s, results = _retry_duplicate(
                 run, fallback=lambda: (None, self.session.run(engine.samples_now), 0.0, None))
             wait_s = float(wait_s)
+        elif engine.agreed_stop is not None:
+            samples, results = self._collective_step(engine, args, fetches)
         elif args is not None and args.feed_dict:
             # Feeds change per step, so they go through the general path.
             _, samples, results = self.session.run([engine.train_op, engine.samples_after, fetches],

@@ -103,12 +103,12 @@ class Task:
 
     # -- what commands do -------------------------------------------------------------------
     def apply_config(self, session, config: pb.PhaseConfig) -> None:
-        g = self.g
+        s = self.g.settings
         per_epoch = self.samples_per_epoch
-        session.run([g.set_lr, g.set_momentum, g.set_ramp],
-                    {g.lr_in: config.learning_rate, g.momentum_in: config.momentum,
-                     g.ramp_in: float(config.momentum_ramp_epochs) * per_epoch,
-                     g.warmup_in: float(config.lr_warmup_epochs) * per_epoch})
+        session.run([s.set_lr, s.set_momentum, s.set_ramp],
+                    {s.lr_in: config.learning_rate, s.momentum_in: config.momentum,
+                     s.ramp_in: float(config.momentum_ramp_epochs) * per_epoch,
+                     s.warmup_in: float(config.lr_warmup_epochs) * per_epoch})
 
     def enter_phase(self, session, cmd: pb.EnterPhase) -> None:
         """Chief, every worker paused: apply the phase's configuration and its protocol's entry."""
@@ -120,13 +120,17 @@ class Task:
                 entered.variables.update(self.variable_digests(session))
         self.apply_config(session, cmd.config)
         g.engines[cmd.config.protocol].enter_chief(session, codec.from_struct(cmd.params))
-        lr, momentum, now, samples = session.run([g.learning_rate, g.momentum, g.momentum_now, g.samples])
+        s = g.settings
+        lr, momentum, now, samples = session.run([s.learning_rate, s.momentum, s.momentum_now, g.samples])
         entered.learning_rate, entered.momentum, entered.momentum_now = float(lr), float(momentum), float(now)
         entered.samples, entered.fraction = int(samples), int(samples) / self.state.total
         emit(codec.event(entered=entered))
 
     def save(self, session, kind: str, samples: int | None = None) -> tuple[str, int]:
         """Save a checkpoint and its record (syncswitch/wire/saved.py); (path, samples it holds)."""
+        engine = self.g.engines.get(self.state.protocol)
+        if engine is not None:
+            engine.publish(session)  # workers stepping on replicas: the servers get the phase's model first
         step, counted = session.run([self.g.global_step, self.g.samples])
         samples = int(counted) if samples is None else samples
         path = self.g.saver.save(session, os.path.join(self.checkpoint_dir, self.checkpoint_name), global_step=step,

@@ -5,7 +5,8 @@ from syncswitch.policies.configuration import (AsyncMomentumConfiguration, Compe
                                                 FixedConfiguration, LrWarmupConfiguration,
                                                 MomentumRampConfiguration, PaperConfiguration)
 from syncswitch.policies.stragglers import ElasticPolicy, GreedyPolicy, NoStragglerPolicy
-from syncswitch.registry import CONFIGURATION_POLICIES, STRAGGLER_POLICIES
+from syncswitch.policies.timing import FixedTiming, LossRegimeTiming, SwitchTimingPolicy, TimingDecision, TimingSettings
+from syncswitch.registry import CONFIGURATION_POLICIES, STRAGGLER_POLICIES, SWITCH_RULES
 
 CONFIGURATION_POLICIES.register("paper")(PaperConfiguration)
 CONFIGURATION_POLICIES.register("fixed")(FixedConfiguration)
@@ -18,5 +19,8 @@ STRAGGLER_POLICIES.register("none")(NoStragglerPolicy)
 STRAGGLER_POLICIES.register("greedy")(GreedyPolicy)
 STRAGGLER_POLICIES.register("elastic")(ElasticPolicy)
 
-__all__ = ["CONFIGURATION_POLICIES", "STRAGGLER_POLICIES", "Action", "ConfigurationPolicy", "PhaseConfig",
-           "PolicyContext", "StragglerPolicy"]
+SWITCH_RULES.register("loss")(LossRegimeTiming)
+SWITCH_RULES.register("fixed")(FixedTiming)
+
+__all__ = ["CONFIGURATION_POLICIES", "STRAGGLER_POLICIES", "SWITCH_RULES", "Action", "ConfigurationPolicy",
+           "PhaseConfig", "PolicyContext", "StragglerPolicy", "SwitchTimingPolicy", "TimingDecision", "TimingSettings"]

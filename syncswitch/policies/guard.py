@@ -8,6 +8,7 @@ import math
 import statistics
 
 from syncswitch.policies.base import GuardPolicy, Verdict
+from syncswitch.policies.forecast import LossForecast, holding, stalled
 from syncswitch.spec.reference import interpolate
 
 # How far the training loss may rise over an asynchronous phase for its accuracy verdict to be repaired from the
@@ -61,6 +62,10 @@ class GuardSettings:
     smoothing: float = 0.02
     max_rollbacks: int = 2
     action: str = "auto"
+    # The reference that does not depend on the run's accuracy so far: BSP's loss trend before the switch
+    # (policies/forecast.py). An asynchronous phase whose loss stops falling while BSP's was still falling is
+    # degraded ("loss stalled"), even where the best accuracy before the switch was chance.
+    forecast: bool = True
     # (fraction, accuracy): what earlier runs of the job had reached where (policy.guard.reference); an
     # asynchronous phase more than accuracy_drop behind it is degraded too, even if it never fell below
     # its own best.
@@ -98,6 +103,8 @@ class DegradationGuard(GuardPolicy):
         self.phase_start = 0.0
         self.reference_loss: float | None = None
         self._loss_onset: float | None = None       # since when the smoothed loss is above the limit
+        self.forecast: LossForecast | None = None   # BSP's loss trend before the watched phase
+        self._stall_onset: float | None = None      # since when the phase's loss is at or above its switch value
         self._long_onset: float | None = None       # since when it is above the lower, long-window limit
 
     # -- inputs ---------------------------------------------------------------------------------
@@ -110,6 +117,9 @@ class DegradationGuard(GuardPolicy):
         self._loss_onset = self._long_onset = None
         self._forget_after(fraction)  # a rollback restarts training from `fraction`
         self.reference_loss = self.smoothed_loss(fraction)
+        self._stall_onset = None
+        self.forecast = LossForecast.fit(self._fractions, self._losses, fraction) \
+            if self.watching and self.settings.forecast else None
 
     def on_loss(self, fraction: float, loss: float) -> Verdict | None:
         if not math.isfinite(loss):
@@ -118,6 +128,9 @@ class DegradationGuard(GuardPolicy):
         at = bisect.bisect_right(self._fractions, fraction)  # workers report slightly out of order
         self._fractions.insert(at, fraction)
         self._losses.insert(at, loss)
+        stall = self._stalled(fraction) if self.watching else None
+        if stall is not None:
+            return stall
         if not self.watching or not self.settings.loss_rule:
             return None
         smoothed = self.smoothed_loss(fraction)
@@ -146,6 +159,24 @@ class DegradationGuard(GuardPolicy):
                 return Verdict("loss", fraction, max(self.phase_start, onset),
                                {"smoothed_loss": smoothed, "reference_loss": self.reference_loss, "limit": bound})
         return None
+
+    def _stalled(self, fraction: float) -> Verdict | None:
+        """The forecast's verdict: the phase's loss has held at its switch value while BSP's was still falling."""
+        if self.forecast is None or fraction - self.phase_start < self.settings.smoothing:
+            return None  # the median still holds reports from before the switch
+        smoothed = self.smoothed_loss(fraction)
+        if smoothed is None:
+            return None  # no report in the window (sparse reports): nothing new either way
+        if not holding(self.forecast, smoothed):
+            self._stall_onset = None
+            return None
+        if self._stall_onset is None:
+            self._stall_onset = max(self.phase_start, fraction - self.settings.smoothing)
+        values = stalled(self.forecast, self._stall_onset, fraction, smoothed)
+        if values is None:
+            return None
+        self.forecast = None  # one verdict per phase
+        return Verdict("loss stalled", fraction, self.phase_start, values)
 
     def floor(self, fraction: float, best: float | None) -> float | None:
         """The accuracy below which an evaluation at `fraction` is degraded: `accuracy_drop` below the best

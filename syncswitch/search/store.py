@@ -110,6 +110,8 @@ class PolicyRecord:
     settings: dict = dataclasses.field(default_factory=dict)  # M, R, K the search ran with
     # The BSP reference pilots' run folders: the accuracy guard's reference for the job's later runs
     reference_runs: list = dataclasses.field(default_factory=list)
+    # The switch rule (name and thresholds) the pilots were timed by: a recurring job adopts it with the switch point
+    switch_rule: dict = dataclasses.field(default_factory=dict)
 
     @classmethod
     def from_dict(cls, doc: dict, where: str) -> "PolicyRecord":
@@ -296,7 +298,22 @@ def switching_for_spec(job_spec) -> dict:
         # ASP, the paper's target and the only one before there was a choice, stays unnamed: pilots and
         # policies stored for it still match.
         out["target"] = {"protocol": target.protocol, **target.param_dict, **dict(target.hyperparameters)}
+    rule = switch_rule_for_spec(job_spec)
+    if rule["rule"] != "fixed":
+        # A switch point where the schedule says, the only way before there were rules, stays unnamed: pilots and
+        # policies stored for it still match; a point that is the earliest for a rule is another setting.
+        out["switch_rule"] = rule
     return out
+
+
+def switch_rule_for_spec(job_spec) -> dict:
+    """The switch rule a job's switches out of BSP are timed by, thresholds resolved to the rule's defaults."""
+    from syncswitch.policies.timing import TimingSettings
+
+    rule = job_spec.policy.switch_rule
+    if rule.rule == "fixed":
+        return {"rule": "fixed"}
+    return {"rule": rule.rule, **dataclasses.asdict(TimingSettings.from_spec(rule))}
 
 
 def pilot_cache_for(signature: str, switching: dict | None = None) -> JsonPilotCache:

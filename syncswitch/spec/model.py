@@ -58,6 +58,24 @@ class Phase:
 GUARD_ACTIONS = ("auto", "rollback", "fall-back")  # what a degradation verdict does (GuardSettings.action says why)
 
 
+# `policy.switch_at: auto`: the switch rule alone decides, from this earliest point on (the loss needs some history).
+AUTO_SWITCH_EARLIEST = 0.1
+DEFAULT_SWITCH_RULE = "loss"
+
+
+@dataclasses.dataclass(frozen=True)
+class SwitchRuleSpec:
+    """`policy.switch_rule`: which rule times a scheduled switch out of BSP, and its thresholds (None: the rule's
+    default). The schedule's boundary is the earliest point; `auto` records a `switch_at: auto`."""
+
+    rule: str = DEFAULT_SWITCH_RULE
+    min_drop: float | None = None
+    max_rate: float | None = None
+    window: float | None = None
+    latest: float | None = None
+    auto: bool = False
+
+
 @dataclasses.dataclass(frozen=True)
 class GuardSpec:
     """`policy.guard`: the accuracy guard's switch and thresholds; None leaves a threshold at the guard's default."""
@@ -72,6 +90,7 @@ class GuardSpec:
     smoothing: float | None = None
     max_rollbacks: int | None = None
     action: str | None = None
+    forecast: bool | None = None
     # (fraction, accuracy) of earlier runs' evaluations (policy.guard.reference): the accuracy to keep up with
     reference: tuple[tuple[float, float], ...] = ()
 
@@ -87,6 +106,7 @@ class PolicySpec:
     # What `policy.switch_at`, the default schedule and a moved switch point (search, experiments) switch to;
     # the policy section fills in the protocol's parameters.
     switch_to: Phase = Phase(DEFAULT_SWITCH_TO, 1.0)
+    switch_rule: SwitchRuleSpec = SwitchRuleSpec()
 
 
 PER_NODE = "per-node"

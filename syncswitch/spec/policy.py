@@ -6,10 +6,11 @@ import dataclasses
 from typing import Any
 
 from syncswitch.errors import SpecError
-from syncswitch.registry import CONFIGURATION_POLICIES, PROTOCOLS
+from syncswitch.registry import CONFIGURATION_POLICIES, PROTOCOLS, SWITCH_RULES
 from syncswitch.spec.fields import check_keys, choice, fail, mapping, number
-from syncswitch.spec.model import (DEFAULT_SWITCH_AT, DEFAULT_SWITCH_TO, GUARD_ACTIONS, LOOKAHEAD_MAX_WORKERS,
-                                   NONBLOCKING_SWITCH_TO, PHASE_HYPERPARAMETERS, SWITCH_MODES, GuardSpec, Phase, PolicySpec)
+from syncswitch.spec.model import (AUTO_SWITCH_EARLIEST, DEFAULT_SWITCH_AT, DEFAULT_SWITCH_TO, GUARD_ACTIONS,
+                                   LOOKAHEAD_MAX_WORKERS, NONBLOCKING_SWITCH_TO, PHASE_HYPERPARAMETERS, SWITCH_MODES,
+                                   GuardSpec, Phase, PolicySpec, SwitchRuleSpec)
 from syncswitch.spec.reference import load_reference
 
 
@@ -123,16 +124,23 @@ def switch_target(policy: PolicySpec) -> Phase:
     return dataclasses.replace(target, params=tuple(sorted(params.items())))
 
 
-def adopt_stored_switch_at(job_spec, switch_at: float | None):
+def adopt_stored_switch_at(job_spec, switch_at: float | None, switch_rule: dict | None = None):
     """The spec to run when the policy store holds `switch_at` for this job (None: nothing stored).
 
     Only a default schedule is replaced (an explicit spec or CLI schedule always wins); the result's
-    `policy.source` is then "store", which the summary's timing_policy records.
+    `policy.source` is then "store", which the summary's timing_policy records. The stored point is the earliest
+    of the switch rule the search's pilots were timed by (`switch_rule`, as the store records it): the job runs
+    under that rule and its thresholds, as the pilots did.
     """
     if switch_at is None or job_spec.policy.source != "default":
         return job_spec
     schedule = switch_at_schedule(switch_at, "stored policy switch_at", switch_target(job_spec.policy))
-    return job_spec.with_policy(dataclasses.replace(job_spec.policy, schedule=schedule, source="store"))
+    policy = dataclasses.replace(job_spec.policy, schedule=schedule, source="store")
+    if switch_rule:
+        keys = {f.name for f in dataclasses.fields(SwitchRuleSpec)} - {"auto"}
+        policy = dataclasses.replace(policy, switch_rule=SwitchRuleSpec(
+            **{k: v for k, v in switch_rule.items() if k in keys}))
+    return job_spec.with_policy(policy)
 
 
 def adopt_stored_reference(job_spec, runs) -> Any:
@@ -160,12 +168,15 @@ def guard_section(value: Any, base: str = ".") -> GuardSpec:
         return GuardSpec(enabled=value)
     doc = mapping(value, field)
     keys = ("enabled", "loss_rule", "loss_rise", "loss_margin", "accuracy_drop", "window", "long_window",
-            "smoothing", "max_rollbacks", "action", "reference")
+            "smoothing", "max_rollbacks", "action", "reference", "forecast")
     check_keys(doc, keys, f"{field}.")
     enabled = doc.get("enabled", True)
     if not isinstance(enabled, bool):
         raise fail(f"{field}.enabled", enabled, "must be true or false")
 
+    forecast = doc.get("forecast")
+    if forecast is not None and not isinstance(forecast, bool):
+        raise fail(f"{field}.forecast", forecast, "must be true or false")
     loss_rule = doc.get("loss_rule")
     if loss_rule is not None and not isinstance(loss_rule, bool):
         raise fail(f"{field}.loss_rule", loss_rule, "must be true or false")
@@ -182,8 +193,38 @@ def guard_section(value: Any, base: str = ".") -> GuardSpec:
                      smoothing=given("smoothing", lo=0.001, hi=0.5),
                      max_rollbacks=given("max_rollbacks", lo=0, hi=100, integer=True),
                      action=None if doc.get("action") is None else choice(doc["action"], f"{field}.action",
-                                                                          GUARD_ACTIONS),
+                                                                          GUARD_ACTIONS), forecast=forecast,
                      reference=load_reference(doc.get("reference"), base, f"{field}.reference"))
+
+
+SWITCH_RULE_KEYS = ("rule", "min_drop", "max_rate", "window", "latest")
+
+
+def switch_rule_section(value: Any, auto: bool = False) -> SwitchRuleSpec:
+    """`policy.switch_rule`: a rule's name, true (the default rule), false (switch where the schedule says), or
+    `{rule, min_drop, max_rate, window, latest}`; `auto` is a `switch_at: auto`, which needs a rule that reads the
+    run."""
+    field = "policy.switch_rule"
+    if value is None or value is True:
+        doc = {}
+    elif value is False:
+        doc = {"rule": "fixed"}
+    elif isinstance(value, str):
+        doc = {"rule": value}
+    else:
+        doc = mapping(value, field)
+    check_keys(doc, SWITCH_RULE_KEYS, f"{field}.")
+    rule = doc.get("rule", SwitchRuleSpec.rule)
+    SWITCH_RULES.get(rule, field=f"{field}.rule")
+    if auto and rule == "fixed":
+        raise fail("policy.switch_at", "auto", "needs a switch rule that reads the run; policy.switch_rule is fixed")
+
+    def given(key, **bounds):  # None leaves the rule's default
+        return None if doc.get(key) is None else number(doc[key], f"{field}.{key}", **bounds)
+
+    return SwitchRuleSpec(rule=rule, min_drop=given("min_drop", lo=0.0, hi=1.0),
+                          max_rate=given("max_rate", lo=0.0, lo_open=True, hi=1.0),
+                          window=given("window", lo=0.005, hi=0.5), latest=given("latest", lo=0.0, hi=1.0), auto=auto)
 
 
 def fallback_section(value: Any) -> tuple[str, ...]:
@@ -201,14 +242,16 @@ def fallback_section(value: Any) -> tuple[str, ...]:
 
 def policy_section(doc: Any, base: str = ".", workers: int | None = None, stragglers: bool = False) -> PolicySpec:
     doc = mapping(doc, "policy")
-    check_keys(doc, ("schedule", "switch_at", "switch_to", "switch_mode", "configuration", "guard", "fallback"),
-               "policy.")
+    check_keys(doc, ("schedule", "switch_at", "switch_to", "switch_mode", "configuration", "guard", "fallback",
+                     "switch_rule"), "policy.")
     if "schedule" in doc and "switch_at" in doc:
         raise SpecError("policy.schedule and policy.switch_at are exclusive: give one")
     # A schedule names its own phases; switch_to still says where a moved switch point goes (search, experiments).
     switch_to = switch_to_section(doc["switch_to"]) if "switch_to" in doc else default_switch_to(workers, stragglers)
     if "schedule" in doc:
         schedule, source = parse_schedule(doc["schedule"]), "spec"
+    elif doc.get("switch_at") == "auto":  # the rule alone decides, from an early point on
+        schedule, source = switch_at_schedule(AUTO_SWITCH_EARLIEST, "policy.switch_at", switch_to), "spec"
     elif "switch_at" in doc:
         schedule, source = switch_at_schedule(doc["switch_at"], "policy.switch_at", switch_to), "spec"
     else:
@@ -217,4 +260,5 @@ def policy_section(doc: Any, base: str = ".", workers: int | None = None, stragg
     configuration = doc.get("configuration", "paper")
     CONFIGURATION_POLICIES.get(configuration, field="policy.configuration")
     return PolicySpec(schedule, mode, configuration, source, guard=guard_section(doc.get("guard", True), base),
-                      fallback=fallback_section(doc.get("fallback", ["bsp"])), switch_to=switch_to)
+                      fallback=fallback_section(doc.get("fallback", ["bsp"])), switch_to=switch_to,
+                      switch_rule=switch_rule_section(doc.get("switch_rule"), auto=doc.get("switch_at") == "auto"))

@@ -16,7 +16,7 @@ from syncswitch.cli.logs import configure_logging
 from syncswitch.errors import ClusterError, DivergedError, ScriptError, SpecError, SyncSwitchError
 from tests.conftest import ROOT
 
-COMMANDS = ("submit", "resume", "experiment", "report", "search", "policy", "guard", "cluster")
+COMMANDS = ("submit", "resume", "experiment", "report", "search", "policy", "guard", "cluster", "simulate")
 
 
 def _python(code: str, *args: str) -> subprocess.CompletedProcess:

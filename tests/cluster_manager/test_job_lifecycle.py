@@ -23,6 +23,8 @@ hyperparameters: {batch_size: 10, learning_rate: 0.05, momentum: 0.9}
 workload: {samples: 2000}
 cluster: {workers: WORKERS}
 evaluation: {every: 0.25}
+# The fake loss is a straight line: these tests drive the switch mechanics at the schedule's own points.
+policy: {switch_rule: fixed}
 """
 
 

@@ -20,7 +20,8 @@ hyperparameters: {batch_size: 16, learning_rate: 0.05, momentum: 0.9}
 workload: {epochs: 1}
 cluster: {backend: local, workers: 2, shared_filesystem: false}
 evaluation: {every: 0.5}
-policy: {switch_at: 0.5, switch_mode: relaunch}
+# The switch where the schedule puts it: these tests drive the switch mechanics, not the switch rule.
+policy: {switch_at: 0.5, switch_mode: relaunch, switch_rule: fixed}
 """
 
 

@@ -34,7 +34,9 @@ script: EXAMPLES/digits_mlp.py
 hyperparameters: {batch_size: 16, learning_rate: 0.05, momentum: 0.9}
 workload: {epochs: EPOCHS}
 cluster: {backend: local, workers: 2, cpus_per_node: 0.45}
+# The switch where the schedule puts it: these tests drive the switch mechanics, not the switch rule.
 evaluation: {every: 0.25}
+policy: {switch_rule: fixed}
 """
 
 
@@ -215,7 +217,7 @@ script: EXAMPLES/digits_mlp.py
 hyperparameters: {batch_size: 16, learning_rate: 0.05, momentum: 0.9}
 workload: {epochs: 12}
 cluster: {backend: local, workers: 4, cpus_per_node: 0.45}
-policy: {switch_at: 0.9}
+policy: {switch_at: 0.9, switch_rule: fixed}
 evaluation: {every: 0.25}
 stragglers:
   detection: {window_s: 1.0, consecutive: 2}

@@ -21,7 +21,9 @@ script: EXAMPLES/digits_mlp.py
 hyperparameters: {batch_size: 16, learning_rate: 0.05, momentum: 0.9}
 workload: {epochs: 4}
 cluster: {backend: local, workers: 2}
+# The switch where the schedule puts it: these tests drive the switch mechanics, not the switch rule.
 evaluation: {every: 0.25}
+policy: {switch_rule: fixed}
 """
 
 

@@ -17,7 +17,8 @@ script: EXAMPLES/digits_mlp.py
 hyperparameters: {batch_size: 16, learning_rate: 0.05, momentum: 0.9}
 workload: {epochs: 12}  # long enough to kill at a chosen point on a busy machine
 cluster: {backend: local, workers: 2}
-policy: {switch_at: 0.5}
+# The switch where the schedule puts it: these tests drive the switch mechanics, not the switch rule.
+policy: {switch_at: 0.5, switch_rule: fixed}
 evaluation: {every: 0.25}
 checkpoint: {every: 0.1}
 """

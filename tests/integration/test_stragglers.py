@@ -17,7 +17,7 @@ script: EXAMPLES/digits_mlp.py
 hyperparameters: {batch_size: 16, learning_rate: 0.05, momentum: 0.9}
 workload: {epochs: EPOCHS}
 cluster: {backend: local, workers: 4}
-policy: {switch_at: 0.7}
+policy: {switch_at: 0.7, switch_rule: fixed}  # the switch mechanics, not the switch rule
 evaluation: {every: 0.25}
 stragglers:
   policy: POLICY
@@ -29,7 +29,8 @@ stragglers:
 def _run(write_spec, tmp_path, policy, duration, epochs=12, schedule=None):
     text = JOB.replace("POLICY", policy).replace("DURATION", str(duration)).replace("EPOCHS", str(epochs))
     if schedule:
-        text = text.replace("policy: {switch_at: 0.7}", f"policy: {{schedule: {schedule}}}")
+        text = text.replace("policy: {switch_at: 0.7, switch_rule: fixed}",
+                            f"policy: {{schedule: {schedule}, switch_rule: fixed}}")
     job = specmod.load(write_spec(text))
     summary = manager.submit(job, output_dir=str(tmp_path / "run"), progress=False)
     assert summary["status"] == "completed", summary["message"]

@@ -24,7 +24,8 @@ params: PARAMS
 hyperparameters: {batch_size: 32, learning_rate: 0.05, momentum: 0.9}
 workload: {epochs: 3}
 cluster: {backend: local, workers: 2}
-policy: {switch_at: 0.5}
+# The switch where the schedule puts it: these tests drive the switch mechanics, not the switch rule.
+policy: {switch_at: 0.5, switch_rule: fixed}
 evaluation: {every: 0.5}
 """
 

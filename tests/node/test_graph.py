@@ -81,7 +81,7 @@ with g.graph.as_default(), v1.Session(worker.target, config=graphmod.session_con
     bsp.enter_chief(session)
     bsp.enter_worker(session)
     out["bsp_push"] = received_by_worker(session, bsp.push_op)
-    session.run(bsp._own_token)  # a token for the one-call step (the lone worker would wait for it forever)
+    session.run(bsp.ps._own_token)  # a token for the one-call step (the lone worker would wait for it forever)
     out["bsp_step"] = received_by_worker(session, [bsp.step_op, bsp.step_samples, bsp.step_wait_s])
     local = g.engines["local-sgd"]
     local.enter_chief(session)

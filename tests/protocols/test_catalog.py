@@ -33,12 +33,12 @@ def test_defaults_are_filled_in():
                              {"protocol": "lookahead", "until": 0.9}, {"protocol": "bsp"}])
     assert [p.param_dict for p in phases] == [
         {"staleness": 3}, {"lambda": 0.04, "adaptive": False, "decay": 0.95}, {"power": 1.0},
-        {"abort_rate": 0.5, "abort_time": 0.0, "adaptive": False}, {"delay": 1.0, "adaptive": True}, {"aggregate": 0}]
+        {"abort_rate": 0.5, "abort_time": 0.0, "adaptive": False}, {"delay": 1.0, "adaptive": True}, {"aggregate": 0, "allreduce": False}]
 
 
 GOOD = [
     ("ssp", "staleness", 0, 0), ("ssp", "staleness", 1000, 1000), ("ssp", "staleness", 5.0, 5),
-    ("bsp", "aggregate", 2, 2), ("dc-asgd", "lambda", 0, 0.0), ("dc-asgd", "lambda", 2, 2.0),
+    ("bsp", "aggregate", 2, 2), ("bsp", "allreduce", False, False), ("dc-asgd", "lambda", 0, 0.0), ("dc-asgd", "lambda", 2, 2.0),
     ("dc-asgd", "adaptive", True, True), ("dc-asgd", "decay", 1.0, 1.0), ("fasgd", "power", 0.5, 0.5),
     ("fasgd", "power", 0, 0.0), ("specsync", "abort_rate", 0, 0.0), ("specsync", "abort_rate", 1.5, 1.5),
     ("specsync", "abort_time", 0.05, 0.05), ("specsync", "abort_time", 0, 0.0), ("specsync", "adaptive", True, True),
@@ -124,7 +124,7 @@ def test_spec_file_schedule_and_workers_cross_check(write_spec):
     job = specmod.load(write_spec(JOB + "policy: {schedule: [{protocol: bsp, aggregate: 2, until: 0.25}, "
                                   "{protocol: ssp, staleness: 2}]}\n"))
     assert [(p.protocol, p.param_dict) for p in job.policy.schedule] == [
-        ("bsp", {"aggregate": 2}), ("ssp", {"staleness": 2})]
+        ("bsp", {"aggregate": 2, "allreduce": False}), ("ssp", {"staleness": 2})]
     with pytest.raises(SpecError) as info:
         specmod.load(write_spec(JOB + "policy: {schedule: [{protocol: bsp, aggregate: 4}]}\n"))
     assert str(info.value) == "policy.schedule[0].aggregate=4: must be at most cluster.workers (3)"

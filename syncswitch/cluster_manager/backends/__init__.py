@@ -11,7 +11,7 @@ def get_backend(name: str) -> type[Backend]:
 
 
 # Imported for the registration side effect; cloud SDKs stay lazy inside each backend.
-from syncswitch.cluster_manager.backends import gce, local  # noqa: E402,F401
+from syncswitch.cluster_manager.backends import gce, local, ray  # noqa: E402,F401
 
 
 __all__ = ["BACKENDS", "Backend", "BackendCapabilities", "ClusterInfo", "NodeInfo", "ProvisionRequest", "get_backend"]

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from .asp import AsyncEngine
-from .bfasgd import BandwidthAwareEngine
 from .base import ENGINE_STATE, CountingOptimizer, ProtocolEngine, StalenessMeter
+from .bfasgd import BandwidthAwareEngine
 from .bsp import SyncReplicasEngine
 from .dcasgd import DelayCompensatedEngine
 from .fasgd import StalenessAwareEngine
@@ -12,10 +12,11 @@ from .localsgd import LocalSGDEngine
 from .lookahead import LookaheadEngine
 from .specsync import SpeculativeEngine
 from .ssp import StaleSyncEngine
+from .synchronous import SynchronousEngine
 
 # Catalog name (syncswitch/protocols/catalog.py) -> engine class.
 ENGINES: dict[str, type[ProtocolEngine]] = {
-    "asp": AsyncEngine, "bsp": SyncReplicasEngine, "ssp": StaleSyncEngine, "dc-asgd": DelayCompensatedEngine,
+    "asp": AsyncEngine, "bsp": SynchronousEngine, "ssp": StaleSyncEngine, "dc-asgd": DelayCompensatedEngine,
     "fasgd": StalenessAwareEngine, "specsync": SpeculativeEngine, "lookahead": LookaheadEngine,
     "local-sgd": LocalSGDEngine, "b-fasgd": BandwidthAwareEngine,
 }
@@ -42,5 +43,6 @@ def build_engines(protocols, optimizer, grads_and_vars, global_step, samples, ba
 
 __all__ = ["ENGINES", "ENGINE_STATE", "AsyncEngine", "BandwidthAwareEngine", "CountingOptimizer",
            "DelayCompensatedEngine", "LocalSGDEngine", "LookaheadEngine", "ProtocolEngine", "SpeculativeEngine",
-           "StaleSyncEngine", "StalenessAwareEngine", "StalenessMeter", "SyncReplicasEngine", "build_engines",
+           "StaleSyncEngine", "StalenessAwareEngine", "StalenessMeter", "SyncReplicasEngine", "SynchronousEngine",
+           "build_engines",
            "needs_replica"]

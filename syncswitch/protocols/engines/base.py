@@ -146,6 +146,10 @@ class ProtocolEngine(abc.ABC):
     # graph (`replica=`) and trains its loss: `loss` is then the one the hooks watch, else the shared model's.
     needs_replica = False
     loss: tf.Tensor | None = None
+    # A collective step (all workers in one op) must end the phase at the same step on every worker: a worker
+    # feeds 1 to `stop_in` once it wants to stop, and `agreed_stop` (fetched with the step) says the group does.
+    stop_in: tf.Tensor | None = None
+    agreed_stop: tf.Tensor | None = None
 
     def _finish(self, train_op, samples_after) -> None:
         self.train_op = train_op
@@ -158,6 +162,9 @@ class ProtocolEngine(abc.ABC):
 
     def enter_worker(self, session, params: dict | None = None) -> None:
         """Run on every worker after the chief entered the phase, before its first step."""
+
+    def publish(self, session) -> None:
+        """Make the parameter servers hold the phase's model (before a checkpoint), where workers step on copies."""
 
     def release(self, session) -> None:
         """Unblock workers waiting inside a step so they can reach a phase boundary."""

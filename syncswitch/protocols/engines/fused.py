@@ -50,3 +50,17 @@ def pull(groups, device: str) -> list:
                 value = tf.reshape(part, item[0].shape)
                 assigns += [local.assign(value, read_value=False) for local in item[1:]]
     return assigns
+
+
+def push_assign(groups, device: str) -> list:
+    """Assign each item's first local counterpart (computed on `device`) to its shared variable: one send per
+    group."""
+    assigns = []
+    for where, items in groups.items():
+        with tf.device(device):
+            flat = tf.concat([tf.reshape(item[1].read_value(), [-1]) for item in items], 0)
+        with tf.device(where[0]):
+            parts = tf.split(flat, [size(item[0]) for item in items])
+            assigns += [item[0].assign(tf.reshape(part, item[0].shape), read_value=False)
+                        for item, part in zip(items, parts)]
+    return assigns

@@ -64,6 +64,8 @@ hyperparameters: {batch_size: 10, learning_rate: 0.05}
 workload: {samples: 2000}
 cluster: {backend: gce, workers: 2, project: test-proj, spot: true}
 evaluation: {every: 0.25}
+# The fake loss is a straight line: the switch stays where the schedule puts it.
+policy: {switch_rule: fixed}
 """
 
 

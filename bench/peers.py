@@ -1,0 +1,216 @@
+"""syncswitch against what TensorFlow users run: MultiWorkerMirroredStrategy (synchronous all-reduce), one process
+alone (the machine's limit), and syncswitch's `bsp`, `asp` and default switch, on the same job, seeds and nodes.
+
+Peers are plain TF2 scripts (bench/peer_scripts/, no syncswitch imports) given the job's script, params, batch,
+rate and sample count. With --cpus-per-node each peer process gets its own cgroup with that CPU budget, as each
+syncswitch node does. Variants are interleaved within each seed. Prints (and with --out writes) JSON: every run,
+then per variant median [min-max] of training time, time to accuracy, final accuracy and throughput, and each
+median training time as a ratio to one process alone and to MWMS.
+
+    python -m bench.peers --seeds 1,2,3 --variants mwms,single,bsp,default --out bench/results/peers-x.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+from bench import common
+
+SCRIPTS = os.path.join(common.ROOT, "bench", "peer_scripts")
+VARIANTS = ("single", "mwms", "bsp", "asp", "default")
+DECAY = ["--set", "hyperparameters.lr_decay.boundaries=[0.5,0.75]",
+         "--set", "hyperparameters.lr_decay.factors=[0.1,0.01]"]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextlib.contextmanager
+def budgets(cpus, nodes: int, label: str):
+    """Per-process cgroups with `cpus` CPUs each (syncswitch's own cgroup code); None: no budgets."""
+    if not cpus:
+        yield None
+        return
+    from syncswitch.cluster_manager.backends.cgroups import CpuHierarchy
+
+    hierarchy = CpuHierarchy.find()
+    hierarchy.prepare()
+    run = hierarchy.create_run(f"peers-{label}-{os.getpid()}", nodes, cpus)
+    try:
+        yield run
+    finally:
+        run.remove()
+
+
+def peer_args(job, seed: int, lr: float) -> list[str]:
+    h = job.hyperparameters
+    samples = round(job.workload.epochs * job_examples(job))
+    return ["--script", job.script, "--params", json.dumps(dict(job.params)), "--batch", str(h.batch_size),
+            "--lr", str(lr), "--momentum", str(h.momentum), "--samples", str(samples), "--seed", str(seed)]
+
+
+def job_examples(job) -> int:
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("peer_job_script", job.script)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.num_examples("train", dict(job.params))
+
+
+def parse(out: str) -> dict:
+    lines = [line for line in out.splitlines() if line.startswith("PEER_RESULT ")]
+    if not lines:
+        raise RuntimeError(f"peer printed no result: {out[-600:]!r}")
+    return json.loads(lines[-1][len("PEER_RESULT "):])
+
+
+def run_peer(kind: str, job, seed: int, workers: int, cpus, timeout_s: float) -> dict:
+    """One peer run: `single` in one process, `mwms` in `workers` processes."""
+    lr = job.hyperparameters.learning_rate * (workers if kind == "mwms" else 1)
+    args = peer_args(job, seed, lr)
+    n = workers if kind == "mwms" else 1
+    hosts = [f"127.0.0.1:{free_port()}" for _ in range(n)]
+    started = time.time()
+    with budgets(cpus, n, kind) as groups, tempfile.TemporaryDirectory() as tmp:
+        procs = []
+        for i in range(n):
+            env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+            if kind == "mwms":
+                env["TF_CONFIG"] = json.dumps({"cluster": {"worker": hosts}, "task": {"type": "worker", "index": i}})
+            cmd = [sys.executable, os.path.join(SCRIPTS, f"{kind}.py"), *args]
+            if groups is not None:
+                cmd = groups.nodes[i].command(cmd)
+            log = open(os.path.join(tmp, f"{i}.log"), "w+")  # noqa: SIM115 - closed below
+            procs.append((subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=common.ROOT), log))
+        try:
+            codes = [p.wait(timeout=timeout_s) for p, _ in procs]
+        finally:
+            for p, _ in procs:
+                if p.poll() is None:
+                    p.kill()
+                    p.wait()
+        outputs = []
+        for _, log in procs:
+            log.seek(0)
+            outputs.append(log.read())
+            log.close()
+    if any(codes):
+        raise RuntimeError(f"{kind} exited {codes}: {outputs[0][-600:]}")
+    result = parse(outputs[0])
+    result["wall_s"] = round(time.time() - started, 1)
+    return result
+
+
+def run_syncswitch(variant: str, job_path: str, seed: int, workers: int, cpus, target: float, out_dir: str) -> dict:
+    cmd = [sys.executable, "-m", "syncswitch", "submit", job_path, "--quiet", "--workers", str(workers),
+           "--output-dir", out_dir, "--target-accuracy", str(target), "--set", f"seed={seed}", *DECAY]
+    if variant == "asp":
+        cmd += ["--protocol", variant]
+    elif variant == "bsp":  # BSP's all-reduce path
+        cmd += ["--set", "policy.schedule=[{protocol: bsp, allreduce: true}]"]
+    elif variant == "default":  # the job's switch, its BSP share through all-reduce
+        cmd += ["--set", "policy.schedule=[{protocol: bsp, allreduce: true, until: 0.25}, {protocol: local-sgd}]"]
+    if cpus:
+        cmd += ["--cpus-per-node", str(cpus)]
+    started = time.time()
+    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=common.ROOT, timeout=900, check=False)
+    path = os.path.join(out_dir, "summary.json")
+    if not os.path.exists(path):
+        raise RuntimeError(f"syncswitch {variant} wrote no summary (code {proc.returncode}): {proc.stderr[-600:]}")
+    with open(path) as f:
+        s = json.load(f)
+    phases = [{"protocol": p["protocol"], "examples_per_s": p.get("examples_per_s"), "wall_time_s": p.get("wall_time_s")}
+              for p in s.get("schedule", [])]
+    return {"train_time_s": s.get("total_time_s"), "time_to_accuracy_s": s.get("time_to_accuracy_s"),
+            "final_accuracy": s.get("final_accuracy"), "status": s.get("status"),
+            "examples_per_s": s["total_samples"] / s["total_time_s"] if s.get("total_time_s") else None,
+            "phases": phases, "init_time_s": s.get("init_time_s"), "wall_s": round(time.time() - started, 1),
+            "run_dir": out_dir}
+
+
+def time_to(result: dict, target: float):
+    if "time_to_accuracy_s" in result:
+        return result["time_to_accuracy_s"]
+    return next((t for t, acc in result.get("evaluations", []) if acc >= target), None)
+
+
+def one(variant, job, job_path, seed, args, root) -> dict:
+    common.log(f"seed {seed}: {variant} (load {os.getloadavg()[0]:.1f})")
+    try:
+        if variant in ("single", "mwms"):
+            r = run_peer(variant, job, seed, args.workers, args.cpus_per_node, args.timeout)
+        else:
+            r = run_syncswitch(variant, job_path, seed, args.workers, args.cpus_per_node, args.target,
+                               os.path.join(root, f"{variant}-seed{seed}"))
+    except (RuntimeError, subprocess.TimeoutExpired) as exc:
+        return {"variant": variant, "seed": seed, "error": str(exc)}
+    r["time_to_accuracy_s"] = time_to(r, args.target)
+    common.log(f"  -> train {common.fmt(r.get('train_time_s'))} s, tta {common.fmt(r['time_to_accuracy_s'])} s, "
+               f"acc {common.fmt(r.get('final_accuracy'), 3)}")
+    return {"variant": variant, "seed": seed, **r}
+
+
+def summarize(runs: list[dict]) -> dict:
+    fields = ("train_time_s", "time_to_accuracy_s", "final_accuracy", "examples_per_s")
+    table = {}
+    for variant in dict.fromkeys(r["variant"] for r in runs):
+        mine = [r for r in runs if r["variant"] == variant]
+        table[variant] = {f: common.spread([r.get(f) for r in mine]) for f in fields}
+    for base in ("single", "mwms"):
+        ref = table.get(base, {}).get("train_time_s", {}).get("median")
+        for row in table.values():
+            row[f"train_time_vs_{base}"] = common.ratio(row["train_time_s"]["median"], ref)
+            if base == "mwms":
+                row["tta_vs_mwms"] = common.ratio(row["time_to_accuracy_s"]["median"],
+                                                  table["mwms"]["time_to_accuracy_s"]["median"])
+                row["throughput_vs_mwms"] = common.ratio(row["examples_per_s"]["median"],
+                                                         table["mwms"]["examples_per_s"]["median"])
+    return table
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--job", default=os.path.join(common.ROOT, "jobs", "mnist1d_cnn.yaml"))
+    parser.add_argument("--seeds", default="1,2,3,4,5")
+    parser.add_argument("--variants", default=",".join(VARIANTS))
+    parser.add_argument("--workers", type=int, default=4)
+    parser.add_argument("--cpus-per-node", type=float, help="each node / peer process in a cgroup of this budget")
+    parser.add_argument("--target", type=float, default=0.95, help="time-to-accuracy threshold")
+    parser.add_argument("--timeout", type=float, default=600.0)
+    parser.add_argument("--out", help="write the JSON here too")
+    parser.add_argument("--runs-dir", help="where syncswitch's run folders go (default: a temporary folder)")
+    args = parser.parse_args(argv)
+    job = common.load_spec(args.job)
+    variants = [v for v in args.variants.split(",") if v]
+    unknown = sorted(set(variants) - set(VARIANTS))
+    if unknown:
+        parser.error(f"unknown variant(s) {unknown}; valid: {', '.join(VARIANTS)}")
+    seeds = [int(s) for s in args.seeds.split(",")]
+    root = args.runs_dir or tempfile.mkdtemp(prefix="peers-")
+    runs = []
+    for k, seed in enumerate(seeds):
+        order = variants[k % len(variants):] + variants[:k % len(variants)]  # interleaved: no variant always first
+        runs += [one(v, job, args.job, seed, args, root) for v in order]
+    doc = {"machine": common.machine_facts(argv), "job": args.job, "workers": args.workers,
+           "cpus_per_node": args.cpus_per_node, "target_accuracy": args.target, "seeds": seeds,
+           "table": summarize([r for r in runs if "error" not in r]), "runs": runs}
+    if args.out:
+        common.write_json(args.out, doc)
+    print(json.dumps(doc, indent=2, default=str))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

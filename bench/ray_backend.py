@@ -1,0 +1,152 @@
+"""The ray backend against the local backend, side by side on one machine.
+
+    python -m bench.ray_backend compare --seeds 5     # quickstart on 3 nodes: local, then ray, per seed
+    python -m bench.ray_backend recovery --runs 5     # quickstart on ray; node 1's actor SIGKILLed at 45%
+
+The Ray cluster is real: `ray.cluster_utils.Cluster` with three raylets on this machine (1 CPU each), started
+once for the whole bench; every job connects to it as a driver and removes its actors and placement group.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import statistics
+import tempfile
+import threading
+import time
+
+from bench import common
+
+NODES = 3
+RESULTS = os.path.join(common.ROOT, "bench", "results")
+
+
+class ActorKiller(threading.Thread):
+    """SIGKILLs the Ray actor process that owns node `node`'s agent once the run reaches fraction `at`."""
+
+    def __init__(self, run_dir: str, node: int, at: float, timeout_s: float = 300):
+        super().__init__(daemon=True)
+        self.run_dir, self.node, self.at, self.timeout_s = run_dir, node, at, timeout_s
+        self.done, self.killed_at = threading.Event(), None
+
+    def _reached(self) -> float:
+        try:
+            with open(os.path.join(self.run_dir, "metrics.jsonl"), encoding="utf-8") as fh:
+                records = [json.loads(line) for line in fh if line.startswith('{"kind": "metrics"')]
+        except (OSError, ValueError):
+            return 0.0
+        return max([r.get("fraction", 0.0) for r in records] + [0.0])
+
+    def run(self) -> None:
+        deadline = time.time() + self.timeout_s
+        while not self.done.is_set() and time.time() < deadline:
+            if self._reached() >= self.at:
+                with open(os.path.join(self.run_dir, "ray-nodes.json"), encoding="utf-8") as fh:
+                    agent = json.load(fh)["agents"][str(self.node)]
+                os.kill(agent["actor_pid"], signal.SIGKILL)
+                self.killed_at = self._reached()
+                return
+            time.sleep(0.1)
+
+
+def start_cluster():
+    from ray.cluster_utils import Cluster
+
+    os.environ["RAY_USAGE_STATS_ENABLED"] = "0"
+    args = {"num_cpus": 1, "object_store_memory": 80 * 1024 * 1024}
+    cluster = Cluster(initialize_head=True, head_node_args={**args, "include_dashboard": False})
+    for _ in range(NODES - 1):
+        cluster.add_node(**args)
+    cluster.wait_for_nodes()
+    return cluster
+
+
+def submit(backend: str, seed: int, out: str, address: str = "", extra: tuple = ()) -> dict:
+    from syncswitch import spec as specmod
+    from syncswitch.cluster_manager import manager
+
+    # One PS task on both: the local backend's default; the ray backend's (one per node) would change the layout.
+    sets = [f"cluster.workers={NODES}", "cluster.parameter_servers=1", f"seed={seed}", *extra]
+    if backend == "ray":
+        sets += ["cluster.backend=ray", f"cluster.address={address}"]
+    spec = specmod.load(common.QUICKSTART, sets)
+    return manager.submit(spec, out, progress=False)
+
+
+def _row(summary: dict) -> dict:
+    switch = summary["switches"][0]["overhead_s"] if summary["switches"] else None
+    return {"status": summary["status"], "final_accuracy": summary["final_accuracy"],
+            "submit_to_first_step_s": summary["init_time_s"], "switch_overhead_s": switch,
+            "total_time_s": summary["total_time_s"], "failures": summary["failures"]}
+
+
+def stats(values: list[float]) -> dict:
+    values = [v for v in values if v is not None]
+    return {"median": statistics.median(values), "min": min(values), "max": max(values), "n": len(values)} \
+        if values else {}
+
+
+def compare(cluster, seeds: int, work: str) -> dict:
+    runs = {"local": [], "ray": []}
+    for seed in range(1, seeds + 1):
+        for backend in ("local", "ray"):  # interleaved: the machine's load drifts over minutes
+            summary = submit(backend, seed, os.path.join(work, f"{backend}-{seed}"), cluster.address)
+            runs[backend].append({"seed": seed, **_row(summary)})
+            print(backend, seed, {k: v for k, v in runs[backend][-1].items() if k != "failures"}, flush=True)
+    out = {"runs": runs}
+    for key in ("final_accuracy", "submit_to_first_step_s", "switch_overhead_s"):
+        out[key] = {b: stats([r[key] for r in runs[b]]) for b in runs}
+    out["ratios_ray_over_local"] = {k: out[k]["ray"]["median"] / out[k]["local"]["median"]
+                                    for k in ("submit_to_first_step_s", "switch_overhead_s")}
+    out["first_step_gap_s"] = out["submit_to_first_step_s"]["ray"]["median"] - \
+        out["submit_to_first_step_s"]["local"]["median"]
+    return out
+
+
+def recovery(cluster, runs: int, work: str) -> dict:
+    rows = []
+    for seed in range(1, runs + 1):
+        run_dir = os.path.join(work, f"kill-{seed}")
+        killer = ActorKiller(run_dir, node=1, at=0.45)
+        killer.start()
+        try:
+            summary = submit("ray", seed, run_dir, cluster.address, ("checkpoint.every=0.1",))
+        finally:
+            killer.done.set()
+        failure = (summary["failures"] or [{}])[0]
+        rows.append({"seed": seed, **_row(summary), "killed_at": killer.killed_at,
+                     "recovered_after_s": failure.get("recovered_after_s"),
+                     "lost_fraction": failure.get("samples_lost", 0) / summary["total_samples"]})
+        print("kill", seed, rows[-1]["status"], rows[-1]["recovered_after_s"], rows[-1]["lost_fraction"], flush=True)
+    return {"runs": rows, "checkpoint_every": 0.1, "recovered_after_s": stats([r["recovered_after_s"] for r in rows]),
+            "lost_fraction": stats([r["lost_fraction"] for r in rows]),
+            "completed": sum(r["status"] == "completed" for r in rows)}
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("part", choices=("compare", "recovery"))
+    parser.add_argument("--seeds", type=int, default=5)
+    parser.add_argument("--runs", type=int, default=5)
+    args = parser.parse_args(argv)
+    cluster = start_cluster()
+    try:
+        with tempfile.TemporaryDirectory(prefix="bench-ray-") as work:
+            result = compare(cluster, args.seeds, work) if args.part == "compare" else \
+                recovery(cluster, args.runs, work)
+    finally:
+        cluster.shutdown()
+    result["command"] = f"python -m bench.ray_backend {args.part} --seeds {args.seeds} --runs {args.runs}"
+    path = os.path.join(RESULTS, f"ray-{args.part}-2026-11-25.json")
+    os.makedirs(RESULTS, exist_ok=True)
+    with open(path, "w", encoding="utf-8") as fh:
+        json.dump(result, fh, indent=1)
+    print(json.dumps({k: v for k, v in result.items() if k != "runs"}, indent=1))
+    print("wrote", path)
+
+
+if __name__ == "__main__":
+    main()

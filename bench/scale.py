@@ -1,0 +1,143 @@
+"""Every protocol and the default switch on 2 to 64 simulated workers: accuracy against BSP at the same global batch.
+
+Runs in one process (syncswitch's simulator): each variant is the job with one schedule on N simulated workers,
+arrivals random with per-worker speeds (`--arrivals`, default speeds:0.2), the guard on as it runs live (its
+verdicts recorded; it watches asynchronous phases after a synchronous one, so the switched variant). BSP at N
+workers is the reference: the same global batch N x B as every variant at N. The table says, for each
+protocol, from how many workers its median falls more than 1 point below BSP's.
+
+    python -m bench.scale --jobs quickstart,digits_cnn --workers 2,8,32,64 --seeds 2
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+
+from bench.common import ROOT, git_commit, log, machine_facts, spread
+
+PROTOCOLS = ["bsp", "asp", "ssp", "dc-asgd", "fasgd", "b-fasgd", "specsync", "lookahead", "local-sgd"]
+SWITCH = "switch"  # the job's own schedule: BSP, then the default switch target for N workers
+
+
+def run_one(job_path: str, variant: str, workers: int, seed: int, arrivals: str, out: str, sets=()) -> dict:
+    """One simulated run; its final accuracy, the schedule it ran and the guard's verdicts."""
+    from syncswitch import spec as specmod
+    from syncswitch.simulator.arrivals import arrival_model
+    from syncswitch.simulator.run import Options, Simulation
+
+    overrides = [f"cluster.workers={workers}", f"seed={seed}", *sets]
+    if variant != SWITCH:
+        overrides.append(f"policy.schedule=[{{protocol: {variant}}}]")
+    job = specmod.load(job_path, overrides)
+    began = time.time()
+    sim = Simulation(job, Options(workers, arrival_model(arrivals, workers, seed), seed, out))
+    summary = sim.run()
+    return {"variant": variant, "workers": workers, "seed": seed, "status": summary["status"],
+            "final_accuracy": summary["final_accuracy"], "host_s": round(time.time() - began, 2),
+            "schedule": [p["protocol"] for p in summary["schedule"]],
+            "measured": summary["schedule"][-1].get("measured"),
+            "guard_events": [{k: e.get(k) for k in ("reason", "fraction", "onset", "action")}
+                             for e in summary["guard_events"]]}
+
+
+def falls_below(cells: dict, variant: str, sizes: list[int], margin: float = 0.01):
+    """The smallest worker count at which the variant's median is more than `margin` below BSP's there."""
+    for n in sizes:
+        if (variant, n) in cells and ("bsp", n) in cells \
+                and cells[(variant, n)]["median"] < cells[("bsp", n)]["median"] - margin:
+            return n
+    return None
+
+
+def _accuracy(run: dict) -> float:
+    """A run's final accuracy; a diverged run (no final accuracy) counts as 0."""
+    return 0.0 if run["final_accuracy"] is None else run["final_accuracy"]
+
+
+def table(job: str, runs: list[dict], sizes: list[int]) -> tuple[str, dict]:
+    cells = {}
+    variants = list(dict.fromkeys(r["variant"] for r in runs))
+    for v in variants:
+        for n in sizes:
+            mine = [r for r in runs if r["variant"] == v and r["workers"] == n]
+            if mine:
+                cells[(v, n)] = {**spread([_accuracy(r) for r in mine]),
+                                 "diverged": sum(r["final_accuracy"] is None for r in mine)}
+    lines = [(f"\n{job}: final accuracy, median [min-max] over seeds (a diverged run counts 0); the last column: the "
+              "fewest workers at which the median is more than 1 point below BSP's at the same global batch"),
+             "| variant | " + " | ".join(f"{n} workers" for n in sizes) + " | below BSP from |",
+             "|---|" + "---|" * (len(sizes) + 1)]
+    for v in variants:
+        row = []
+        for n in sizes:
+            c = cells.get((v, n))
+            row.append("-" if c is None else f"{c['median']:.3f} [{c['min']:.3f}-{c['max']:.3f}]"
+                       + (f" ({c['diverged']} diverged)" if c["diverged"] else ""))
+        first = falls_below(cells, v, sizes) if v != "bsp" else None
+        lines.append(f"| {v} | " + " | ".join(row) + f" | {'-' if first is None else first} |")
+    verdicts = {n: [e for r in runs if r["variant"] == SWITCH and r["workers"] == n for e in r["guard_events"]]
+                for n in sizes}
+    lines.append("guard verdicts on the switched runs: " + "; ".join(
+        f"{n} workers: {len(v)} ({', '.join(sorted({e['reason'] for e in v})) or 'quiet'})"
+        for n, v in verdicts.items()))
+    summary = {f"{v}@{n}": c for (v, n), c in cells.items()}
+    return "\n".join(lines), {"cells": summary, "below_bsp_from": {v: falls_below(cells, v, sizes) for v in variants
+                                                                  if v != "bsp"}}
+
+
+def retable(path: str, sizes: list[int]) -> int:
+    with open(path, encoding="utf-8") as fh:
+        result = json.load(fh)
+    for job, doc in result["jobs"].items():
+        text, cells = table(job, doc["runs"], sizes)
+        print(text)
+        doc.update(cells, table=text)
+    with open(path, "w", encoding="utf-8") as fh:
+        json.dump(result, fh, indent=1, default=str)
+    return 0
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--jobs", default="quickstart,digits_cnn", help="job names under jobs/ (comma-separated)")
+    parser.add_argument("--workers", default="2,8,32,64")
+    parser.add_argument("--variants", default=",".join(PROTOCOLS + [SWITCH]))
+    parser.add_argument("--seeds", type=int, default=2)
+    parser.add_argument("--first-seed", type=int, default=0)
+    parser.add_argument("--arrivals", default="speeds:0.2")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
+    parser.add_argument("--runs-dir", default=os.path.join("/tmp", "syncswitch-scale"))
+    parser.add_argument("--out", help="result JSON")
+    parser.add_argument("--table-from", help="print the tables of an earlier result JSON (and rewrite them in it)")
+    args = parser.parse_args(argv)
+    sizes = [int(n) for n in args.workers.split(",")]
+    if args.table_from:
+        return retable(args.table_from, sizes)
+    result = {"args": vars(args), "commit": git_commit(), "machine": machine_facts(argv), "jobs": {}}
+    began = time.time()
+    for job in args.jobs.split(","):
+        path = os.path.join(ROOT, "jobs", f"{job}.yaml")
+        runs = []
+        for seed in range(args.first_seed, args.first_seed + args.seeds):  # seeds outermost: drift hits all cells
+            for n in sizes:
+                for variant in args.variants.split(","):
+                    out = os.path.join(args.runs_dir, f"{job}-{variant}-{n}w-s{seed}")
+                    runs.append(run_one(path, variant, n, seed, args.arrivals, out, args.set))
+                    log(json.dumps({k: runs[-1][k] for k in ("variant", "workers", "seed", "final_accuracy",
+                                                             "host_s")}))
+        text, cells = table(job, runs, sizes)
+        print(text, flush=True)
+        result["jobs"][job] = {"runs": runs, **cells, "table": text}
+    result["wall_s"] = round(time.time() - began, 1)
+    if args.out:
+        with open(args.out, "w", encoding="utf-8") as fh:
+            json.dump(result, fh, indent=1, default=str)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

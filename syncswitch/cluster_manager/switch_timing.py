@@ -1,0 +1,93 @@
+"""The switch rule at run time: a scheduled switch out of BSP becomes the earliest point, and the rule moves it.
+
+When a BSP phase followed by an asynchronous one starts, BSP's boundary is pushed to the end of that asynchronous
+phase and the phase is held aside; the rule reads every loss report from the earliest point on. When it says
+switch, BSP's boundary comes back to the progress reached and the held phase runs from there; when it says stay
+(past its latest point), the held phase is dropped and the run goes on synchronously. Either way no extra pause
+is taken: workers pause only where the switch happens. A run resumed (`syncswitch resume`) while its switch was
+deferred goes on with the plan it had saved: synchronous to the end of the held phase.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from syncswitch.policies.timing import STAY, SWITCH, SwitchTimingPolicy, TimingSettings
+from syncswitch.registry import PROTOCOLS, SWITCH_RULES
+
+# How often (in workload) a deferred switch says so again on the progress line.
+REPEAT_EVERY = 0.1
+
+
+class SwitchTiming:
+    """Moves the plan's BSP -> asynchronous boundaries as the switch rule decides; records what it saw."""
+
+    def __init__(self, rule_spec, say=lambda line: None, enabled: bool = True):
+        self.spec = rule_spec
+        self._say = say
+        self.settings = TimingSettings.from_spec(rule_spec)
+        self.rule: SwitchTimingPolicy = SWITCH_RULES.get(rule_spec.rule)(self.settings)
+        # Greedy straggler policies move the switch themselves; a fixed rule leaves the schedule as written.
+        self.enabled = enabled and rule_spec.rule != "fixed"
+        self.phase: int | None = None      # the BSP phase whose end the rule is deciding
+        self.earliest = self.latest = 0.0
+        self.held = None                   # the asynchronous phase waiting for the decision
+        self.said_at: float | None = None
+        self.decisions: list[dict] = []
+
+    def on_phase(self, plan, k: int) -> None:
+        """Phase k is about to start: a BSP phase with an asynchronous one after it runs on until the rule decides."""
+        phases = plan.phases
+        if self.phase is not None:  # another phase started first (a repair, a recovery): that deferral is over
+            self.decisions.append({"action": "abandoned", "phase": self.phase, "reason": f"phase {k} started first"})
+            self.phase = None
+        if not self.enabled or k + 1 >= len(phases) or phases[k].protocol != "bsp":
+            return
+        if PROTOCOLS.get(phases[k + 1].protocol).synchronous:
+            return
+        self.phase, self.held = k, phases[k + 1]
+        self.earliest = phases[k].until
+        self.latest = min(max(self.settings.latest, self.earliest), self.held.until)
+        phases[k] = dataclasses.replace(phases[k], phase=dataclasses.replace(phases[k].phase, until=self.held.until))
+        del phases[k + 1]
+
+    def on_loss(self, plan, running: int | None, fraction: float, loss: float, reached: float) -> float | None:
+        """A loss report at `fraction` (`reached`: the furthest any worker got). Returns the progress to end the BSP
+        phase at when the rule says switch; None otherwise (the plan is updated either way)."""
+        self.rule.on_loss(fraction, loss)
+        if self.phase is None or running != self.phase or reached < self.earliest - self.settings.smoothing:
+            return None
+        decision = self.rule.decide(reached, self.earliest)
+        if reached < self.earliest and (decision is None or decision.action != SWITCH):
+            return None  # just before the earliest point only a switch there is decided; waiting is said from it on
+        if decision is None:
+            if self.said_at is None or reached - self.said_at >= REPEAT_EVERY:
+                self.said_at = reached
+                self._say(f"switch deferred at {reached * 100:.1f}%: {self.rule.waiting_reason(reached)}")
+            return None
+        k, self.phase = self.phase, None
+        entry = {"action": decision.action, "fraction": reached, "reason": decision.reason,
+                 "values": {key: v for key, v in decision.values.items() if v is not None}}
+        self.decisions.append(entry)
+        if decision.action == STAY:
+            self._say(f"stayed synchronous at {reached * 100:.1f}%: {decision.reason}")
+            return None
+        assert decision.action == SWITCH
+        at = max(reached, self.earliest)
+        cut = plan.phases[k]
+        plan.phases[k] = dataclasses.replace(cut, phase=dataclasses.replace(cut.phase, until=at))
+        plan.phases.insert(k + 1, self.held)
+        if at > self.earliest:
+            self._say(f"switching to {self.held.protocol} at {at * 100:.1f}% (earliest "
+                      f"{self.earliest * 100:g}%): {decision.reason}")
+        return at
+
+    def summary(self) -> dict:
+        """summary.json `switch_rule`: the rule, its thresholds, the window it decided in and what it decided."""
+        if not self.enabled and self.spec.rule != "fixed":
+            return {"switch_rule": {"rule": self.spec.rule, "active": False}}
+        out = {"rule": self.spec.rule, "auto": self.spec.auto, **dataclasses.asdict(self.settings),
+               "earliest": self.earliest or None, "decisions": self.decisions}
+        if self.phase is not None:  # the run ended (or failed) before the rule decided
+            out["decisions"] = self.decisions + [{"action": "undecided", "reason": "the run ended first"}]
+        return {"switch_rule": out}

@@ -1,0 +1,77 @@
+"""`bsp`: all-reduce between the workers' replicas by default, SyncReplicasOptimizer where a phase needs the
+parameter servers to aggregate (backup workers, an elastic group, or a model all-reduce cannot carry)."""
+
+from __future__ import annotations
+
+from .allreduce import AllReduceEngine, supported
+from .base import ProtocolEngine
+from .bsp import SyncReplicasEngine
+
+
+class SynchronousEngine(ProtocolEngine):
+    """Both BSP paths in one graph; each phase's entry picks one (`allreduce` and `aggregate` parameters).
+
+    All-reduce cannot drop a late gradient (backup workers) nor leave a worker out mid-phase (the elastic
+    policy's shrink): the parameter-server path keeps both. Everything the step loop reads is the mode's.
+    """
+
+    name = "bsp"
+    needs_replica = True
+
+    def __init__(self, optimizer, grads_and_vars, global_step, samples, per_worker_batch: int,
+                 num_workers: int, is_chief: bool, replica=None, schedule=None, **shared):
+        self.ps = SyncReplicasEngine(optimizer, grads_and_vars, global_step, samples, per_worker_batch,
+                                     num_workers, is_chief, **shared)
+        self.fast = None
+        if replica is not None and schedule is not None and num_workers > 1 and supported(replica.pairs):
+            self.fast = AllReduceEngine(optimizer, global_step, samples, per_worker_batch, num_workers, is_chief,
+                                        replica, schedule)
+        self.aggregate = self.ps.aggregate
+        self.group_size = self.ps.group_size
+        self.samples_now = self.ps.samples_now
+        self.active: ProtocolEngine = self.fast or self.ps
+
+    def modes(self) -> list[ProtocolEngine]:
+        """Every path, in build order: each is warmed up before training (the same order on every worker)."""
+        return [m for m in (self.ps, self.fast) if m is not None]
+
+    def choose(self, params: dict | None) -> ProtocolEngine:
+        params = params or {}
+        wants_ps = not params.get("allreduce", True) or int(params.get("aggregate") or 0) > 0
+        return self.ps if wants_ps or self.fast is None else self.fast
+
+    # What the step loop reads, from the mode the phase entered.
+    train_op = property(lambda self: self.active.train_op)
+    samples_after = property(lambda self: self.active.samples_after)
+    push_op = property(lambda self: self.active.push_op)
+    step_op = property(lambda self: self.active.step_op)
+    step_samples = property(lambda self: self.active.step_samples)
+    step_wait_s = property(lambda self: self.active.step_wait_s)
+    loss = property(lambda self: self.active.loss)
+    agreed_stop = property(lambda self: getattr(self.active, "agreed_stop", None))
+    stop_in = property(lambda self: getattr(self.active, "stop_in", None))
+
+    def enter_chief(self, session, params: dict | None = None) -> None:
+        self.active = self.choose(params)
+        self.ps.enter_chief(session, params)  # the parameter-server path's state is reset either way
+
+    def enter_worker(self, session, params: dict | None = None) -> None:
+        self.active = self.choose(params)
+        self.active.enter_worker(session, params)
+
+    def release(self, session) -> None:
+        self.ps.release(session)  # a collective step has no waiter to free: its peers stop at the same step
+
+    def after_step(self, session, state) -> float:
+        return self.active.after_step(session, state)
+
+    def publish(self, session) -> None:
+        """Write the phase's model to the parameter servers (before a checkpoint)."""
+        if self.active is self.fast:
+            self.fast.publish(session)
+
+    def stats(self, session) -> dict:
+        return {"allreduce": self.active is self.fast, **self.active.stats(session)}
+
+    def set_group(self, session, size: int) -> None:
+        self.ps.set_group(session, size)

@@ -1,0 +1,114 @@
+"""The user's model in one process: a gradient at any flat parameter vector, and the test-set evaluation.
+
+The model is built once (model_fn on Keras inputs); its trainable variables are scratch space: each gradient
+assigns the snapshot a worker read, so the shared parameters and every worker's read live in numpy.
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import numpy as np
+import tensorflow as tf
+
+from syncswitch.node import script as scriptmod
+
+
+class GradientModel:
+    """One Keras model around the script's model_fn; parameters as one float32 vector."""
+
+    def __init__(self, job, seed: int):
+        tf.keras.backend.clear_session()
+        # Python's, numpy's and TensorFlow's seeds: Keras draws an unseeded initializer's seed from Python's.
+        tf.keras.utils.set_random_seed(seed)
+        self.job, self.params = job, dict(job.params)
+        self.module = scriptmod.load_script(job.script)
+        train = scriptmod.call_input_fn(self.module, job.script, "train", job.hyperparameters.batch_size,
+                                        self.params)
+        x_spec, y_spec = train.element_spec
+        features = tf.keras.Input(x_spec.shape[1:], dtype=x_spec.dtype)
+        labels = tf.keras.Input(y_spec.shape[1:], dtype=y_spec.dtype)
+        out = scriptmod.call_model_fn(self.module, job.script, features, labels, self.params, True)
+        self.model = tf.keras.Model([features, labels], [out["logits"], out["loss"]])
+        self.weights = self.model.trainable_variables
+        self.shapes = [tuple(w.shape) for w in self.weights]
+        self.sizes = [int(np.prod(s)) for s in self.shapes]
+        self._test = None
+        weights, sizes, shapes, model = self.weights, self.sizes, self.shapes, self.model
+
+        def assign(flat):
+            for w, piece, shape in zip(weights, tf.split(flat, sizes), shapes):
+                w.assign(tf.reshape(piece, shape))
+
+        @tf.function(reduce_retracing=True)
+        def gradient(flat, x, y):
+            assign(flat)
+            with tf.GradientTape() as tape:
+                loss = model([x, y], training=True)[1]
+            grads = tape.gradient(loss, weights)
+            return tf.concat([tf.reshape(g, [-1]) for g in grads], 0), loss
+
+        @tf.function(reduce_retracing=True)
+        def score(x, y):
+            logits, loss = model([x, y], training=False)
+            if logits.shape.rank == 1 or logits.shape[-1] == 1:
+                predicted = tf.cast(tf.reshape(logits, [-1]) > 0, y.dtype)
+            else:
+                predicted = tf.cast(tf.argmax(logits, -1), y.dtype)
+            hits = tf.reduce_sum(tf.cast(tf.equal(predicted, tf.reshape(y, tf.shape(predicted))), tf.float64))
+            return hits, loss
+
+        self._assign, self._gradient, self._score = tf.function(assign), gradient, score
+
+    def initial(self) -> np.ndarray:
+        """The freshly initialized parameters (seeded) as one vector."""
+        return np.concatenate([w.numpy().reshape(-1) for w in self.weights]).astype(np.float32)
+
+    def gradient(self, flat: np.ndarray, batch) -> tuple[np.ndarray, float]:
+        """(gradient, loss) of the batch's loss at the parameters `flat`."""
+        g, loss = self._gradient(tf.constant(flat), batch[0], batch[1])
+        return g.numpy(), float(loss)
+
+    def evaluate(self, flat: np.ndarray) -> tuple[float, float]:
+        """(accuracy, mean loss) on the job's test split at the parameters `flat`."""
+        self._assign(tf.constant(flat))
+        if self._test is None:
+            ds = scriptmod.call_input_fn(self.module, self.job.script, "test", self.job.evaluation.batch_size,
+                                         self.params)
+            if scriptmod.num_examples(self.module, self.job.script, "test", self.params) is not None:
+                ds = scriptmod.finite_test_set(ds, self.module, self.job.script, self.params,
+                                               self.job.evaluation.batch_size)
+            self._test = [(x, y) for x, y in ds]
+        hits = total = 0
+        loss_sum = 0.0
+        for x, y in self._test:
+            h, loss = self._score(x, y)
+            n = int(y.shape[0])
+            hits, total, loss_sum = hits + float(h), total + n, loss_sum + float(loss) * n
+        return hits / max(total, 1), loss_sum / max(total, 1)
+
+    def train_examples(self) -> int | None:
+        return scriptmod.num_train_examples(self.module, self.job.script, self.params)
+
+
+class Shards:
+    """Each worker's training batches as the real input pipeline gives them: `ds.shard(n, i).repeat()` of the
+    script's dataset. One pass over the stream hands batch k to worker k mod n (what shard does), so the
+    dataset is read once whatever n is; batches a fast worker has not reached wait in its queue."""
+
+    def __init__(self, model: GradientModel, workers: int, batch_size: int):
+        ds = scriptmod.call_input_fn(model.module, model.job.script, "train", batch_size, model.params)
+        self._stream = iter(ds.repeat())
+        self._queues: list[list] = [[] for _ in range(workers)]
+        self._next = 0  # the worker the stream's next batch belongs to
+        self.workers = workers
+
+    def next(self, worker: int):
+        queue = self._queues[worker]
+        while not queue:
+            self._queues[self._next].append(next(self._stream))
+            self._next = (self._next + 1) % self.workers
+        return queue.pop(0)

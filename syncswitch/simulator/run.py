@@ -1,0 +1,181 @@
+"""One simulated run: the job's phase plan and configuration policy, the guard as it runs live, the run folder.
+
+The phases, their configurations (the configuration policy's lr / momentum / batch scaling at a switch, a
+phase's own hyperparameters) and the guard's repairs are the cluster manager's own (PhasePlan, GuardRuntime);
+what is simulated is the cluster: N workers whose updates land in the order the arrival model gives.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+
+import numpy as np
+
+from syncswitch.cluster_manager.guarding import GuardRuntime
+from syncswitch.cluster_manager.plan import PhasePlan
+from syncswitch.errors import SpecError
+from syncswitch.policies.guard import GuardSettings
+from syncswitch.simulator import drive
+from syncswitch.simulator.model import GradientModel, Shards
+from syncswitch.simulator.output import RunFolder
+from syncswitch.simulator.rules import Shared, rule_for
+
+
+@dataclasses.dataclass
+class Options:
+    workers: int
+    arrivals: object          # an ArrivalModel
+    seed: int = 0
+    out_dir: str | None = None
+    progress: bool = False
+
+
+class Simulation:
+    """Runs `job` (its schedule, cluster.workers == options.workers) on simulated workers."""
+
+    def __init__(self, job, options: Options, model: GradientModel | None = None):
+        if job.cluster.workers != options.workers:
+            raise SpecError(f"cluster.workers={job.cluster.workers} but --workers {options.workers}")
+        self.job, self.options, self.workers = job, options, options.workers
+        self.arrivals = options.arrivals
+        self.model = model or GradientModel(job, options.seed)
+        examples = self.model.train_examples()
+        if job.workload.samples is None and examples is None:
+            raise SpecError(f"script {job.script}: define num_examples('train', params) for workload.epochs")
+        self.per_epoch = examples or job.workload.samples
+        self.total = int(job.workload.samples or job.workload.epochs * examples)
+        self.plan = PhasePlan(job, job.policy.fallback)
+        self.guard = GuardRuntime(GuardSettings.from_spec(job.policy.guard), job.policy.fallback, self.workers)
+        self.folder = RunFolder(options.out_dir, job, self)
+        self.now = 0.0
+        self._steps = [0] * self.workers   # each worker's step count (the arrival model's index)
+        self._local = [0] * self.workers   # each worker's steps in the running phase
+        self._shards: dict[int, Shards] = {}
+        self.snapshots: dict[str, tuple] = {}
+        every = job.evaluation.every
+        self._all_points = [min(1.0, every * (k + 1)) for k in range(int(np.ceil(1.0 / every - 1e-9)))]
+        self._points = list(self._all_points)
+
+    # -- hooks the drivers call ------------------------------------------------------------------
+    def step_time(self, worker: int) -> float:
+        self._steps[worker] += 1
+        return self.arrivals.step_time(worker, self._steps[worker] - 1)
+
+    def batch(self, worker: int):
+        return self._shards[self.config.per_worker_batch].next(worker)
+
+    def gradient(self, point, batch):
+        return self.model.gradient(point, batch)
+
+    def before_update(self, rule) -> None:
+        """The rate and momentum the graph computes at the current sample count (decay, warm-up, ramp)."""
+        samples, config = rule.s.samples, self.config
+        fraction = samples / self.total
+        lr = config.learning_rate * self.job.hyperparameters.lr_decay.factor_at(fraction)
+        rule.lr = np.float32(lr * self._ramp(samples, config.lr_warmup_epochs))
+        rule.momentum = np.float32(config.momentum * self._ramp(samples, config.momentum_ramp_epochs))
+
+    def _ramp(self, samples: int, epochs: float) -> float:
+        length = epochs * self.per_epoch
+        return 1.0 if length <= 0 else min(max((samples - self.ramp_start) / length, 0.0), 1.0)
+
+    def after_update(self, rule, worker: int, loss: float, step_s: float, wait_s: float):
+        self._local[worker] += 1
+        self._busy[worker] += step_s
+        self._wait[worker] += wait_s
+        fraction = rule.s.samples / self.total
+        # As a worker reports: its steps, busy and waiting seconds so far in the phase, and this step's time.
+        self.folder.metrics(self.now, worker, self.protocol, self.phase, rule.s.samples, fraction,
+                            self._local[worker], step_s + wait_s, self._busy[worker], self._wait[worker], loss)
+        verdict = self.guard.on_loss(fraction, loss) if np.isfinite(loss) else \
+            self.guard.on_divergence(fraction, loss)
+        if not np.isfinite(loss) and verdict is None:
+            raise FloatingPointError(f"the loss is {loss} at {fraction:.1%} of the workload (diverged)")
+        if verdict is None and self._points and fraction >= self._points[0] - 1e-12:
+            while self._points and fraction >= self._points[0] - 1e-12:  # one update may pass several (a round)
+                self._points.pop(0)
+            verdict = self.evaluate(rule, fraction)
+        return verdict
+
+    def evaluate(self, rule, fraction: float):
+        """An evaluation checkpoint: kept (a rollback target), scored, fed to the guard."""
+        path = f"sim://checkpoints/model.ckpt-{rule.s.step}-{rule.s.samples}"
+        self.snapshots[path] = (rule.s.w, rule.s.v, rule.s.step, rule.s.samples)
+        self.guard.on_checkpoint(path, fraction, rule.s.samples)
+        accuracy, loss = self.model.evaluate(rule.s.w)
+        self.folder.evaluation(self.now, fraction, path, accuracy, loss)
+        if self.options.progress:
+            print(f"  {fraction:6.1%} {self.protocol:>10}  accuracy {accuracy:.3f}  loss {loss:.3f}", flush=True)
+        return self.guard.on_evaluation(path, fraction, accuracy, loss)
+
+    # -- the run ---------------------------------------------------------------------------------
+    def run(self) -> dict:
+        began = time.time()
+        w = self.model.initial()
+        shared = Shared(w, np.zeros_like(w))
+        k, status, message = 0, "completed", ""
+        try:
+            while k < len(self.plan):
+                verdict = self._phase(k, shared)
+                if verdict is None:
+                    k += 1
+                else:
+                    shared = self._repair(k, verdict, shared)
+                    k += 1
+        except FloatingPointError as exc:
+            status, message = "diverged", str(exc)
+        self.final = shared
+        return self.folder.finish(status, message, shared, time.time() - began)
+
+    def _phase(self, k: int, shared: Shared):
+        planned = self.plan[k]
+        self.phase, self.protocol, self.config = k, planned.protocol, planned.config
+        self.ramp_start = shared.samples
+        batch = planned.config.per_worker_batch
+        if batch not in self._shards:
+            self._shards[batch] = Shards(self.model, self.workers, batch)
+        self._local, self._busy, self._wait = [0] * self.workers, [0.0] * self.workers, [0.0] * self.workers
+        rule = rule_for(planned.protocol, shared, self.workers, planned.params, batch,
+                        self.options.seed * 1009 + k)
+        start = (self.now, shared.samples, shared.step)
+        self.before_update(rule)
+        self.folder.entered(self.now, k, planned, shared, float(rule.lr), float(rule.momentum), self.total)
+        self.guard.on_phase(planned.protocol, shared.samples / self.total)
+        path = f"sim://checkpoints/switch-{k}"
+        self.snapshots[path] = (shared.w, shared.v, shared.step, shared.samples)
+        self.guard.on_checkpoint(path, shared.samples / self.total, shared.samples)
+        until = int(np.ceil(planned.until * self.total - 1e-9))
+        epochs = [until] if planned.protocol != "specsync" or not planned.params.get("adaptive") else \
+            list(range(shared.samples + self.per_epoch, until, self.per_epoch)) + [until]
+        verdict = None
+        for end in epochs:  # specsync's adaptive variant retunes after every epoch
+            run = drive.run_rounds if rule.rounds else drive.run_async
+            verdict = run(self, rule, end)
+            if verdict is not None:
+                break
+            if hasattr(rule, "retune") and end < until:
+                rule.retune()
+        rule.leave()
+        self.folder.phase_done(k, planned, start, (self.now, shared.samples, shared.step), self.total, rule.stats())
+        return verdict
+
+    def _repair(self, k: int, verdict, shared: Shared) -> Shared:
+        """What the live guard does with a verdict: roll back to its checkpoint, or fall back from here."""
+        reached = shared.samples / self.total
+        if self.guard.rolls_back(reached):
+            target, protocol = self.guard.plan_rollback(verdict)
+            w, v, step, samples = self.snapshots[target.path]
+            lost = shared.samples - samples
+            shared = Shared(w, v, step, samples)
+            action = f"rollback to {target.fraction:.1%}, continue with {protocol}"
+            entry = self.guard.record(verdict, action, checkpoint=target.path, checkpoint_fraction=target.fraction,
+                                      samples_lost=lost, overhead_s=0.0, mode="in-place")
+            self._points = [p for p in self._all_points if p > target.fraction + 1e-12]
+        else:
+            protocol = self.guard.plan_fall_back()
+            entry = self.guard.record(verdict, f"fall back to {protocol} from {reached:.1%}", samples_lost=0,
+                                      overhead_s=0.0, mode="in-place")
+        self.plan.fall_back(k + 1, protocol, at=shared.samples / self.total)
+        self.folder.guard_event(self.now, entry)
+        return shared

@@ -1,0 +1,133 @@
+"""BSP by all-reduce against one worker: n workers at batch B for k steps take the steps one worker takes at batch
+nB, momentum and the rate schedule included. Real TF servers in one process, each worker's graph built as a node
+builds it (syncswitch/node/graph.py), the workers stepping in threads (a collective waits for all of them)."""
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+pytest.importorskip("tensorflow")
+
+SCRIPT = '''
+import tensorflow as tf
+
+def input_fn(split, batch_size, params):
+    x = tf.random.stateless_normal([96, 4], seed=[1, 2])
+    y = tf.cast(x[:, 0] + 0.5 * x[:, 1] > 0, tf.int64)
+    return tf.data.Dataset.from_tensor_slices((x, y)).batch(batch_size, drop_remainder=True)
+
+def model_fn(features, labels, params, training):
+    # Seeded initializers: the graphs compared differ in their other ops, so op-order seeds would differ.
+    init = tf.keras.initializers.RandomNormal(stddev=0.5, seed=3)
+    hidden = tf.keras.layers.Dense(8, activation="tanh", kernel_initializer=init)(features)
+    logits = tf.keras.layers.Dense(2, kernel_initializer=init)(hidden)
+    loss = tf.keras.losses.sparse_categorical_crossentropy(labels, logits, from_logits=True)
+    return {"loss": tf.reduce_mean(loss), "logits": logits}
+'''
+
+DRIVER = '''
+import json, os, socket, sys, threading
+os.environ["TF_USE_LEGACY_KERAS"] = "1"
+import tensorflow as tf
+from syncswitch.node import graph as graphmod
+from syncswitch.node import script as scriptmod
+from syncswitch.node.state import TrainState
+from syncswitch.wire import agent_pb2 as pb
+
+v1 = tf.compat.v1
+v1.disable_eager_execution()
+path, n, batch, steps, protocol = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
+total = n * batch * steps
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+ps_hosts, workers = [f"127.0.0.1:{free_port()}"], [f"127.0.0.1:{free_port()}" for _ in range(n)]
+servers, graphs = [], []
+for i in range(n):
+    launch = pb.Launch(task_index=i, num_workers=n, ps_hosts=ps_hosts, worker_hosts=workers, script_path=path,
+                       seed=1, lr_decay=pb.LrDecay(boundaries=[0.5], factors=[0.1]))
+    phase = launch.phases.add(protocol=protocol, build=True, until=1.0)
+    phase.config.per_worker_batch, phase.config.learning_rate, phase.config.momentum = batch, 0.2, 0.9
+    if protocol == "bsp":
+        phase.params.update({"allreduce": True})
+    cluster, ps, worker = graphmod.start_servers(ps_hosts, workers, i, 1, 2)
+    servers.append((ps, worker))
+    graphs.append(graphmod.build(launch, total, scriptmod.load_script(path), {}, cluster))
+sessions = [v1.Session(servers[i][1].target, graph=g.graph, config=graphmod.session_config(n, i, 1, 2))
+            for i, g in enumerate(graphs)]
+chief, g0 = sessions[0], graphs[0]
+chief.run(g0.scaffold.init_op)
+for s, g in zip(sessions, graphs):
+    s.run(g.scaffold.local_init_op)
+st = g0.settings
+chief.run([st.set_lr, st.set_momentum, st.set_ramp], {st.lr_in: 0.2, st.momentum_in: 0.9, st.ramp_in: 0.0,
+                                                        st.warmup_in: 0.0})
+g0.engines[protocol].enter_chief(chief, {"allreduce": True})
+for s, g in zip(sessions, graphs):
+    g.engines[protocol].enter_worker(s, {"allreduce": True})
+losses = {}
+
+
+def work(i):
+    engine, state = graphs[i].engines[protocol], TrainState(total, i)
+    state.boundary = 1.0
+    fetches = [engine.train_op, engine.samples_after, graphs[i].losses.get(protocol, graphs[i].loss)]
+    for _ in range(steps):
+        _, state.samples, loss = sessions[i].run(fetches)
+        losses.setdefault(i, []).append(float(loss))
+        engine.after_step(sessions[i], state)
+
+
+threads = [threading.Thread(target=work, args=(i,)) for i in range(n)]
+for t in threads:
+    t.start()
+for t in threads:
+    t.join(timeout=60)
+assert not any(t.is_alive() for t in threads), "a worker stayed blocked in the all-reduce"
+trained = sorted(g0.graph.get_collection(v1.GraphKeys.TRAINABLE_VARIABLES), key=lambda v: v.op.name)
+values = chief.run(trained)
+out = {"vars": {v.op.name: a.tolist() for v, a in zip(trained, values)},
+       "samples": int(chief.run(g0.samples)), "global_step": int(chief.run(g0.global_step)), "losses": losses,
+       "allreduce": bool(g0.engines[protocol].stats(chief).get("allreduce", False))}
+print("RESULT " + json.dumps(out), flush=True)
+os._exit(0)  # in-process TF servers cannot be stopped: the process goes, and they with it
+'''
+
+
+def _run(tmp_path, n, batch, steps, protocol):
+    script = tmp_path / "model.py"
+    script.write_text(textwrap.dedent(SCRIPT))
+    driver = tmp_path / "driver.py"
+    driver.write_text(DRIVER)
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    env = {**os.environ, "PYTHONPATH": root, "TF_CPP_MIN_LOG_LEVEL": "2"}
+    done = subprocess.run([sys.executable, str(driver), str(script), str(n), str(batch), str(steps), protocol],
+                          capture_output=True, text=True, timeout=240, env=env, check=False)
+    lines = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
+    assert lines, done.stdout[-2000:] + done.stderr[-4000:]
+    return json.loads(lines[-1][len("RESULT "):])
+
+
+@pytest.mark.cluster
+def test_n_workers_at_batch_b_step_as_one_worker_at_batch_nb(tmp_path):
+    steps = 6  # the rate decays x0.1 half-way: the schedule runs on the workers' own count
+    many = _run(tmp_path, 2, 8, steps, "bsp")
+    one = _run(tmp_path, 1, 16, steps, "asp")
+    assert many["allreduce"]
+    assert many["samples"] == one["samples"] == 16 * steps
+    assert many["global_step"] == one["global_step"] == steps
+    for name, value in one["vars"].items():
+        np.testing.assert_allclose(many["vars"][name], value, rtol=2e-5, atol=2e-6, err_msg=name)
+    # Every worker watched the group's mean loss: one worker's loss at batch nB.
+    np.testing.assert_allclose(many["losses"]["0"], one["losses"]["0"], rtol=2e-5)
+    assert many["losses"]["0"] == many["losses"]["1"]

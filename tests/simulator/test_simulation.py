@@ -1,0 +1,144 @@
+"""The simulator against the algorithms it claims: BSP is large-batch SGD, one ASP client is plain SGD, local SGD
+averaged every step is BSP, and a seed gives the same bits. Real model (the digits MLP), real data, one process."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import numpy as np
+import pytest
+
+os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
+pytest.importorskip("tensorflow")
+
+from syncswitch import spec as specmod
+from syncswitch.simulator.arrivals import arrival_model
+from syncswitch.simulator.model import GradientModel
+from syncswitch.simulator.run import Options, Simulation
+
+JOB = """
+name: digits
+script: EXAMPLES/digits_mlp.py
+hyperparameters: {batch_size: 8, learning_rate: 0.05, momentum: 0.9, lr_decay: {boundaries: [0.5], factors: [0.5]}}
+workload: {samples: 640}
+cluster: {backend: local, workers: 2}
+evaluation: {every: 0.25}
+"""
+
+
+def simulate(write_spec, tmp_path, workers, overrides=(), arrivals="round-robin", seed=0, name="run"):
+    job = specmod.load(write_spec(JOB), [f"cluster.workers={workers}", *overrides])
+    sim = Simulation(job, Options(workers, arrival_model(arrivals, workers, seed), seed, str(tmp_path / name)))
+    summary = sim.run()
+    return sim, summary
+
+
+def only(protocol, **params):
+    inner = ", ".join([f"protocol: {protocol}"] + [f"{k}: {v}" for k, v in params.items()])
+    return f"policy.schedule=[{{{inner}}}]"
+
+
+def test_bsp_on_n_workers_at_batch_b_is_one_worker_at_batch_nb(write_spec, tmp_path):
+    # The paper's configuration gives BSP on n workers the rate n * eta: the one worker gets it by hand.
+    n, steps = 4, 5
+    sim, _ = simulate(write_spec, tmp_path, n, [only("bsp"), f"workload.samples={steps * n * 8}"], name="n")
+    one, _ = simulate(write_spec, tmp_path, 1, [only("bsp"), f"workload.samples={steps * n * 8}",
+                                               f"hyperparameters.batch_size={n * 8}",
+                                               f"hyperparameters.learning_rate={0.05 * n}"], name="one")
+    assert sim.final.step == one.final.step == steps
+    np.testing.assert_allclose(sim.final.w, one.final.w, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(sim.final.v, one.final.v, rtol=1e-4, atol=1e-5)
+    assert not np.allclose(sim.final.v, 0)  # momentum was really there
+
+
+def test_asp_with_one_worker_is_plain_momentum_sgd(write_spec, tmp_path):
+    sim, _ = simulate(write_spec, tmp_path, 1, [only("asp")])
+    job = sim.job
+    model = GradientModel(job, 0)  # the same seed: the same initial parameters
+    batches = iter(model.module.input_fn("train", 8, {}))
+    w = model.initial()
+    v = np.zeros_like(w)
+    for k in range(640 // 8):
+        lr = np.float32(0.05 * (0.5 if k * 8 / 640 >= 0.5 else 1.0))
+        g, _ = model.gradient(w, next(batches))
+        v = np.float32(0.9) * v + g
+        w = w - lr * v
+    np.testing.assert_array_equal(sim.final.w, w)
+    assert sim.final.step == 80
+
+
+def test_local_sgd_averaged_every_step_is_bsp(write_spec, tmp_path):
+    local, _ = simulate(write_spec, tmp_path, 3, [only("local-sgd", period=1)], name="local")
+    bsp, _ = simulate(write_spec, tmp_path, 3, [only("bsp")], name="bsp")
+    assert local.final.step == bsp.final.step
+    np.testing.assert_allclose(local.final.w, bsp.final.w, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("protocol", ["asp", "b-fasgd", "ssp"])
+def test_the_same_seed_gives_the_same_bits(write_spec, tmp_path, protocol):
+    runs = [simulate(write_spec, tmp_path, 4, [f"policy.switch_to={protocol}", "policy.switch_at=0.25"],
+                     arrivals="speeds:0.5", seed=3, name=f"r{k}") for k in range(2)]
+    (a, sa), (b, sb) = runs
+    np.testing.assert_array_equal(a.final.w, b.final.w)
+    assert sa["evaluations"] == sb["evaluations"]
+    lines = [(tmp_path / f"r{k}" / "metrics.jsonl").read_text() for k in range(2)]
+    assert lines[0] == lines[1]
+    other, _ = simulate(write_spec, tmp_path, 4, [f"policy.switch_to={protocol}", "policy.switch_at=0.25"],
+                        arrivals="speeds:0.5", seed=4, name="other")
+    assert not np.array_equal(a.final.w, other.final.w)
+
+
+def test_a_switch_keeps_progress_and_applies_the_configuration_policy(write_spec, tmp_path):
+    _, summary = simulate(write_spec, tmp_path, 4, ["policy.switch_at=0.5", "policy.switch_to=asp",
+                                                      "policy.guard.enabled=false"])
+    bsp, asp = summary["schedule"]
+    assert (bsp["protocol"], asp["protocol"]) == ("bsp", "asp")
+    assert bsp["end_fraction"] == asp["start_fraction"] == pytest.approx(0.5)
+    assert bsp["config"]["learning_rate"] == pytest.approx(0.2) and asp["config"]["learning_rate"] == 0.05
+    entered = [json.loads(x) for x in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()
+               if '"entered"' in x]
+    assert entered[1]["learning_rate"] == pytest.approx(0.05 * 0.5)  # the decay at 50% carries over
+    assert asp["measured"]["staleness_mean"] == pytest.approx(3.0, abs=0.2)  # round robin: n - 1 late (fewer at first)
+    assert summary["final_accuracy"] > 0.2 and summary["status"] == "completed"  # chance: 0.1
+
+
+@pytest.mark.parametrize("protocol,params", [("dc-asgd", {"adaptive": "true"}), ("fasgd", {}),
+                                             ("specsync", {"abort_rate": 0.3}), ("lookahead", {}),
+                                             ("b-fasgd", {"fetch": 1.0}), ("ssp", {"staleness": 1}),
+                                             ("bsp", {"aggregate": 3}), ("local-sgd", {"period": 4})])
+def test_every_protocol_trains_and_reports_what_it_measured(write_spec, tmp_path, protocol, params):
+    _, summary = simulate(write_spec, tmp_path, 4, [only(protocol, **params), "workload.samples=2560"],
+                          arrivals="speeds:0.5")
+    phase = summary["schedule"][0]
+    assert summary["final_accuracy"] > 0.5, summary["evaluations"]
+    assert phase["end_fraction"] >= 1.0
+    measured = phase["measured"]
+    if protocol == "specsync":
+        assert measured["aborted_steps"] > 0
+    if protocol == "b-fasgd":
+        assert 0 < measured["fetch_fraction"] < 1 and measured["push_fraction"] == 1.0
+    if protocol == "ssp":
+        assert measured["staleness_mean"] <= 4 * 2  # no worker more than 1 step ahead of the slowest
+    if protocol == "bsp":
+        assert phase["samples"] == phase["steps"] * 3 * 8  # the first 3 of 4 gradients make an update
+    if protocol == "local-sgd":
+        assert measured["averages"] == phase["steps"] // 4
+
+
+def test_the_guard_runs_live_and_its_folder_reads_like_a_real_run(write_spec, tmp_path):
+    """ASP after BSP on 4 round-robin workers degrades this small job at its end; the guard rolls it back, and
+    `guard replay` and `report` read the folder."""
+    from syncswitch.cluster_manager.guard_replay import replay_run
+    from syncswitch.cluster_manager.reports import load_run
+
+    _, summary = simulate(write_spec, tmp_path, 4, ["policy.switch_at=0.5", "policy.switch_to=asp"])
+    events = summary["guard_events"]
+    assert events and events[0]["action"].startswith("rollback to 50.0%, continue with bsp")
+    assert summary["schedule"][-1]["protocol"] == "bsp" and summary["schedule"][-1]["end_fraction"] >= 1.0
+    records = [json.loads(x) for x in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    assert [r["reason"] for r in records if r["kind"] == "guard"] == [events[0]["reason"]]
+    replay = replay_run(str(tmp_path / "run"))
+    assert replay.verdict is not None and replay.recorded["action"] == events[0]["action"]
+    run = load_run(str(tmp_path / "run"))
+    assert run.completed and run.converged_accuracy == summary["converged_accuracy"]
