@@ -254,6 +254,34 @@ def runtime_render(docs: list[dict]) -> list[str]:
     return table(["measure", "median [min, max]"], rows)
 
 
+def scale_render(docs: list[dict]) -> list[str]:
+    lines = []
+    for doc in docs:
+        for job in doc["jobs"].values():
+            lines += [line for line in job["table"].splitlines() if line.startswith("|")] + [""]
+    return ["Final accuracy in syncswitch's one-process simulator, median [min-max] over seeds (a diverged run "
+            "counts 0); the last column is the fewest workers at which the median falls more than 1 point below "
+            "BSP's at the same global batch. Quickstart first, then the digits CNN.", ""] + lines[:-1]
+
+
+def ray_render(docs: list[dict]) -> list[str]:
+    compare, recovery = docs
+    rows = [[name, spread_text(compare["final_accuracy"][name]), spread_text(compare["submit_to_first_step_s"][name], 1),
+             spread_text(compare["switch_overhead_s"][name], 2)] for name in ("local", "ray")]
+    return table(["backend", "final accuracy", "submit to first step s", "switch overhead s"], rows) + [
+        "", f"A node's Ray actor SIGKILLed at 45%: every worker training again after "
+            f"{spread_text(recovery['recovered_after_s'], 1)} s, {recovery['completed']}/{len(recovery['runs'])} runs "
+            f"completed, {spread_text(recovery['lost_fraction'], 4)} of the workload trained twice."]
+
+
+def sim_vs_real_render(docs: list[dict]) -> list[str]:
+    doc = docs[0]
+    rows = [[r["job"], f"`{r['variant']}`", spread_text(r["sim"]), spread_text(r["real"]),
+             "yes" if r["within_real_spread"] else "no"] for r in doc["rows"]]
+    return [f"{doc['agree']} of {doc['cells']} protocol cells within the real runs' seed spread (4 workers).", ""] + \
+        table(["job", "protocol", "simulated", "real", "within the real spread"], rows)
+
+
 FIGURES = (
     Figure("tta", "Time to accuracy: the quickstart as shipped",
            ("tta-quickstart-2workers-2026-11-25.json",),
@@ -291,6 +319,20 @@ FIGURES = (
     Figure("runtime", "Runtime costs: switch, start-up, hooks",
            ("full-2026-11-21.json", "hook-2026-11-21.json"),
            ("python -m bench suite --only switch_overhead,init_time", "python -m bench hook-overhead"), runtime_render),
+)
+FIGURES += (
+    Figure("ray", "The ray backend against the local one (quickstart, 3 nodes, 5 seeds)",
+           ("ray-compare-2026-11-25.json", "ray-recovery-2026-11-25.json"),
+           ("python -m bench ray-backend compare --seeds 5", "python -m bench ray-backend recovery --runs 5"),
+           ray_render, commit="1bcaeeb"),
+    Figure("scale", "Scale in the simulator: 2 to 64 workers",
+           ("scale-quickstart-2026-11-25.json", "scale-digits-cnn-2026-11-25.json"),
+           ("python -m bench scale --jobs quickstart --seeds 2", "python -m bench scale --jobs digits_cnn --seeds 2"),
+           scale_render, note="Two seeds a cell: a map of where each protocol breaks, not a settled figure."),
+    Figure("sim-vs-real", "The simulator against real runs",
+           ("scale-sim-vs-real-4workers-2026-11-25.json",),
+           "python -m bench scale-vs-real --sim <a scale result at 4 workers per job>", sim_vs_real_render,
+           commit="cb5f4a3"),
 )
 HEADLINE_ORDER = ("safety", "tta", "protocols", "stragglers", "recovery")  # the README's rows, at most 6
 

@@ -30,10 +30,15 @@ PARTS = {
     "delay-sim": ("bench.delay_sim", "staleness alone, in one process: gradients that arrive late"),
     "local-sim": ("bench.local_sim", "local SGD in one process: copies averaged every few steps"),
     "cgroup-period": ("bench.cgroup_period", "step-time spread under a node CPU budget, per CFS period"),
+    "peers": ("bench.peers", "syncswitch against MultiWorkerMirroredStrategy and one process alone, same job"),
+    "ray-backend": ("bench.ray_backend", "the quickstart on the local and the ray backend; recovery on ray"),
+    "scale": ("bench.scale", "every protocol on 2 to 64 simulated workers, accuracy against BSP"),
     "suite": ("bench.suite", "the main parts in one go (--quick about 20 min on 2 cores, --full hours)"),
 }
 TOOLS = {
     "docs": ("bench.docs", "regenerate docs/spec.md, docs/cli.md, docs/results.md and the README's results table"),
+    "switch-replay": ("bench.switch_replay", "replay the switch rule over stored runs' loss reports"),
+    "scale-vs-real": ("bench.scale_vs_real", "simulated accuracy (a scale result) against real runs' spread"),
 }
 
 

@@ -62,6 +62,16 @@ FIELDS: tuple[Section, ...] = (
         "fallback": "protocols a repair continues with, one rung per repair",
         "switch_to": "what `switch_at`, the default schedule and a moved switch point switch to (a protocol, "
                      "or `{protocol: NAME, <parameters>}`)",
+        "switch_rule": "what times a scheduled switch out of BSP: a rule's name, `true`, `false` (switch where the "
+                       "schedule says) or its settings (below); `switch_at: auto` leaves the point to the rule alone",
+    }),
+    ("policy.switch_rule", "policy.switch_rule", model.SwitchRuleSpec, ("auto",), {
+        "rule": "`loss` (switch once the training loss left its early regime, from the schedule's point on) or "
+                "`fixed` (at the schedule's point)",
+        "min_drop": "the smoothed loss must have fallen by this share of its initial value",
+        "max_rate": "the last `window` may hold at most this share of the loss's whole fall so far",
+        "window": "the stretch of the workload the recent fall is measured over",
+        "latest": "past this fraction the run stays synchronous",
     }),
     ("policy.guard", "policy.guard", model.GuardSpec, (), {
         "enabled": "watch asynchronous phases after a synchronous one (`--no-guard` turns it off)",
@@ -75,6 +85,7 @@ FIELDS: tuple[Section, ...] = (
         "max_rollbacks": "repairs before the run ends `diverged`",
         "action": "`auto` (fall back where the training loss held, else roll back), `rollback` or `fall-back`",
         "reference": "earlier runs (folders or `summary.json`) whose median evaluations are a second floor",
+        "forecast": "also flag an asynchronous phase whose loss stops falling while BSP's was still falling",
     }),
     ("evaluation", "evaluation", model.EvaluationSpec, (), {
         "every": "fraction of the workload between evaluations (and evaluation checkpoints)",
@@ -150,7 +161,10 @@ def section_rows(section: Section) -> list[str]:
     from syncswitch.policies.guard import GuardSettings
 
     heading, prefix, cls, internal, meanings = section
-    guard_defaults = dataclasses.asdict(GuardSettings()) if cls is model.GuardSpec else {}
+    from syncswitch.policies.timing import TimingSettings
+
+    guard_defaults = dataclasses.asdict(GuardSettings()) if cls is model.GuardSpec else \
+        dataclasses.asdict(TimingSettings()) if cls is model.SwitchRuleSpec else {}
     fields = [f for f in dataclasses.fields(cls) if f.name not in internal]
     missing = [f.name for f in fields if f.name not in meanings]
     if missing:
