@@ -266,7 +266,8 @@ def scale_render(docs: list[dict]) -> list[str]:
 
 def ray_render(docs: list[dict]) -> list[str]:
     compare, recovery = docs
-    rows = [[name, spread_text(compare["final_accuracy"][name]), spread_text(compare["submit_to_first_step_s"][name], 1),
+    rows = [[name, spread_text(compare["final_accuracy"][name]),
+             spread_text(compare["submit_to_first_step_s"][name], 1),
              spread_text(compare["switch_overhead_s"][name], 2)] for name in ("local", "ray")]
     return table(["backend", "final accuracy", "submit to first step s", "switch overhead s"], rows) + [
         "", f"A node's Ray actor SIGKILLed at 45%: every worker training again after "
