@@ -321,7 +321,32 @@ FIGURES = (
            ("full-2026-11-21.json", "hook-2026-11-21.json"),
            ("python -m bench suite --only switch_overhead,init_time", "python -m bench hook-overhead"), runtime_render),
 )
+def peers_render(docs: list[dict]) -> list[str]:
+    doc = docs[0]
+    rows = [[f"`{name}`", spread_text(v["final_accuracy"]), spread_text(v["train_time_s"], 1),
+             spread_text(v["time_to_accuracy_s"], 1), x(v.get("train_time_vs_mwms")), x(v.get("tta_vs_mwms"))]
+            for name, v in doc["table"].items()]
+    return [f"`jobs/mnist1d_cnn.yaml`, {doc['workers']} workers, seeds {', '.join(map(str, doc['seeds']))} "
+            f"interleaved; time to accuracy {doc['target_accuracy']}. `single` is one process alone, `mwms` "
+            "TensorFlow's MultiWorkerMirroredStrategy, `default` syncswitch's default switch.", ""] + \
+        table(["variant", "final accuracy", "training time s", "time to accuracy s", "time / MWMS's",
+               "TTA / MWMS's"], rows)
+
+
+def peers_headline(docs: list[dict]) -> tuple[str, str]:
+    doc = docs[0]
+    ours, mwms = doc["table"]["default"], doc["table"]["mwms"]
+    return (f"The default switch against MultiWorkerMirroredStrategy (MNIST-1D, {doc['workers']} workers)",
+            f"time to {doc['target_accuracy']} in {x(ours['tta_vs_mwms'])} MWMS's time, training "
+            f"{x(ours['train_time_vs_mwms'])}; accuracy {ours['final_accuracy']['median']:.3f} vs "
+            f"{mwms['final_accuracy']['median']:.3f} ({len(doc['seeds'])} seeds)")
+
+
 FIGURES += (
+    Figure("peers", "Against what TensorFlow users run: MultiWorkerMirroredStrategy and one process",
+           ("peers-mnist1d-4workers-seeds1-3-2026-11-25.json",),
+           "python -m bench peers --seeds 1,2,3 --variants single,mwms,bsp,asp,default", peers_render,
+           headline=peers_headline, note="Three seeds: a first reading."),
     Figure("ray", "The ray backend against the local one (quickstart, 3 nodes, 5 seeds)",
            ("ray-compare-2026-11-25.json", "ray-recovery-2026-11-25.json"),
            ("python -m bench ray-backend compare --seeds 5", "python -m bench ray-backend recovery --runs 5"),
@@ -335,7 +360,7 @@ FIGURES += (
            "python -m bench scale-vs-real --sim <a scale result at 4 workers per job>", sim_vs_real_render,
            commit="cb5f4a3"),
 )
-HEADLINE_ORDER = ("safety", "tta", "protocols", "stragglers", "recovery")  # the README's rows, at most 6
+HEADLINE_ORDER = ("peers", "safety", "tta", "protocols", "stragglers", "recovery")  # the README's rows, at most 6
 
 
 def figure_section(figure: Figure) -> list[str]:
