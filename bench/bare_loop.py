@@ -42,6 +42,7 @@ def free_ports(count: int) -> list[int]:
 
 def plan_from_spec(path: str, overrides, workers: int, ps: int, switch_at: float) -> dict:
     """What every worker needs, from the same job spec syncswitch reads (validated by syncswitch's loader)."""
+    import syncswitch.backends  # noqa: F401 - registers the backends specs name
     from syncswitch import spec as specmod
 
     job = specmod.load(path, list(overrides))

@@ -183,7 +183,7 @@ def add_options(parser) -> None:
 
 
 def run_part(args, root) -> dict:
-    from syncswitch.cluster_manager.backends.cgroups import CpuHierarchy
+    from syncswitch.backends.cgroups import CpuHierarchy
 
     hierarchy = CpuHierarchy.find()
     hierarchy.prepare()

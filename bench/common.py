@@ -151,6 +151,7 @@ run_part = guarded  # the name modules written before the part registry call it 
 
 
 def load_spec(job: str, overrides=()):
+    import syncswitch.backends  # noqa: F401 - registers the backends specs name
     from syncswitch import spec as specmod
 
     return specmod.load(job, list(overrides))
@@ -164,9 +165,9 @@ def run_summary(spec, variant: str | None, run_dir: str) -> dict:
     started = time.time()
     try:
         if variant is None:  # the spec's own schedule
-            from syncswitch.cluster_manager import manager
+            from syncswitch.cluster_manager import submission
 
-            summary = manager.submit(spec, output_dir=run_dir, progress=False)
+            summary = submission.submit(spec, output_dir=run_dir, progress=False)
         else:
             summary = run_variant(spec, variant, run_dir)
     except KeyboardInterrupt:

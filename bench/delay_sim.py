@@ -22,6 +22,7 @@ from bench import common  # first: it sets the TensorFlow environment (legacy Ke
 import numpy as np
 import tensorflow as tf
 
+import syncswitch.backends  # noqa: F401 - registers the backends specs name
 from syncswitch import spec as specmod
 from syncswitch.node import script as scriptmod
 from syncswitch.protocols.engines.lookahead import lookahead_factor

@@ -51,7 +51,8 @@ def load(name: str) -> dict:
 
 def date_of(name: str, doc: dict) -> str:
     found = re.search(r"\d{4}-\d{2}-\d{2}", name)
-    return found.group(0) if found else str((doc.get("machine") or {}).get("date", "?"))[:10]
+    machine = doc.get("machine") if isinstance(doc.get("machine"), dict) else {}
+    return found.group(0) if found else str(machine.get("date", "?"))[:10]
 
 
 def commands(figure: Figure) -> tuple[str, ...]:
@@ -62,7 +63,7 @@ def commands(figure: Figure) -> tuple[str, ...]:
 
 
 def commit_of(figure: Figure, docs: list[dict]) -> str:
-    recorded = [(d.get("machine") or {}).get("git_commit") for d in docs]
+    recorded = [d["machine"].get("git_commit") if isinstance(d.get("machine"), dict) else None for d in docs]
     return next((c[:7] + ("-dirty" if c.endswith("-dirty") else "") for c in recorded if c), figure.commit or "?")
 
 
@@ -342,7 +343,19 @@ def peers_headline(docs: list[dict]) -> tuple[str, str]:
             f"{mwms['final_accuracy']['median']:.3f} ({len(doc['seeds'])} seeds)")
 
 
+def core_overhead_render(docs: list[dict]) -> list[str]:
+    doc = docs[0]
+    rows = [[label, spread_text(doc[key]["in_place_s"], 2), spread_text(doc[key]["relaunch_s"], 2)]
+            for key, label in (("main", "before the run's refactor into collaborators"), ("branch", "now"))]
+    return ["BSP then `lookahead` on 4 local workers (digits MLP), the two trees interleaved, 2 rounds.", ""] + \
+        table(["code", "in-place switch s", "relaunch switch s"], rows)
+
+
 FIGURES += (
+    Figure("core-overhead", "Switch overhead at the current code",
+           ("core-switch-overhead-2026-11-25.json",),
+           "python -m bench switch-overhead --repeats 1 --sizes 4 (per tree, interleaved, under /work/bin/quiet)",
+           core_overhead_render, commit="6605dd6", note="Two rounds: a check that the refactor cost nothing."),
     Figure("peers", "Against what TensorFlow users run: MultiWorkerMirroredStrategy and one process",
            ("peers-mnist1d-4workers-seeds1-3-2026-11-25.json",),
            "python -m bench peers --seeds 1,2,3 --variants single,mwms,bsp,asp,default", peers_render,

@@ -41,7 +41,7 @@ def budgets(cpus, nodes: int, label: str):
     if not cpus:
         yield None
         return
-    from syncswitch.cluster_manager.backends.cgroups import CpuHierarchy
+    from syncswitch.backends.cgroups import CpuHierarchy
 
     hierarchy = CpuHierarchy.find()
     hierarchy.prepare()

@@ -65,14 +65,14 @@ def start_cluster():
 
 def submit(backend: str, seed: int, out: str, address: str = "", extra: tuple = ()) -> dict:
     from syncswitch import spec as specmod
-    from syncswitch.cluster_manager import manager
+    from syncswitch.cluster_manager import submission
 
     # One PS task on both: the local backend's default; the ray backend's (one per node) would change the layout.
     sets = [f"cluster.workers={NODES}", "cluster.parameter_servers=1", f"seed={seed}", *extra]
     if backend == "ray":
         sets += ["cluster.backend=ray", f"cluster.address={address}"]
     spec = specmod.load(common.QUICKSTART, sets)
-    return manager.submit(spec, out, progress=False)
+    return submission.submit(spec, out, progress=False)
 
 
 def _row(summary: dict) -> dict:

@@ -15,6 +15,7 @@ import os
 import sys
 
 from bench import common
+from syncswitch.runfolder import RunSummary
 
 # (label, job, workers, extra overrides)
 WORKLOADS = {
@@ -49,18 +50,14 @@ def _variant_stats(summaries: list[dict]) -> dict:
     out["guard_events"] = [[{k: e.get(k) for k in ("reason", "fraction", "checkpoint_fraction", "continued_at",
                                                     "action", "samples_lost", "overhead_s")}
                             for e in s.get("guard_events") or []] for s in summaries]
-    out["rolled_back_runs"] = sum(bool(s.get("guard_events")) for s in completed)  # the guard acted, either way
-
-    def did(s, action):  # its guard's events include one with this action ("rollback", "fall back")
-        return any(str(e.get("action", "")).startswith(action) for e in s.get("guard_events") or [])
-
-    rolled = [s for s in completed if did(s, "rollback")]
-    fell = [s for s in completed if did(s, "fall back") and not did(s, "rollback")]
+    acted_runs = [s for s in completed if RunSummary(s).guard_acted]  # the guard repaired them, either way
+    out["rolled_back_runs"] = len(acted_runs)
+    rolled = [s for s in completed if RunSummary(s).repaired_by("rollback")]
+    fell = [s for s in completed if RunSummary(s).repaired_by("fall back") and s not in rolled]
     out["repairs"] = {"rollback": len(rolled), "fall back": len(fell)}
-    acted = [s.get("total_time_s") for s in completed if s.get("guard_events")]
-    quiet = [s.get("total_time_s") for s in completed if not s.get("guard_events")]
-    out["total_time_s_guard_acted"] = common.spread(acted)
-    out["total_time_s_guard_quiet"] = common.spread(quiet)
+    out["total_time_s_guard_acted"] = common.spread([s.get("total_time_s") for s in acted_runs])
+    out["total_time_s_guard_quiet"] = common.spread([s.get("total_time_s") for s in completed
+                                                     if not RunSummary(s).guard_acted])
     out["total_time_s_rolled_back"] = common.spread([s.get("total_time_s") for s in rolled])
     out["total_time_s_fell_back"] = common.spread([s.get("total_time_s") for s in fell])
     out["switched_at"] = [[w.get("at_fraction") for w in s.get("switches") or []] for s in summaries]

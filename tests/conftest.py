@@ -8,6 +8,8 @@ import uuid
 import psutil
 import pytest
 
+import syncswitch.backends  # noqa: F401 - registers the backends the specs of every test name
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 EXAMPLES = os.path.join(ROOT, "examples")
 
@@ -74,7 +76,7 @@ def real_cpu_hierarchy():
 
     The probe leaves nothing behind: the shared parent it creates goes again when it holds no run
     (a run's create_run makes it anew)."""
-    from syncswitch.cluster_manager.backends.cgroups import CgroupError, CpuHierarchy
+    from syncswitch.backends.cgroups import CgroupError, CpuHierarchy
 
     try:
         hierarchy = CpuHierarchy.find()

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import abc
 import ast
+import dataclasses
+import importlib
 import pathlib
+import typing
 
 import pytest
 
@@ -11,12 +15,20 @@ PACKAGE = pathlib.Path(__file__).resolve().parent.parent / "syncswitch"
 
 # Top-level part of syncswitch -> its floor. A module may import its own floor or below.
 FLOORS = {
-    "__init__": 1, "errors": 1, "registry": 1, "metrics": 1, "files": 1, "spec": 1,
+    "__init__": 1, "errors": 1, "registry": 1, "metrics": 1, "files": 1, "spec": 1, "runfolder": 1,
     "policies": 2, "protocols": 2, "wire": 2,
-    "node": 3, "cluster_manager": 3, "search": 3, "simulator": 3,
+    "node": 3, "cluster_manager": 3, "search": 3, "backends": 3, "simulator": 3,
     "cli": 4, "__main__": 4,
 }
 MAX_LINES = 400
+MAX_FUNCTION_LINES = 60
+# Rooms of one floor are independent unless listed here: the cluster manager provisions through the backends; the
+# simulator runs the manager's plan and guard on a script the node side loads, and hands the search its pilots. The
+# node side, the search and the backends import none of their floor-mates (what they share lives a floor below).
+SAME_FLOOR = {"cluster_manager": {"backends"}, "simulator": {"cluster_manager", "node", "search"}}
+SEPARATE_FLOORS = (3,)  # floors whose rooms follow SAME_FLOOR
+# Where functions must stay short and classes combine only interfaces (ABCs) and dataclasses.
+SHAPED = ("cluster_manager",)
 
 
 def _modules():
@@ -36,11 +48,28 @@ def _floor_of(parts: list[str]) -> tuple[str, int | None]:
     return top, FLOORS.get(top)
 
 
+def _string_import(node: ast.AST) -> list[str] | None:
+    """The dotted module an `importlib.import_module("syncswitch...")` or `__import__("syncswitch...")` call names."""
+    if not isinstance(node, ast.Call) or not node.args:
+        return None
+    func = node.func
+    name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else None
+    first = node.args[0]
+    if name in ("import_module", "__import__") and isinstance(first, ast.Constant) and isinstance(first.value, str):
+        parts = first.value.split(".")
+        return parts if parts[0] == "syncswitch" else None
+    return None
+
+
 def _targets(tree: ast.AST, path: pathlib.Path):
-    """(line, dotted target) for every import of syncswitch, at module level or inside functions."""
+    """(line, dotted target) for every import of syncswitch, at module level or inside functions, by statement or by
+    a string handed to import_module."""
     here = _dotted(path)
     package = here if path.name == "__init__.py" else here[:-1]
     for node in ast.walk(tree):
+        by_string = _string_import(node)
+        if by_string:
+            yield node.lineno, by_string
         if isinstance(node, ast.Import):
             for alias in node.names:
                 if alias.name.split(".")[0] == "syncswitch":
@@ -76,6 +105,10 @@ def _violations():
             elif target_floor > floor:
                 out.append(f"{rel}:{line}: floor {floor} ({here}) imports {'.'.join(target)} "
                            f"on floor {target_floor} ({top})")
+            elif (target_floor == floor and floor in SEPARATE_FLOORS and top != here
+                  and top not in SAME_FLOOR.get(here, ())):
+                out.append(f"{rel}:{line}: {here} imports {'.'.join(target)}, a room of its own floor {floor} "
+                           f"({top}) it may not use (tests/test_layers.py SAME_FLOOR)")
     return out
 
 
@@ -89,6 +122,14 @@ def test_the_checker_sees_imports_inside_functions_and_relative_ones(tmp_path):
     source = "from syncswitch import spec, cli, __version__\nimport syncswitch.node.task\n"
     assert [(line, _floor_of(t)) for line, t in _targets(ast.parse(source), PACKAGE / "errors.py")] == [
         (1, ("spec", 1)), (1, ("cli", 4)), (1, ("__init__", 1)), (2, ("node", 3))]
+
+
+def test_the_checker_sees_imports_by_string():
+    source = ("import importlib\nm = importlib.import_module('syncswitch.cli.main')\n"
+              "n = __import__('syncswitch.node.task')\nimportlib.import_module(name)\n")
+    found = list(_targets(ast.parse(source), PACKAGE / "registry.py"))
+    assert found == [(2, ["syncswitch", "cli", "main"]), (3, ["syncswitch", "node", "task"])]
+    assert [_floor_of(t)[1] for _, t in found] == [4, 3]
 
 
 def test_imports_run_downward_only():
@@ -115,3 +156,55 @@ def test_the_manager_side_does_not_import_tensorflow():
 def test_hand_written_modules_stay_small(path):
     lines = len(path.read_text(encoding="utf-8").splitlines())
     assert lines <= MAX_LINES, f"{path.relative_to(PACKAGE.parent)} has {lines} lines; split it by what it holds"
+
+
+def _shaped_modules():
+    return [p for p in _modules() if p.relative_to(PACKAGE).parts[0] in SHAPED]
+
+
+def test_functions_stay_short():
+    long = []
+    for path in _shaped_modules():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                lines = node.end_lineno - node.lineno + 1
+                if lines > MAX_FUNCTION_LINES:
+                    long.append(f"{path.relative_to(PACKAGE.parent)}:{node.lineno} {node.name} has {lines} lines")
+    assert not long, "functions over the limit; split them by what they do:\n" + "\n".join(long)
+
+
+def _several_bases():
+    """(where, class) for every class of the shaped packages with more than one base."""
+    for path in _shaped_modules():
+        module = importlib.import_module(".".join(_dotted(path)))
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ClassDef) and len(node.bases) > 1 and hasattr(module, node.name):
+                yield f"{path.relative_to(PACKAGE.parent)}:{node.lineno}", getattr(module, node.name)
+
+
+def _an_interface(base) -> bool:
+    return base is object or isinstance(base, abc.ABCMeta) or dataclasses.is_dataclass(base) or \
+        getattr(base, "__origin__", None) is typing.Generic
+
+
+def test_classes_combine_no_mixins():
+    """A class with several bases combines interfaces (ABCs) or is a dataclass: behaviour is composed from
+    collaborators handed in, not inherited from mixins that reach into each other's attributes."""
+    mixed = [f"{where} {cls.__name__}{tuple(b.__name__ for b in cls.__bases__)}" for where, cls in _several_bases()
+             if not dataclasses.is_dataclass(cls) and not all(_an_interface(b) for b in cls.__bases__)]
+    assert not mixed, "classes with several bases that are not interfaces:\n" + "\n".join(mixed)
+
+
+def test_the_registry_imports_no_backend():
+    """Backends register when the layer that uses them imports their package; a registry lookup never loads them."""
+    import subprocess
+    import sys
+
+    code = ("import sys\nfrom syncswitch import registry\nfrom syncswitch.errors import SpecError\n"
+            "try:\n    registry.BACKENDS.get('local')\nexcept SpecError as exc:\n    print(exc)\n"
+            "print('syncswitch.backends' in sys.modules)\n"
+            "import syncswitch.backends\nprint(sorted(registry.BACKENDS.names())[:2])\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         cwd=PACKAGE.parent).stdout.splitlines()
+    assert out == ["unknown backend 'local': none is registered; import syncswitch.backends first", "False",
+                   "['gce', 'local']"]

@@ -80,16 +80,16 @@ def test_bad_schedules(write_spec, schedule, message):
 
 
 def test_a_phase_overrides_the_configuration_policys_rate_and_momentum(write_spec):
-    from syncswitch.cluster_manager.plan import PhasePlan
+    from syncswitch.cluster_manager.plan import RunPlan
 
     job = specmod.load(write_spec(MINIMAL), ["policy.schedule=[{protocol: bsp, until: 0.5}, "
                                              "{protocol: asp, hyperparameters: {learning_rate: 2.5, momentum: 0.5}}]"])
     assert job.policy.schedule[1].hyperparameters == (("learning_rate", 2.5), ("momentum", 0.5))
-    bsp, asp = PhasePlan(job, ("bsp",))
+    bsp, asp = RunPlan(job, ("bsp",))
     assert (asp.config.learning_rate, asp.config.momentum) == (2.5, 0.5)
     assert bsp.config.learning_rate != 2.5 and bsp.config.momentum == job.hyperparameters.momentum
     # A fallback rung runs on the policy's configuration, not the condemned phase's overrides.
-    plan = PhasePlan(job, ("bsp",))
+    plan = RunPlan(job, ("bsp",))
     plan.fall_back(1, "asp")
     assert plan[1].config.learning_rate != 2.5
 

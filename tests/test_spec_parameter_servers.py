@@ -3,7 +3,7 @@
 import pytest
 
 from syncswitch import spec as specmod
-from syncswitch.cluster_manager.backends.base import ClusterInfo, NodeInfo
+from syncswitch.backends.base import ClusterInfo, NodeInfo
 from syncswitch.errors import SpecError
 from tests.conftest import MINIMAL
 
@@ -49,7 +49,7 @@ def test_ps_tasks_are_on_the_first_nodes():
 
 
 def test_dry_run_names_the_layout(write_spec):
-    from syncswitch.cluster_manager.manager import dry_run
+    from syncswitch.cluster_manager.submission import dry_run
 
     job = specmod.load(write_spec(MINIMAL), ["cluster.workers=3"])
     assert "parameter servers: 1 PS task(s), on node(s) 0..0" in dry_run(job)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import click
 
+import syncswitch.backends  # noqa: F401 - registers the backends a spec's cluster.backend names
 from syncswitch.cli.cluster import cluster
 from syncswitch.cli.experiment import experiment
 from syncswitch.cli.guard import guard

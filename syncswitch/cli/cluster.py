@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import click
 
-from syncswitch.cluster_manager.backends.gce import journal as journals
-from syncswitch.cluster_manager.backends.gce import resources
-from syncswitch.cluster_manager.backends.gce.cleanup import CleanupReport, delete_job
-from syncswitch.cluster_manager.backends.gce.compute import ComputeClient
+from syncswitch.backends.gce import journal as journals
+from syncswitch.backends.gce import resources
+from syncswitch.backends.gce.cleanup import CleanupReport, delete_job
+from syncswitch.backends.gce.compute import ComputeClient
 from syncswitch.cli.errors import friendly_errors
 from syncswitch.errors import ClusterError
 

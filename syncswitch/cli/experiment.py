@@ -24,7 +24,7 @@ def experiment(job, compare, repeats, output_dir, workers, sets):
     """Run JOB under each variant REPEATS times, one output folder per run."""
     from syncswitch import spec as specmod
     from syncswitch.cluster_manager.experiments import run_experiment, split_variants
-    from syncswitch.cluster_manager.manager import default_run_dir
+    from syncswitch.cluster_manager.submission import default_run_dir
 
     spec = specmod.load(job, list(sets) + workers_override(workers))
     variants = split_variants(compare)

@@ -17,8 +17,8 @@ from syncswitch.cli.errors import friendly_errors
 def resume(run_dir, quiet, verbose):
     """Continue the run in RUN_DIR with its spec, schedule and history; metrics.jsonl is appended to."""
     from syncswitch.cli.logs import configure_logging
-    from syncswitch.cluster_manager import manager
+    from syncswitch.cluster_manager import submission
 
     configure_logging(verbose)
-    summary = manager.resume(run_dir, progress=not quiet)
-    sys.exit(manager.exit_code(summary))
+    summary = submission.resume(run_dir, progress=not quiet)
+    sys.exit(submission.exit_code(summary))

@@ -169,7 +169,7 @@ def run_cmd(job, runs, threshold, max_settings, bsp_runs, target_accuracy, worke
 def _pilots(job_spec, root: str, simulated: bool, arrivals: str, step_time: float | None):
     """(run_pilot, what the simulation was or None): real pilots through the cluster manager, or simulated ones."""
     if not simulated:
-        from syncswitch.cluster_manager.experiments import run_pilot_factory
+        from syncswitch.cli.pilots import run_pilot_factory
 
         return run_pilot_factory(job_spec, root), None
     from syncswitch.simulator.arrivals import arrival_model

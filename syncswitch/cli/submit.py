@@ -23,7 +23,7 @@ def submit(job, protocol, switch_at, switch_to, switch_mode, workers, target_acc
     """Run JOB (a YAML job spec) on a parameter-server cluster."""
     from syncswitch import spec as specmod
     from syncswitch.cli.logs import configure_logging
-    from syncswitch.cluster_manager import manager
+    from syncswitch.cluster_manager import submission
     from syncswitch.search.store import stored_policy
 
     configure_logging(verbose)
@@ -37,7 +37,7 @@ def submit(job, protocol, switch_at, switch_to, switch_mode, workers, target_acc
                                               stored.switch_rule if stored else None)
     job_spec = specmod.adopt_stored_reference(job_spec, stored.reference_runs if stored else ())
     if dry_run:
-        click.echo(manager.dry_run(job_spec))
+        click.echo(submission.dry_run(job_spec))
         return
-    summary = manager.submit(job_spec, output_dir=output_dir, progress=not quiet)
-    sys.exit(manager.exit_code(summary))
+    summary = submission.submit(job_spec, output_dir=output_dir, progress=not quiet)
+    sys.exit(submission.exit_code(summary))

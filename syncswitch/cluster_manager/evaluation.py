@@ -8,11 +8,11 @@ import subprocess
 import sys
 import threading
 
-from syncswitch.cluster_manager.actuator import CheckpointShipper
+from syncswitch.cluster_manager.checkpoint_copies import CheckpointShipper
 from syncswitch.cluster_manager.events import EVALUATOR
-from syncswitch.node.forkserver import ForkedProcess
 from syncswitch.wire import agent_pb2 as pb
 from syncswitch.wire import codec
+from syncswitch.wire.forkclient import ForkedProcess
 
 EVALUATOR_MODULE = "syncswitch.node.evaluator"
 

@@ -18,10 +18,9 @@ class EventFeed:
     """Merges node and evaluator events; `wait_until` handles everything while waiting for a condition."""
 
     def __init__(self, handler, stall_timeout_s: float = 180.0):
-        self.queue: "queue.Queue[tuple[object, pb.Event, float]]" = queue.Queue()
+        self.queue: queue.Queue[tuple[object, pb.Event, float]] = queue.Queue()
         self.handler = handler          # handler(source, event, received)
         self.stall_timeout_s = stall_timeout_s
-        self.stopping = False           # exits and lost streams are expected (teardown, relaunch)
         self._threads: list[threading.Thread] = []
 
     def put(self, source, event: pb.Event) -> None:
@@ -33,7 +32,7 @@ class EventFeed:
                 for event in client.events():
                     self.put(client.index, event)
             except ClusterError as exc:
-                # Even while stopping (a relaunch): the handler knows whether an agent may go away now.
+                # Even in a relaunch or teardown: the handler knows (the run's TaskState) whether it may go away now.
                 self.put(client.index, codec.event(node_lost=pb.NodeLost(message=str(exc))))
 
         self._start(pump, f"events-{client.index}")
@@ -76,8 +75,9 @@ class WaitTimeout(ClusterError):
     """`wait_until`'s own deadline passed (not a stall, not a node's failure): a caller may go on without."""
 
 
-def raise_for_event(source, event: pb.Event, stopping: bool) -> None:
-    """Turn a failure event of a node or the evaluator into the matching domain error."""
+def raise_for_event(source, event: pb.Event, expected: bool) -> None:
+    """Turn a failure event of a node or the evaluator into the matching domain error; an exit or a lost agent is
+    none where `expected` (a relaunch or teardown under way)."""
     name = codec.kind(event)
     who = "evaluator" if source == EVALUATOR else f"node {source}"
     if name == "diverged":
@@ -91,9 +91,9 @@ def raise_for_event(source, event: pb.Event, stopping: bool) -> None:
         if event.error.kind == pb.ERROR_KIND_SPEC:
             raise SpecError(message)
         raise ClusterError(f"{who}: {message}")
-    if name == "node_lost" and not stopping:
+    if name == "node_lost" and not expected:
         raise ClusterError(event.node_lost.message or f"{who}: agent lost")
-    if name == "exit" and not stopping:
+    if name == "exit" and not expected:
         log = event.exit.log
         raise ClusterError(f"{who}: process exited unexpectedly with code {event.exit.code}"
                            + (f" (log: {log})" if log else ""))

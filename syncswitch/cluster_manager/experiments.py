@@ -1,4 +1,4 @@
-"""Repeated runs of one job under several schedules (`syncswitch experiment`) and the search's pilot runner."""
+"""Repeated runs of one job under several schedules (`syncswitch experiment`)."""
 
 from __future__ import annotations
 
@@ -78,25 +78,9 @@ def variant_folder(variant: str) -> str:
 
 
 def run_variant(spec, variant: str, run_dir: str, progress: bool = False) -> dict:
-    from syncswitch.cluster_manager import manager
+    from syncswitch.cluster_manager import submission
 
-    return manager.submit(spec.with_policy(variant_policy(spec, variant)), output_dir=run_dir, progress=progress)
-
-
-def run_pilot_factory(job_spec, output_root: str):
-    """run_pilot(switch_at, repeat) -> PilotResult: one real run through the cluster manager per call."""
-    from syncswitch.search.binary_search import PilotResult
-
-    def run_pilot(switch_at: float, repeat: int) -> PilotResult:
-        run_dir = os.path.join(output_root, f"switch{switch_at:.4f}-r{repeat}")
-        summary = run_variant(job_spec, f"switch@{switch_at}", run_dir)
-        accuracy = summary.get("converged_accuracy") if summary.get("status") == "completed" else None
-        # The guard acted (rolled back, or fell back from the current weights): that switch point degraded.
-        rolled_back = any(not e.get("action", "").startswith("none") for e in summary.get("guard_events") or [])
-        return PilotResult(converged_accuracy=accuracy, total_time_s=summary.get("total_time_s") or 0.0,
-                           run_dir=run_dir, rolled_back=rolled_back)
-
-    return run_pilot
+    return submission.submit(spec.with_policy(variant_policy(spec, variant)), output_dir=run_dir, progress=progress)
 
 
 def run_experiment(spec, variants: list[str], repeats: int, root: str, on_run=None, run=None) -> int:

@@ -11,15 +11,14 @@ fraction (`as_switch_at`): a verdict there fires on synchronous training's own n
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 from typing import Any
 
-from syncswitch.cluster_manager.guarding import synchronous
-from syncswitch.cluster_manager.reports import find_run_dirs
 from syncswitch.errors import SpecError
 from syncswitch.policies.base import Verdict
 from syncswitch.policies.guard import DegradationGuard, GuardSettings
+from syncswitch.protocols.catalog import synchronous
+from syncswitch.runfolder import SUMMARY_FILE, find_run_dirs, read_records, read_summary
 from syncswitch.spec.policy import guard_section
 
 PREFIX = "policy.guard."
@@ -94,21 +93,11 @@ def settings_for(recorded: dict | None, overrides: dict[str, Any]) -> GuardSetti
 
 
 def _read(run_dir: str) -> tuple[dict, list[dict]]:
-    summary_path, metrics_path = (os.path.join(run_dir, n) for n in ("summary.json", "metrics.jsonl"))
-    try:
-        with open(summary_path, encoding="utf-8") as fh:
-            summary = json.load(fh)
-        records = []
-        with open(metrics_path, encoding="utf-8") as fh:
-            for line in fh:
-                if line.strip():
-                    records.append(json.loads(line))
-    except FileNotFoundError as exc:
-        raise SpecError(f"{exc.filename}: missing; not a finished run folder") from None
-    except ValueError as exc:
-        raise SpecError(f"{run_dir}: summary.json or metrics.jsonl is not valid JSON ({exc})") from None
-    if not isinstance(summary, dict) or not isinstance(summary.get("schedule"), list):
-        raise SpecError(f"{summary_path}: no phase schedule recorded; not a syncswitch run summary")
+    summary = read_summary(run_dir).doc
+    records = read_records(run_dir, required=True)
+    if not isinstance(summary.get("schedule"), list):
+        raise SpecError(f"{os.path.join(run_dir, SUMMARY_FILE)}: no phase schedule recorded; not a syncswitch run "
+                        "summary")
     return summary, records
 
 

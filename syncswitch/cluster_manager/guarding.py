@@ -7,13 +7,8 @@ import math
 
 from syncswitch.policies.base import Verdict
 from syncswitch.policies.guard import DegradationGuard, GuardSettings
-from syncswitch.registry import PROTOCOLS
-
-
-def synchronous(protocol: str) -> bool:
-    """Whether a phase of `protocol` has nothing safer to fall back to (only divergence is watched): the
-    catalog's trait (syncswitch/protocols/catalog.py), so SSP and the asynchronous variants are guarded."""
-    return PROTOCOLS.get(protocol).synchronous
+from syncswitch.protocols.catalog import synchronous
+from syncswitch.runfolder import NO_ACTION, guard_acted
 
 
 @dataclasses.dataclass
@@ -100,7 +95,7 @@ class GuardRuntime:
             f"no rollback left (policy.guard.max_rollbacks={self.settings.max_rollbacks}, policy.fallback=" \
             f"{list(self.fallback)})"
         self.events.append({"fraction": verdict.fraction, "reason": verdict.reason, "onset": verdict.onset,
-                            "values": dict(verdict.values), "action": f"none: {why}"})
+                            "values": dict(verdict.values), "action": f"{NO_ACTION}: {why}"})
         self.policy.watching = False
         return None
 
@@ -190,10 +185,11 @@ class GuardRuntime:
         self.checkpoints = [c for c in self.checkpoints if c.fraction <= fraction]
         self.scores = [(f, a) for f, a in self.scores if f <= fraction]
 
-    def record(self, verdict: Verdict, action: str, **details) -> dict:
+    def log_repair(self, verdict: Verdict, action: str, **details) -> dict:
+        """The guard event of a repair carried out (`action` says which); the verdict is settled."""
         entry = {"fraction": verdict.fraction, "reason": verdict.reason, "onset": verdict.onset,
                  "values": dict(verdict.values), "action": action, **details}
-        if self.repair_floor is None and not action.startswith("none"):
+        if self.repair_floor is None and guard_acted([entry]):
             before = [a for f, a in self.scores if f < verdict.onset and math.isfinite(a)]
             self.repair_floor = self.policy.floor(verdict.onset, max(before) if before else None)
         self.events.append(entry)
@@ -208,7 +204,7 @@ class GuardRuntime:
             return None
         entry = {"fraction": fraction, "reason": "short after repair", "onset": fraction,
                  "values": {"accuracy": accuracy, "floor": self.repair_floor},
-                 "action": "none: the run ends below the accuracy it had before the repaired degradation"}
+                 "action": f"{NO_ACTION}: the run ends below the accuracy it had before the repaired degradation"}
         self.events.append(entry)
         return entry
 

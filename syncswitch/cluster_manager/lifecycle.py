@@ -39,6 +39,35 @@ TRANSITIONS: dict[JobState, frozenset[JobState]] = {
 }
 
 
+class RunStatus(enum.StrEnum):
+    """How a run ended (summary.json `status`); a string enum, so the summary and callers compare plain names."""
+
+    COMPLETED = "completed"
+    FAILED = "failed"
+    DIVERGED = "diverged"
+    INTERRUPTED = "interrupted"
+
+
+class TaskState(enum.Enum):
+    """What the nodes' training tasks are doing as the manager sees it: which exits and lost agents are failures.
+
+    One explicit state where a flag once meant teardown, relaunch and recovery at once beside a twin of its own.
+    """
+
+    LIVE = "live"                # training: an exit or a lost agent is a node's failure
+    RELAUNCHING = "relaunching"  # old tasks stop for new ones (a switch or repair): exits expected, a lost agent not
+    REPLACING = "replacing"      # recovery replaces every task: the lost branch's events are dropped until ready
+    ENDING = "ending"            # teardown: every exit and lost stream is expected
+
+    @property
+    def exits_expected(self) -> bool:
+        return self is not TaskState.LIVE
+
+    @property
+    def agents_may_go(self) -> bool:
+        return self in (TaskState.REPLACING, TaskState.ENDING)
+
+
 class InvalidTransition(RuntimeError):
     """The manager asked for a transition the lifecycle does not have: a bug, not a user error."""
 

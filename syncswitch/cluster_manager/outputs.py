@@ -49,9 +49,10 @@ class RunOutputs:
         self._tb = None
         self._lock = threading.Lock()
 
-    def record(self, record: dict) -> None:
+    def append(self, entry: dict) -> None:
+        """One line of metrics.jsonl."""
         with self._lock:
-            self._metrics.write(json.dumps(record, default=float) + "\n")
+            self._metrics.write(json.dumps(entry, default=float) + "\n")
 
     def scalar(self, tag: str, value: float, step: int, wall_time: float) -> None:
         with self._lock:

@@ -3,10 +3,20 @@
 from __future__ import annotations
 
 import dataclasses
+import enum
 
 from syncswitch.policies import CONFIGURATION_POLICIES, PhaseConfig
+from syncswitch.protocols.catalog import synchronous
 from syncswitch.registry import PROTOCOLS
 from syncswitch.spec import NONBLOCKING_SWITCH_TO, Phase, parse_schedule, switch_target
+
+
+class SwitchMode(enum.StrEnum):
+    """How a switch is actuated (`policy.switch_mode`): every worker pauses and the chief enters the next protocol in
+    the running graph, or a durable checkpoint and a relaunch of every task."""
+
+    IN_PLACE = "in-place"
+    RELAUNCH = "relaunch"
 
 
 def interlude_for(policy) -> Phase:
@@ -34,13 +44,17 @@ class PlannedPhase:
     def until(self) -> float:
         return self.phase.until
 
+    def ending_at(self, until: float) -> PlannedPhase:
+        """The same phase (protocol, parameters, hyperparameters, configuration) ending at `until`."""
+        return dataclasses.replace(self, phase=dataclasses.replace(self.phase, until=until))
+
     @property
     def params(self) -> dict:
         """The protocol's parameters, catalog defaults filled in (a policy's phase names none)."""
         return PROTOCOLS.get(self.protocol).check_params(self.phase.param_dict, f"phase {self.protocol}")
 
 
-class PhasePlan:
+class RunPlan:
     """The ordered phases of a run and how switches between them are actuated.
 
     Starts as the spec's schedule; a greedy straggler policy cuts the running BSP phase short and
@@ -59,13 +73,15 @@ class PhasePlan:
         self.phases = [PlannedPhase(p, c) for p, c in zip(spec.policy.schedule, configs)]
         self.fallback = tuple(fallback)
         self.interlude = interlude_for(spec.policy)
-        self.mode = spec.policy.switch_mode
+        self.mode = SwitchMode(spec.policy.switch_mode)
         batches = {p.config.per_worker_batch for p in self.phases}
         batches |= {self.config_for(p).per_worker_batch for p in self.extra_protocols()}
-        if self.mode == "in-place" and len(batches) > 1:
-            self.mode = "relaunch"  # one graph holds one input pipeline
-        # Greedy: the BSP share it still owes, and the scheduled phases after it, while it runs asynchronously.
+        if self.mode is SwitchMode.IN_PLACE and len(batches) > 1:
+            self.mode = SwitchMode.RELAUNCH  # one graph holds one input pipeline
+        # Greedy: the BSP share it still owes (the cut phase, its parameters kept), and the scheduled phases after it,
+        # while it runs asynchronously.
         self.greedy_owed: float | None = None
+        self.greedy_cut: PlannedPhase | None = None
         self.greedy_tail: list[PlannedPhase] | None = None
 
     def config_for(self, protocol: str) -> PhaseConfig:
@@ -103,8 +119,7 @@ class PhasePlan:
         """The guard's repair: the rest of the workload, from phase k on, runs on `protocol`. A fall-back from the
         current weights ends phase k - 1 `at` the progress it reached, where phase k starts (a resume reads it)."""
         if at is not None:
-            cut = self.phases[k - 1]
-            self.phases[k - 1] = PlannedPhase(dataclasses.replace(cut.phase, until=at), cut.config)
+            self.phases[k - 1] = self.phases[k - 1].ending_at(at)
         del self.phases[k:]
         self.phases.append(PlannedPhase(Phase(protocol, 1.0), self.config_for(protocol)))
 
@@ -115,8 +130,7 @@ class PhasePlan:
         for k, entry in enumerate(saved):
             protocol, until = entry["protocol"], float(entry["until"])
             if k < len(self.phases) and self.phases[k].protocol == protocol:
-                kept = self.phases[k]  # its parameters and per-phase hyperparameters stay
-                phases.append(dataclasses.replace(kept, phase=dataclasses.replace(kept.phase, until=until)))
+                phases.append(self.phases[k].ending_at(until))  # its parameters and hyperparameters stay
             elif protocol == self.interlude.protocol:  # greedy's interlude: its own settings
                 phases.append(self._asynchronous(until))
             else:
@@ -126,35 +140,49 @@ class PhasePlan:
     def describe_phases(self) -> list[dict]:
         return [{"protocol": p.protocol, "until": p.until} for p in self.phases]
 
+    def hold_after(self, k: int) -> PlannedPhase:
+        """The switch rule: phase k runs on to the end of phase k + 1, which is held aside and returned."""
+        held = self.phases[k + 1]
+        self.phases[k] = self.phases[k].ending_at(held.until)
+        del self.phases[k + 1]
+        return held
+
+    def release(self, k: int, at: float, held: PlannedPhase) -> None:
+        """The switch rule decided: phase k ends `at`, where the held phase starts."""
+        self.phases[k] = self.phases[k].ending_at(at)
+        self.phases.insert(k + 1, held)
+
     def end_at(self, k: int) -> None:
         """Phase k reached the end of the workload: no later phase runs."""
         del self.phases[k + 1:]
 
     def owes_bsp(self, k: int) -> bool:
-        """Whether BSP still runs from phase k on (as scheduled or owed by greedy)."""
-        return self.greedy_tail is not None or any(p.protocol == "bsp" for p in self.phases[k:])
+        """Whether a synchronous phase still runs from phase k on (as scheduled or owed by greedy)."""
+        return self.greedy_tail is not None or any(synchronous(p.protocol) for p in self.phases[k:])
 
     def interrupt(self, k: int, at: float) -> None:
         """Greedy: cut BSP phase k at `at` and run the switch target from there; the BSP share left is owed,
         and the schedule's later phases wait until the stragglers clear."""
         current = self.phases[k]
         self.greedy_owed = max(0.0, current.until - at)
-        self.phases[k] = PlannedPhase(Phase(current.protocol, at), current.config)
+        self.greedy_cut = current
+        self.phases[k] = current.ending_at(at)
         self.greedy_tail = self.phases[k + 1:]
         del self.phases[k + 1:]
         self.phases.append(self._asynchronous())  # unless stragglers clear
 
     def resume(self, k: int, at: float) -> None:
-        """Greedy: end asynchronous interlude k at `at`, run the owed BSP share, then the schedule's tail."""
-        owed, tail = self.greedy_owed or 0.0, self.greedy_tail or []
-        self.greedy_owed, self.greedy_tail = None, None
-        current = self.phases[k]
-        self.phases[k] = PlannedPhase(Phase(current.protocol, at), current.config)
+        """Greedy: end asynchronous interlude k at `at`, run the owed BSP share (the cut phase's protocol, parameters
+        and configuration), then the schedule's tail."""
+        owed, tail, cut = self.greedy_owed or 0.0, self.greedy_tail or [], self.greedy_cut
+        self.greedy_owed, self.greedy_tail, self.greedy_cut = None, None, None
+        self.phases[k] = self.phases[k].ending_at(at)
         bsp_until = min(1.0, at + owed)
-        self.phases.append(PlannedPhase(Phase("bsp", bsp_until), self.config_for("bsp")))
+        owed_phase = cut if cut is not None else PlannedPhase(Phase("bsp", 1.0), self.config_for("bsp"))
+        self.phases.append(owed_phase.ending_at(bsp_until))
         rest = [p for p in tail if p.until > bsp_until]
         if bsp_until < 1.0:
             if not rest:
                 rest = [self._asynchronous()]
-            rest[-1] = PlannedPhase(Phase(rest[-1].protocol, 1.0), rest[-1].config)
+            rest[-1] = rest[-1].ending_at(1.0)
         self.phases.extend(rest)

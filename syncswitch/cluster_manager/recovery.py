@@ -10,7 +10,7 @@ import time
 
 from syncswitch.cluster_manager import events as ev
 from syncswitch.cluster_manager.checkpoints import DurableCheckpoint, DurableCheckpoints, complete
-from syncswitch.cluster_manager.lifecycle import JobState
+from syncswitch.cluster_manager.lifecycle import JobState, RunStatus, TaskState
 from syncswitch.errors import ClusterError
 from syncswitch.wire import agent_pb2 as pb
 from syncswitch.wire import codec, saved
@@ -38,21 +38,36 @@ def _rank(f: NodeFailure) -> int:
     return 1 if f.what.startswith("task exited") else 2
 
 
-class JobRecovery:
-    """The recovery half of JobRun: durable checkpoints as they are written, failures, and the restart."""
+class Recovery:
+    """Node recovery: keeps the durable checkpoints as they are reported, notices a node's death from its events,
+    and restarts every node from the last durable checkpoint. Owns when each node was last heard from."""
+
+    def __init__(self, ctx, nodes, launcher, phases, guard, evaluations, durable, journal):
+        self.ctx = ctx
+        self.nodes = nodes
+        self.launcher = launcher
+        self.phases = phases
+        self.guard = guard
+        self.evaluations = evaluations
+        self.durable = durable
+        self.journal = journal
+        self.last_heard: dict = {}  # source -> when its last event arrived
+
+    def heard(self, source, received: float) -> None:
+        self.last_heard[source] = received
 
     # -- durable checkpoints -------------------------------------------------------------------
-    def _durable(self, path: str, fraction: float, samples: int, kind: str, received: float) -> None:
+    def keep_durable(self, path: str, fraction: float, samples: int, kind: str, received: float) -> None:
         # The phase that last ran wrote it: a switch's checkpoint ends the phase before the next one.
-        self.durable.add(DurableCheckpoint(path, fraction, int(samples), kind, self.running_phase,
-                                           received - self.record.t_submit))
+        self.durable.add(DurableCheckpoint(path, fraction, int(samples), kind, self.ctx.running_phase,
+                                           self.ctx.since_submit(received)))
         if self.durable.deleted:
             gone, self.durable.deleted = set(self.durable.deleted), []
             # A rotated checkpoint can be no rollback's target any more.
             self.guard.checkpoints = [c for c in self.guard.checkpoints if c.path not in gone]
 
-    def _adopt_unreported(self, store: DurableCheckpoints, name: str | None,
-                          pending_onset: float | None) -> list[DurableCheckpoint]:
+    def adopt_unreported(self, store: DurableCheckpoints, name: str | None,
+                         pending_onset: float | None) -> list[DurableCheckpoint]:
         """The running branch's complete checkpoints the manager has not heard of (yet), added to `store`.
 
         The chief writes a record beside each checkpoint before it reports it (syncswitch/wire/saved.py): a
@@ -64,65 +79,76 @@ class JobRecovery:
         newest = store.entries[-1].fraction if store.entries else 0.0
         known = {c.path for c in store.entries}
         adopted = []
-        for record in saved.read_all(os.path.join(os.path.abspath(store.folder), name)):
-            fraction = record["fraction"]
-            if record["path"] in known or fraction <= newest or not complete(record["path"]):
+        for entry in saved.read_all(os.path.join(os.path.abspath(store.folder), name)):
+            fraction = entry["fraction"]
+            if entry["path"] in known or fraction <= newest or not complete(entry["path"]):
                 continue
             if pending_onset is not None and fraction > pending_onset:
                 continue
-            time_s = os.path.getmtime(saved.record_path(record["path"])) - (self.record.t_submit or 0.0)
-            adopted.append(DurableCheckpoint(record["path"], fraction, record["samples"], record["kind"],
-                                             self._phase_at(fraction), time_s))
+            time_s = os.path.getmtime(saved.record_path(entry["path"])) - (self.ctx.record.t_submit or 0.0)
+            adopted.append(DurableCheckpoint(entry["path"], fraction, entry["samples"], entry["kind"],
+                                             self.phase_at(fraction), time_s))
         store.adopt(adopted)
         return adopted
 
-    def _phase_at(self, fraction: float) -> int:
+    def phase_at(self, fraction: float) -> int:
         """The plan phase that was running when progress reached `fraction` (the one it ends, at a boundary)."""
-        for k, phase in enumerate(self.plan):
+        for k, phase in enumerate(self.ctx.plan):
             if fraction <= phase.until + 1e-9:
                 return k
-        return len(self.plan) - 1
+        return len(self.ctx.plan) - 1
+
+    def phase_of(self, checkpoint: DurableCheckpoint | None) -> int:
+        """The plan phase to continue in: the checkpoint's, or the next one when it was taken at its end."""
+        if checkpoint is None or checkpoint.phase is None:
+            return 0
+        k = checkpoint.phase
+        if checkpoint.fraction >= self.ctx.plan[k].until - 1e-9 and k + 1 < len(self.ctx.plan):
+            k += 1
+        return k
 
     # -- failures --------------------------------------------------------------------------------
-    def _failed(self, source: int, what: str, received: float, expected_while_stopping: bool = True) -> None:
+    def _failed(self, source: int, what: str, received: float, expected_in_relaunch: bool = True) -> None:
         """A node's death, unless expected (teardown, relaunch) or before training began (a launch failure)."""
-        if (self.feed.stopping and expected_while_stopping) or self.recovering:
+        ctx = self.ctx
+        if ctx.tasks is TaskState.REPLACING or (expected_in_relaunch and ctx.tasks.exits_expected):
             return
-        if self.record.first_step_time is None or self.lifecycle.state in (JobState.TEARING_DOWN, JobState.DONE):
+        if ctx.record.first_step_time is None or ctx.lifecycle.state in (JobState.TEARING_DOWN, JobState.DONE):
             return
         raise NodeFailure(source, what, received, self.last_heard.get(source))
 
-    def _on_exit(self, source: int, exit_: pb.TaskExit, received: float) -> None:
+    def on_exit(self, source: int, exit_: pb.TaskExit, received: float) -> None:
         self._failed(source, f"task exited with code {exit_.code}", received)
-        ev.raise_for_event(source, codec.event(exit=exit_), self.feed.stopping or self.recovering)
+        ev.raise_for_event(source, codec.event(exit=exit_), self.ctx.tasks.exits_expected)
 
-    def _on_node_lost(self, source: int, lost: pb.NodeLost, received: float) -> None:
+    def on_node_lost(self, source: int, lost: pb.NodeLost, received: float) -> None:
         # A task's exit is expected in a relaunch, an agent's never: only teardown closes the streams.
-        self._failed(source, f"agent lost ({lost.message})", received, expected_while_stopping=False)
-        ending = self.lifecycle.state in (JobState.TEARING_DOWN, JobState.DONE)
-        ev.raise_for_event(source, codec.event(node_lost=lost), ending or self.recovering)
+        self._failed(source, f"agent lost ({lost.message})", received, expected_in_relaunch=False)
+        ending = self.ctx.lifecycle.state in (JobState.TEARING_DOWN, JobState.DONE)
+        ev.raise_for_event(source, codec.event(node_lost=lost), ending or self.ctx.tasks.agents_may_go)
 
-    def _on_error(self, source: int, error: pb.TaskError, received: float) -> None:
+    def on_error(self, source: int, error: pb.TaskError, received: float) -> None:
         if error.kind == pb.ERROR_KIND_CLUSTER or error.kind == pb.ERROR_KIND_UNSPECIFIED:
             # A task that lost a peer (its parameter server died) fails with a runtime error.
             self._failed(source, f"task failed: {error.message}", received)
-        if not self.recovering:
-            ev.raise_for_event(source, codec.event(error=error), self.feed.stopping)
+        if self.ctx.tasks is not TaskState.REPLACING:
+            ev.raise_for_event(source, codec.event(error=error), self.ctx.tasks.exits_expected)
 
     # -- the restart -----------------------------------------------------------------------------
-    def _settle(self, failure: NodeFailure, settle_s: float = SETTLE_S) -> NodeFailure:
+    def settle(self, failure: NodeFailure, settle_s: float = SETTLE_S) -> NodeFailure:
         """The node that died first: a survivor that lost a peer's parameter server can report its own error
         before the dead node's exit arrives. Signals for `settle_s` are weighed: a process killed by a signal or
         a lost agent names the node; an error only when nothing else came."""
+        feed = self.ctx.feed
         candidates = [failure]
         deadline = time.time() + settle_s
         while time.time() < deadline and _rank(candidates[-1]) > 0:
             try:
-                source, event, received = self.feed.queue.get(timeout=max(0.01, deadline - time.time()))
+                source, event, received = feed.queue.get(timeout=max(0.01, deadline - time.time()))
             except queue.Empty:
                 break
             if source == ev.EVALUATOR:
-                self.handle(source, event, received)
+                feed.handler(source, event, received)
                 continue
             name = codec.kind(event)
             if name == "exit":
@@ -142,131 +168,114 @@ class JobRecovery:
         chosen.others = [c.message for c in candidates if c is not chosen and c is not said]
         return chosen
 
-    def _recover(self, failure: NodeFailure) -> int:
-        """Replace what died, restore every node from the last durable checkpoint; returns the phase running."""
-        failure = self._settle(failure)
-        spec = self.spec.recovery
-        # A save whose report was still on its way (the chief saved at the boundary the dead worker was reaching)
-        # is on disk with the chief's record: adopted, it saves a whole interval (2048 samples in a chaos run).
-        verdict = self.guard.verdict
-        adopted = self._adopt_unreported(self.durable, self.checkpoint_name, verdict.onset if verdict else None)
-        for c in adopted:
-            self.guard.on_checkpoint(c.path, c.fraction, c.samples)
-        checkpoint = self.durable.latest()
-        # Metrics come every half second and not during a pause: the last checkpoint and pauses also count.
-        reached = max([m.fraction for m in self.latest.values()] + [p.fraction for r in self.phase_runs.values()
-                                                                   for _, p in r.paused.values()]
-                      + [c.fraction for c in self.durable.entries] + [0.0])
-        where = f"the last checkpoint {checkpoint.path} ({checkpoint.fraction * 100:.1f}%) is intact" \
-            if checkpoint else "no checkpoint was written"
-        state = self.lifecycle.state.value
-        # A guard repair under way (rolling back, relaunching for it, or the switch of a fall-back) has already
-        # fallen back in the plan: the recovery finishes it in its phase.
-        rollback, rollback_phase = None, None
-        for _, past, phase in reversed(self.lifecycle.history):
+    def _reached(self) -> float:
+        """How far training got: metrics come every half second and not during a pause, so the last checkpoint and
+        the pauses count too."""
+        ctx = self.ctx
+        return max([ctx.reached()] + [p.fraction for r in ctx.phase_runs.values() for _, p in r.paused.values()]
+                   + [c.fraction for c in self.durable.entries])
+
+    def _repair_under_way(self):
+        """(verdict, phase) of a guard repair under way (rolling back, relaunching for it, or the switch of a
+        fall-back), which has already fallen back in the plan: the recovery finishes it in its phase."""
+        for _, past, phase in reversed(self.ctx.lifecycle.history):
             if past is JobState.RUNNING:
                 break
             if past is JobState.ROLLING_BACK or (past is JobState.SWITCHING and self.guard.falling_back):
-                rollback, rollback_phase = self.guard.verdict, phase
-                break
-        if len(self.failures) >= spec.max_restarts:
-            raise ClusterError(f"{failure}; recovery.max_restarts={spec.max_restarts} reached; {where}")
-        self.bar.message(f"recovery: {failure} after {reached * 100:.1f}%; restarting every node from "
-                         + (f"{checkpoint.fraction * 100:.1f}%" if checkpoint else "the start"))
-        self.lifecycle.to(JobState.RECOVERING, self.lifecycle.phase)
-        self.recovering = True
-        self.feed.stopping = True
-        try:
+                return self.guard.verdict, phase
+        return None, None
+
+    def _rewind(self, fraction: float, k: int) -> None:
+        """Forget what the lost branch did past `fraction`; the new branch starts in phase k."""
+        ctx = self.ctx
+        ctx.record.abandoned_evaluations += self.evaluations.abandon_after(fraction)
+        self.guard.forget_after(fraction)
+        self.durable.drop_after(fraction)
+        ctx.record.restarted_from(fraction)
+        ctx.phase_runs = {i: r for i, r in ctx.phase_runs.items() if i < k}
+        ctx.latest.clear()
+        ctx.checkpoint_name = f"model-f{len(ctx.record.failures) + 1}.ckpt"  # the lost branch keeps its names
+        self.journal.save()  # before the new branch saves anything: a resume adopts only the running branch's saves
+
+    def recover(self, failure: NodeFailure) -> int:
+        """Replace what died, restore every node from the last durable checkpoint; returns the phase running."""
+        ctx = self.ctx
+        failure = self.settle(failure)
+        # A save whose report was still on its way (the chief saved at the boundary the dead worker was reaching)
+        # is on disk with the chief's record: adopted, it saves a whole interval (2048 samples in a chaos run).
+        verdict = self.guard.verdict
+        adopted = self.adopt_unreported(self.durable, ctx.checkpoint_name, verdict.onset if verdict else None)
+        for c in adopted:
+            self.guard.on_checkpoint(c.path, c.fraction, c.samples)
+        checkpoint = self.durable.latest()
+        reached, state = self._reached(), ctx.lifecycle.state.value
+        rollback, rollback_phase = self._repair_under_way()
+        limit = ctx.spec.recovery.max_restarts
+        if len(ctx.record.failures) >= limit:
+            where = f"the last checkpoint {checkpoint.path} ({checkpoint.fraction * 100:.1f}%) is intact" \
+                if checkpoint else "no checkpoint was written"
+            raise ClusterError(f"{failure}; recovery.max_restarts={limit} reached; {where}")
+        ctx.bar.message(f"recovery: {failure} after {reached * 100:.1f}%; restarting every node from "
+                        + (f"{checkpoint.fraction * 100:.1f}%" if checkpoint else "the start"))
+        ctx.lifecycle.to(JobState.RECOVERING, ctx.lifecycle.phase)
+        fraction = checkpoint.fraction if checkpoint else 0.0
+        k = rollback_phase if rollback is not None else self.phase_of(checkpoint)
+        with self.launcher.relaunching(TaskState.REPLACING):
             if failure.agent_lost:
-                reason = self.backend.lost_reason(failure.node)
+                reason = self.nodes.backend.lost_reason(failure.node)
                 if reason:
                     failure.what = f"{failure.what}: {reason}"
-                self._replace_node(failure.node)
-            fraction = checkpoint.fraction if checkpoint else 0.0
-            k = rollback_phase if rollback is not None else self._phase_of(checkpoint)
-            self.record.abandoned_evaluations += self.evaluations.abandon_after(fraction)
-            self.guard.forget_after(fraction)
-            self.durable.drop_after(fraction)
-            for entry in self.record.phase_log:
-                if entry["end_fraction"] > fraction:
-                    entry.setdefault("recovered_from", fraction)
-            self.phase_runs = {i: r for i, r in self.phase_runs.items() if i < k}
-            self.latest.clear()
-            self.checkpoint_name = f"model-f{len(self.failures) + 1}.ckpt"  # the lost branch keeps its names
-            self.save_run()  # before the new branch saves anything: a resume adopts only the running branch's saves
-            self._launch_all(start_phase=k, restore_from=checkpoint.path if checkpoint else "")
-        finally:
-            self.feed.stopping = False
-            self.recovering = False
-        self.responder.reapply()
-        self.phase_run(k).start_fraction = fraction
-        self._start_phase(k)
-        resumed = self.phase_run(k).last_start_time
-        total = self.record.total_samples or 0
-        entry = {"t": failure.detected - self.record.t_submit, "node": failure.node, "what": failure.what,
+                self.nodes.replace(failure.node)
+            self._rewind(fraction, k)
+            self.launcher.launch_all(start_phase=k, restore_from=checkpoint.path if checkpoint else "")
+        ctx.phase_run(k).start_fraction = fraction
+        self.phases.start(k)
+        entry = self._log_failure(failure, state, reached, checkpoint, k, adopted)
+        if rollback is not None and self.guard.verdict is rollback:
+            done = self.guard.log_repair(rollback, f"rollback to {fraction * 100:.1f}%, continue with "
+                                                   f"{ctx.plan[k].protocol} (finished by the recovery)",
+                                         checkpoint=entry["checkpoint"], checkpoint_fraction=fraction,
+                                         mode=ctx.plan.mode)
+            ctx.note("guard", time.time(), **done)
+        ctx.bar.message(f"recovery: training again {entry['recovered_after_s']:.1f} s after the failure")
+        return k
+
+    def _log_failure(self, failure: NodeFailure, state: str, reached: float, checkpoint, k: int, adopted) -> dict:
+        ctx = self.ctx
+        fraction = checkpoint.fraction if checkpoint else 0.0
+        entry = {"t": ctx.since_submit(failure.detected), "node": failure.node, "what": failure.what,
                  "state": state,
                  "detected_after_s": None if failure.last_heard is None else failure.detected - failure.last_heard,
-                 "recovered_after_s": resumed - failure.detected,
-                 "samples_lost": int(round(max(0.0, reached - fraction) * total)),
+                 "recovered_after_s": ctx.phase_run(k).last_start_time - failure.detected,
+                 "samples_lost": round(max(0.0, reached - fraction) * (ctx.record.total_samples or 0)),
                  "fraction_reached": reached, "checkpoint": checkpoint.path if checkpoint else None,
                  "checkpoint_fraction": fraction, "resumed_phase": k, "agent_replaced": failure.agent_lost,
                  "adopted": [c.path for c in adopted],
                  "also_reported": failure.others}
-        self.failures.append(entry)
-        self.outputs.record({"kind": "failure", **entry})
-        if rollback is not None and self.guard.verdict is rollback:
-            done = self.guard.record(rollback, f"rollback to {fraction * 100:.1f}%, continue with "
-                                               f"{self.plan[k].protocol} (finished by the recovery)",
-                                     checkpoint=entry["checkpoint"], checkpoint_fraction=fraction,
-                                     mode=self.plan.mode)
-            self.outputs.record({"kind": "guard", "t": time.time() - self.record.t_submit, **done})
-        self.bar.message(f"recovery: training again {entry['recovered_after_s']:.1f} s after the failure")
-        return k
+        ctx.record.failures.append(entry)
+        ctx.outputs.append({"kind": "failure", **entry})
+        return entry
 
-    def _phase_of(self, checkpoint: DurableCheckpoint | None) -> int:
-        """The plan phase to continue in: the checkpoint's, or the next one when it was taken at its end."""
-        if checkpoint is None or checkpoint.phase is None:
-            return 0
-        k = checkpoint.phase
-        if checkpoint.fraction >= self.plan[k].until - 1e-9 and k + 1 < len(self.plan):
-            k += 1
-        return k
-
-    def _replace_node(self, index: int) -> None:
-        """A new agent for node `index` (the backend kills what is left of the old one)."""
-        import dataclasses
-
-        node = self.backend.replace_node(index)
-        old = self.clients[index]
-        old.close()
-        client = self.connect(node.index, node.agent_address, self.token)
-        self.clients[index] = client  # the actuator holds this list
-        nodes = list(self.cluster.nodes)
-        nodes[index] = node
-        self.cluster = dataclasses.replace(self.cluster, nodes=tuple(nodes))
-        self.feed.follow_agent(client)
-
-    def recovery_summary(self) -> dict:
+    def summary(self) -> dict:
         """summary.json's `failures`, `goodput` and the settings they ran under."""
-        record = self.record
+        record, spec = self.ctx.record, self.ctx.spec
         total = record.total_samples or 0
-        lost = sum(f["samples_lost"] for f in self.failures)
-        if record.status == "completed":
+        lost = sum(f["samples_lost"] for f in record.failures)
+        latest = self.durable.latest()
+        if record.status == RunStatus.COMPLETED:
             useful = total
         else:  # what a resume would keep: the last durable checkpoint
-            checkpoint = self.durable.latest()
-            useful = checkpoint.samples if checkpoint else 0
+            useful = latest.samples if latest else 0
         start = record.first_step_time
         end = record.t_end or (time.time() if start else None)
         wall = (end - start) if start and end else None
         return {
-            "checkpoint": {"every": self.spec.checkpoint.every, "every_s": self.spec.checkpoint.every_s,
-                           "keep": self.spec.checkpoint.keep, "latest": (self.durable.latest() or None)
-                           and self.durable.latest().path},
-            "recovery": {"max_restarts": self.spec.recovery.max_restarts,
-                         "on_worker_loss": self.spec.recovery.on_worker_loss},
-            "failures": self.failures,
-            "resumes": self.resumes,
+            "checkpoint": {"every": spec.checkpoint.every, "every_s": spec.checkpoint.every_s,
+                           "keep": spec.checkpoint.keep, "latest": latest.path if latest else None},
+            "recovery": {"max_restarts": spec.recovery.max_restarts,
+                         "on_worker_loss": spec.recovery.on_worker_loss},
+            "failures": record.failures,
+            "resumes": record.resumes,
             "t_submit": record.t_submit,  # failures' `t` count from here (epoch seconds)
             "goodput": {"useful_samples": useful, "lost_samples": lost, "trained_samples": useful + lost,
                         "wall_s": wall, "useful_samples_per_s": useful / wall if wall else None},

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 import os
 import statistics
@@ -11,6 +10,7 @@ import statistics
 from syncswitch import metrics
 from syncswitch.errors import SpecError
 from syncswitch.files import write_atomic, write_text_atomic
+from syncswitch.runfolder import find_run_dirs, read_records, read_summary
 
 LOSS_BINS = 50
 
@@ -117,23 +117,9 @@ def variant_label(summary: dict) -> str:
     return label
 
 
-def _read_metrics(path: str) -> tuple[list[tuple[float, float]], list[dict]]:
+def _read_metrics(run_dir: str) -> tuple[list[tuple[float, float]], list[dict]]:
     losses, evaluations = [], []
-    if not os.path.isfile(path):
-        return losses, evaluations
-    with open(path, encoding="utf-8") as fh:
-        lines = fh.read().splitlines()
-    for n, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-        except ValueError:
-            if n == len(lines):
-                break  # a run killed mid-write leaves a torn last line
-            raise SpecError(f"{path}:{n}: not a JSON record") from None
-        if not isinstance(record, dict):
-            continue
+    for record in read_records(run_dir):
         if record.get("kind") == "metrics":
             fraction, loss = _number(record.get("fraction")), _number(record.get("loss"))
             if fraction is not None and loss is not None:
@@ -154,47 +140,10 @@ def _clean_evaluations(records) -> list[dict]:
 
 def load_run(path: str) -> Run:
     """Read one run folder; SpecError names the folder or file when it is not a readable run."""
-    summary_path = os.path.join(path, "summary.json")
-    if not os.path.isfile(summary_path):
-        raise SpecError(f"{path}: no summary.json (not a run folder, or the run never finished)")
-    try:
-        with open(summary_path, encoding="utf-8") as fh:
-            summary = json.load(fh)
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise SpecError(f"{summary_path}: corrupt JSON ({exc})") from None
-    except OSError as exc:
-        raise SpecError(f"{summary_path}: {exc.strerror}") from None
-    if not isinstance(summary, dict):
-        raise SpecError(f"{summary_path}: expected a JSON object")
-    losses, metric_evaluations = _read_metrics(os.path.join(path, "metrics.jsonl"))
+    summary = read_summary(path).doc
+    losses, metric_evaluations = _read_metrics(path)
     evaluations = _clean_evaluations(summary.get("evaluations") or metric_evaluations)
     return Run(path=path, summary=summary, label=variant_label(summary), evaluations=evaluations, losses=losses)
-
-
-def _is_run_dir(path: str) -> bool:
-    return any(os.path.isfile(os.path.join(path, name)) for name in ("summary.json", "metrics.jsonl"))
-
-
-def find_run_dirs(paths) -> list[str]:
-    """Expand each path: a run folder stays, a parent folder gives its immediate run subfolders."""
-    found, seen = [], set()
-    for path in paths:
-        if not os.path.isdir(path):
-            raise SpecError(f"{path}: no such folder")
-        if _is_run_dir(path):
-            candidates = [path]
-        else:
-            candidates = [os.path.join(path, d) for d in sorted(os.listdir(path))]
-            candidates = [d for d in candidates if os.path.isdir(d) and _is_run_dir(d)]
-            if not candidates:
-                raise SpecError(f"{path}: neither a run folder (summary.json, metrics.jsonl) "
-                                "nor a folder of run folders")
-        for candidate in candidates:
-            key = os.path.realpath(candidate)
-            if key not in seen:
-                seen.add(key)
-                found.append(candidate)
-    return found
 
 
 def load_runs(paths) -> list[Run]:

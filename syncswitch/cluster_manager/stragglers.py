@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import dataclasses
 
+from syncswitch.cluster_manager.record import PolicyActionRecord
 from syncswitch.policies import STRAGGLER_POLICIES, PolicyContext
 from syncswitch.policies.detection import StragglerDetector
+from syncswitch.protocols.catalog import synchronous
 from syncswitch.wire import agent_pb2 as pb
 
 
@@ -37,7 +39,7 @@ class StragglerController:
         self.pending = list(spec.injections)
         self.active: dict[int, dict] = {}
         self.injected: list[dict] = []
-        self.actions: list[dict] = []
+        self.actions: list[PolicyActionRecord] = []
         self.idle: set[int] = set()
         self.watching = True  # False once the BSP share is done: ASP is immune, nothing to detect
         self.t0: float | None = None
@@ -98,7 +100,8 @@ class StragglerController:
             ctx = PolicyContext(now_s=self.rel(now), protocol=protocol, stragglers=self.detector.stragglers,
                                 idle=frozenset(self.idle), num_workers=self.num_workers,
                                 bsp_share_done=not self.watching, scheduled=scheduled,
-                                switch_to=self.switch_to, rates=dict(self.detector.last_rates))
+                                switch_to=self.switch_to, rates=dict(self.detector.last_rates),
+                                synchronous=synchronous(protocol))
             hook = self.policy.on_detected if found.kind == "detected" else self.policy.on_cleared
             for action in hook(found.worker, ctx):
                 if action.kind == "shrink":
@@ -112,9 +115,9 @@ class StragglerController:
                 actions.append(action)
         return events, actions
 
-    def record_action(self, action, decided_at: float, **extra) -> dict:
-        entry = {"time_s": self.rel(decided_at), "action": action.kind, "protocol": action.protocol,
-                 "workers": list(action.workers), "reason": action.reason, "overhead_s": None, **extra}
+    def record_action(self, action, decided_at: float, **extra) -> PolicyActionRecord:
+        entry = PolicyActionRecord(self.rel(decided_at), action.kind, action.protocol, list(action.workers),
+                                   action.reason, **extra)
         self.actions.append(entry)
         return entry
 
@@ -132,41 +135,43 @@ class StragglerController:
                 "straggler_detection": {"window_s": detector.window_s, "consecutive": detector.consecutive,
                                         "min_gap": detector.min_gap},
                 "straggler_events": self.detector.events_summary(),
-                "policy_actions": self.actions,
+                "policy_actions": [a.as_dict() for a in self.actions],
                 "injected_stragglers": self.injected}
 
 
 class StragglerResponder:
-    """Carries out what the straggler runtime decides, through the job's one command path.
+    """Carries out what the straggler runtime decides, through the nodes' one command path.
 
-    Injected slowdowns become SetDelay commands; elastic's shrink sets the chief's group size and
-    idles the stragglers; greedy's switch moves the running phase's boundary to the current progress
-    and changes the phase plan.
+    Injected slowdowns become SetDelay commands (or the backend's CPU budgets); elastic's shrink sets the chief's
+    group size and idles the stragglers; greedy's switch moves the running phase's boundary to the current
+    progress and changes the plan. `guard_rolled_back()` says whether the guard fell back from asynchronous training
+    in this run (greedy then does not go back to it).
     """
 
-    def __init__(self, job):
-        self.job = job
-        self.controller = job.stragglers
-        self.idle_entries: dict[int, tuple[dict, float]] = {}   # worker -> (shrink action, decided at)
+    def __init__(self, controller: StragglerController, ctx, nodes, guard_rolled_back):
+        self.controller = controller
+        self.ctx = ctx
+        self.nodes = nodes
+        self.guard_rolled_back = guard_rolled_back
+        self.idle_entries: dict[int, tuple[PolicyActionRecord, float]] = {}  # worker -> (its shrink, decided at)
         self.declined = False  # greedy asked to go asynchronous after a guard rollback (said once)
 
     def on_metrics(self, source: int, metrics, received: float, fraction: float, k: int | None) -> None:
         """Apply the injections due, then, while phase `k` runs, feed the detector and actuate the policy."""
-        job, ctl = self.job, self.controller
+        ctx, ctl = self.ctx, self.controller
         for slowdown in ctl.on_progress(fraction, received):
             self._apply_slowdown(slowdown)
         if k is None:
             return
-        running = job.plan[k].protocol
-        scheduled = "bsp" if job.plan.greedy_tail is not None else running
+        running = ctx.plan[k].protocol
+        scheduled = "bsp" if ctx.plan.greedy_tail is not None else running
         found, actions = ctl.on_metrics(source, metrics.local_steps, metrics.busy_s, received, running, scheduled)
         for item in found:
-            record = dataclasses.asdict(item)
-            record["change"] = record.pop("kind")
-            job.outputs.record({"kind": "straggler", "t": received - job.record.t_submit, **record})
-            job.outputs.scalar(f"stragglers/worker{item.worker}", 1.0 if item.kind == "detected" else 0.0,
-                               int(fraction * 1e6), received)
-            job.bar.message(f"straggler {item.kind}: worker {item.worker} ({item.throughput:.2f} steps/s, "
+            entry = dataclasses.asdict(item)
+            entry["change"] = entry.pop("kind")
+            ctx.note("straggler", received, **entry)
+            ctx.scalar(f"stragglers/worker{item.worker}", 1.0 if item.kind == "detected" else 0.0, fraction, received)
+            ctx.bar.message(f"straggler {item.kind}: worker {item.worker} ({item.throughput:.2f} steps/s, "
                             f"threshold {item.threshold:.2f})")
         for action in actions:
             if action.kind == "shrink":
@@ -182,47 +187,47 @@ class StragglerResponder:
     def on_idled(self, worker: int, received: float) -> None:
         entry, decided = self.idle_entries.pop(worker, (None, None))
         if entry is not None:  # the action's cost: until its last straggler left the group
-            entry["overhead_s"] = max(entry["overhead_s"] or 0.0, received - decided)
+            entry.cost_at_least(received - decided)
 
     def _apply_slowdown(self, slowdown: Slowdown) -> None:
         if self.controller.spec.method == "cpu":
             if slowdown.factor > 1.0:
-                self.job.backend.slow_node(slowdown.worker, slowdown.factor)
+                self.nodes.backend.slow_node(slowdown.worker, slowdown.factor)
             else:
-                self.job.backend.restore_node(slowdown.worker)
+                self.nodes.backend.restore_node(slowdown.worker)
         else:
-            self.job.send(slowdown.worker, set_delay=pb.SetDelay(delay_s=slowdown.delay_s))
+            self.nodes.send(slowdown.worker, set_delay=pb.SetDelay(delay_s=slowdown.delay_s))
 
     def _shrink(self, action, now: float) -> None:
         """Elastic: aggregate only the healthy workers' gradients; the stragglers idle until the switch."""
-        job = self.job
-        size = job.workers - len(self.controller.idle)
+        nodes = self.nodes
+        size = nodes.workers - len(self.controller.idle)
         entry = self.controller.record_action(action, now, group_size=size)
-        job.send(0, set_group=pb.SetGroup(size=size))
+        nodes.send(0, set_group=pb.SetGroup(size=size))
         for worker in action.workers:
             self.idle_entries[worker] = (entry, now)
-            job.send(worker, idle=pb.Idle())
-        job.outputs.record({"kind": "policy_action", "t": now - job.record.t_submit, **entry})
+            nodes.send(worker, idle=pb.Idle())
+        self.ctx.note("policy_action", now, **entry.as_dict())
 
     def _policy_switch(self, k: int, action, now: float, fraction: float) -> None:
         """Greedy: end the running phase at the current progress and continue with `action.protocol`."""
-        job = self.job
-        run = job.phase_run(k)
-        if run.paused or run.policy_switch is not None or job.plan[k].protocol == action.protocol:
+        ctx = self.ctx
+        run = ctx.phase_run(k)
+        if run.paused or run.policy_switch is not None or ctx.plan[k].protocol == action.protocol:
             return  # the phase is ending anyway, or already runs that protocol
-        asynchronous = action.protocol != "bsp"
-        if job.guard.rollbacks and asynchronous:
+        asynchronous = not synchronous(action.protocol)
+        if asynchronous and self.guard_rolled_back():
             # The guard rolled asynchronous training back in this run: a straggler is no reason to go back to it.
             if not self.declined:
                 self.declined = True
-                job.bar.message(f"greedy: not switching to {action.protocol} ({action.reason}): the guard fell "
+                ctx.bar.message(f"greedy: not switching to {action.protocol} ({action.reason}): the guard fell "
                                 "back from asynchronous training in this run")
             return
         if asynchronous:
-            job.plan.interrupt(k, fraction)
+            ctx.plan.interrupt(k, fraction)
         else:
-            job.plan.resume(k, fraction)
+            ctx.plan.resume(k, fraction)
         entry = self.controller.record_action(action, now, at_fraction=fraction)
         run.policy_switch = (now, entry)
-        job.outputs.record({"kind": "policy_action", "t": now - job.record.t_submit, **entry})
-        job.broadcast(set_boundary=pb.SetBoundary(phase=k, until=fraction))
+        ctx.note("policy_action", now, **entry.as_dict())
+        self.nodes.broadcast(set_boundary=pb.SetBoundary(phase=k, until=fraction))

@@ -38,7 +38,7 @@ def build_summary(spec, record, policies: dict) -> dict:
         "backend": spec.cluster.backend, "workers": spec.cluster.workers, "parameter_servers": spec.cluster.ps_tasks,
         "status": record.status,
         "message": record.message,
-        "schedule": record.phase_log, "switches": record.switches, "switch_mode": record.mode,
+        "schedule": [e.as_dict() for e in record.phase_log], "switches": record.switches, "switch_mode": record.mode,
         "switch_at": switch_at,
         "timing_policy": {"source": spec.policy.source, "switch_at": switch_at},
         "total_time_s": (end - start) if (start and end) else None,

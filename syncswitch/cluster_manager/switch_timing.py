@@ -13,7 +13,8 @@ from __future__ import annotations
 import dataclasses
 
 from syncswitch.policies.timing import STAY, SWITCH, SwitchTimingPolicy, TimingSettings
-from syncswitch.registry import PROTOCOLS, SWITCH_RULES
+from syncswitch.protocols.catalog import synchronous
+from syncswitch.registry import SWITCH_RULES
 
 # How often (in workload) a deferred switch says so again on the progress line.
 REPEAT_EVERY = 0.1
@@ -41,15 +42,13 @@ class SwitchTiming:
         if self.phase is not None:  # another phase started first (a repair, a recovery): that deferral is over
             self.decisions.append({"action": "abandoned", "phase": self.phase, "reason": f"phase {k} started first"})
             self.phase = None
-        if not self.enabled or k + 1 >= len(phases) or phases[k].protocol != "bsp":
+        if not self.enabled or k + 1 >= len(phases) or not synchronous(phases[k].protocol):
             return
-        if PROTOCOLS.get(phases[k + 1].protocol).synchronous:
+        if synchronous(phases[k + 1].protocol):
             return
-        self.phase, self.held = k, phases[k + 1]
         self.earliest = phases[k].until
+        self.phase, self.held = k, plan.hold_after(k)
         self.latest = min(max(self.settings.latest, self.earliest), self.held.until)
-        phases[k] = dataclasses.replace(phases[k], phase=dataclasses.replace(phases[k].phase, until=self.held.until))
-        del phases[k + 1]
 
     def on_loss(self, plan, running: int | None, fraction: float, loss: float, reached: float) -> float | None:
         """A loss report at `fraction` (`reached`: the furthest any worker got). Returns the progress to end the BSP
@@ -74,9 +73,7 @@ class SwitchTiming:
             return None
         assert decision.action == SWITCH
         at = max(reached, self.earliest)
-        cut = plan.phases[k]
-        plan.phases[k] = dataclasses.replace(cut, phase=dataclasses.replace(cut.phase, until=at))
-        plan.phases.insert(k + 1, self.held)
+        plan.release(k, at, self.held)
         if at > self.earliest:
             self._say(f"switching to {self.held.protocol} at {at * 100:.1f}% (earliest "
                       f"{self.earliest * 100:g}%): {decision.reason}")

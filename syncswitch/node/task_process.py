@@ -10,9 +10,9 @@ import time
 
 import grpc
 
-from syncswitch.node.forkserver import ForkedProcess, ForkServerError
 from syncswitch.wire import agent_pb2 as pb
 from syncswitch.wire import codec
+from syncswitch.wire.forkclient import ForkedProcess, ForkServerError
 
 
 class AgentError(Exception):

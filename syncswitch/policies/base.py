@@ -40,7 +40,7 @@ class PolicyContext:
     """What a straggler policy sees when the detector reports; it reflects the state after the event."""
 
     now_s: float
-    protocol: str               # protocol now running: "bsp" or an asynchronous one
+    protocol: str               # protocol now running: "bsp" or an asynchronous one (see `synchronous`)
     stragglers: frozenset       # workers currently detected (a cleared worker is no longer in it)
     idle: frozenset             # workers this policy removed from the sync group
     num_workers: int
@@ -50,6 +50,9 @@ class PolicyContext:
     # Each tracked worker's speed over the detector's last window (local steps per busy second); empty
     # before the first window. Under BSP a step waits for the slowest, so these predict the group's speed.
     rates: dict = dataclasses.field(default_factory=dict)
+    # Whether `protocol` makes every update wait for the group (the catalog's trait, as the manager reads it): only
+    # such a phase suffers from a straggler.
+    synchronous: bool = False
 
 
 ACTION_KINDS = ("switch", "shrink")

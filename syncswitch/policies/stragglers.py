@@ -7,9 +7,9 @@ from syncswitch.policies.detection import MIN_WORKERS
 
 
 def _in_bsp_share(ctx: PolicyContext) -> bool:
-    # Only BSP suffers from a straggler, and once the BSP share is done training stays asynchronous,
-    # which the paper considers immune to transient stragglers: nothing to do after that.
-    return ctx.protocol == "bsp" and not ctx.bsp_share_done
+    # Only synchronous training (BSP) suffers from a straggler, and once the BSP share is done training stays
+    # asynchronous, which the paper considers immune to transient stragglers: nothing to do after that.
+    return ctx.synchronous and not ctx.bsp_share_done
 
 
 class NoStragglerPolicy(StragglerPolicy):
@@ -40,7 +40,7 @@ class GreedyPolicy(StragglerPolicy):
     def on_cleared(self, worker, ctx):
         remaining = ctx.stragglers - {worker}
         # Only undo our own switch: an asynchronous phase the schedule asked for is left alone.
-        if remaining or ctx.bsp_share_done or ctx.scheduled != "bsp" or ctx.protocol == "bsp":
+        if remaining or ctx.bsp_share_done or ctx.scheduled != "bsp" or ctx.synchronous:
             return []
         return [Action("switch", protocol="bsp", reason=f"worker {worker} recovered; no straggler left")]
 

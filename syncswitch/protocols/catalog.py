@@ -136,3 +136,9 @@ register(Protocol("specsync", (
 
 def get(name: str, field: str | None = None) -> Protocol:
     return PROTOCOLS.get(name, field=field)
+
+
+def synchronous(name: str) -> bool:
+    """Whether every update of protocol `name` waits for a group of workers (its `synchronous` trait): the one way
+    the manager asks, instead of comparing names with "bsp"."""
+    return PROTOCOLS.get(name).synchronous

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import csv
 import dataclasses
-import json
 import math
 import os
 import statistics
@@ -14,6 +13,7 @@ import yaml
 
 from syncswitch.errors import SyncSwitchError
 from syncswitch.metrics import converged_accuracy
+from syncswitch.runfolder import SUMMARY_FILE, RunFolderError, read_summary
 
 MIN_COMPLETION = 0.8  # a run whose last step is below 80% of its setting's median run stopped early
 PROTOCOLS = ("bsp", "asp")
@@ -166,16 +166,11 @@ def _order_and_share(schedule, where: str) -> tuple[tuple[str, ...], float]:
 
 def read_run_folder(folder: str) -> TraceRun:
     """A syncswitch run folder as a TraceRun (its summary.json's switch_at, accuracy and time)."""
-    path = os.path.join(folder, "summary.json")
+    path = os.path.join(folder, SUMMARY_FILE)
     try:
-        with open(path, encoding="utf-8") as fh:
-            doc = json.load(fh)
-    except FileNotFoundError:
-        raise TraceError(f"{folder}: no summary.json (not a syncswitch run folder)") from None
-    except (OSError, ValueError) as exc:
-        raise TraceError(f"{path}: unreadable ({exc})") from None
-    if not isinstance(doc, dict):
-        raise TraceError(f"{path}: expected a JSON object")
+        doc = read_summary(folder).doc
+    except RunFolderError as exc:
+        raise TraceError(str(exc)) from None
     schedule = doc.get("schedule") or []
     if not isinstance(schedule, list):
         raise TraceError(f"{path}: schedule must be a list of phases")
@@ -207,7 +202,7 @@ def read_run_folder(folder: str) -> TraceRun:
 def _run_folders(root: str) -> list[str]:
     found = []
     for dirpath, dirnames, filenames in os.walk(root):
-        if "summary.json" in filenames:
+        if SUMMARY_FILE in filenames:
             found.append(dirpath)
             dirnames[:] = []  # a run folder's own subfolders are its artefacts, not runs
         elif os.path.relpath(dirpath, root).count(os.sep) >= 2:

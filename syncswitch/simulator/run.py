@@ -1,7 +1,7 @@
 """One simulated run: the job's phase plan and configuration policy, the guard as it runs live, the run folder.
 
 The phases, their configurations (the configuration policy's lr / momentum / batch scaling at a switch, a
-phase's own hyperparameters) and the guard's repairs are the cluster manager's own (PhasePlan, GuardRuntime);
+phase's own hyperparameters) and the guard's repairs are the cluster manager's own (RunPlan, GuardRuntime);
 what is simulated is the cluster: N workers whose updates land in the order the arrival model gives.
 """
 
@@ -13,7 +13,7 @@ import time
 import numpy as np
 
 from syncswitch.cluster_manager.guarding import GuardRuntime
-from syncswitch.cluster_manager.plan import PhasePlan
+from syncswitch.cluster_manager.plan import RunPlan
 from syncswitch.errors import SpecError
 from syncswitch.policies.guard import GuardSettings
 from syncswitch.simulator import drive
@@ -45,7 +45,7 @@ class Simulation:
             raise SpecError(f"script {job.script}: define num_examples('train', params) for workload.epochs")
         self.per_epoch = examples or job.workload.samples
         self.total = int(job.workload.samples or job.workload.epochs * examples)
-        self.plan = PhasePlan(job, job.policy.fallback)
+        self.plan = RunPlan(job, job.policy.fallback)
         self.guard = GuardRuntime(GuardSettings.from_spec(job.policy.guard), job.policy.fallback, self.workers)
         self.folder = RunFolder(options.out_dir, job, self)
         self.now = 0.0
@@ -169,12 +169,12 @@ class Simulation:
             lost = shared.samples - samples
             shared = Shared(w, v, step, samples)
             action = f"rollback to {target.fraction:.1%}, continue with {protocol}"
-            entry = self.guard.record(verdict, action, checkpoint=target.path, checkpoint_fraction=target.fraction,
+            entry = self.guard.log_repair(verdict, action, checkpoint=target.path, checkpoint_fraction=target.fraction,
                                       samples_lost=lost, overhead_s=0.0, mode="in-place")
             self._points = [p for p in self._all_points if p > target.fraction + 1e-12]
         else:
             protocol = self.guard.plan_fall_back()
-            entry = self.guard.record(verdict, f"fall back to {protocol} from {reached:.1%}", samples_lost=0,
+            entry = self.guard.log_repair(verdict, f"fall back to {protocol} from {reached:.1%}", samples_lost=0,
                                       overhead_s=0.0, mode="in-place")
         self.plan.fall_back(k + 1, protocol, at=shared.samples / self.total)
         self.folder.guard_event(self.now, entry)

@@ -91,13 +91,13 @@ def syncswitch_logger():
     logger.handlers[:], logger.level = saved
 
 
-@pytest.mark.parametrize("verbose, shown", [(False, ["WARNING syncswitch.cluster_manager.backends.gce: quota"]),
-                                            (True, ["INFO syncswitch.cluster_manager.backends.gce: zone b",
-                                                    "WARNING syncswitch.cluster_manager.backends.gce: quota"])])
+@pytest.mark.parametrize("verbose, shown", [(False, ["WARNING syncswitch.backends.gce: quota"]),
+                                            (True, ["INFO syncswitch.backends.gce: zone b",
+                                                    "WARNING syncswitch.backends.gce: quota"])])
 def test_logging_goes_to_stderr_warnings_by_default_info_with_verbose(verbose, shown, syncswitch_logger, capsys):
     configure_logging(verbose)
     configure_logging(verbose)  # a second command in one process adds no second handler
-    log = logging.getLogger("syncswitch.cluster_manager.backends.gce")
+    log = logging.getLogger("syncswitch.backends.gce")
     log.info("zone b")
     log.warning("quota")
     captured = capsys.readouterr()

@@ -13,7 +13,7 @@ from syncswitch.search import simulate as sim
 from syncswitch.search.binary_search import PilotResult
 from syncswitch.cli.search import policy, search
 
-EXPERIMENTS = "syncswitch.cluster_manager.experiments"
+EXPERIMENTS = "syncswitch.cli.pilots"  # the pilot runner the search command imports
 
 
 @pytest.fixture

@@ -15,7 +15,7 @@ import sys
 import threading
 import time
 
-from syncswitch.cluster_manager.backends.base import Backend, ClusterInfo, NodeInfo
+from syncswitch.backends.base import Backend, ClusterInfo, NodeInfo
 from syncswitch.errors import ClusterError
 from syncswitch.wire import agent_pb2 as pb
 from syncswitch.wire import codec, saved

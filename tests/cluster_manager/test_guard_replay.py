@@ -125,7 +125,7 @@ def test_bad_overrides_and_folders_fail_with_one_line(tmp_path):
     (tmp_path / "broken").mkdir()
     (tmp_path / "broken" / "summary.json").write_text("{")
     (tmp_path / "broken" / "metrics.jsonl").write_text("")
-    with pytest.raises(SpecError, match="not valid JSON"):
+    with pytest.raises(SpecError, match="corrupt JSON"):
         replay_run(str(tmp_path / "broken"))
 
 

@@ -150,7 +150,7 @@ def test_a_fall_back_needs_no_healthy_checkpoint_and_uses_a_rung():
     verdict = Verdict("accuracy", 0.4, 0.3, {})
     assert guard.target(verdict) is None and guard._decide(verdict) is verdict
     assert guard.plan_fall_back() == "ssp" and guard.rollbacks == 1
-    guard.record(verdict, "fall back at 42.0%, continue with ssp")
+    guard.log_repair(verdict, "fall back at 42.0%, continue with ssp")
     assert guard.can_roll_back()  # one rung left
     guard.on_phase("ssp", 0.42)
     assert guard._decide(Verdict("accuracy", 0.6, 0.5, {})) is not None

@@ -7,7 +7,7 @@ import pytest
 
 from syncswitch import spec as specmod
 from syncswitch.cluster_manager.job import JobRun
-from syncswitch.cluster_manager.manager import exit_code
+from syncswitch.cluster_manager.submission import exit_code
 from syncswitch.errors import ClusterError
 from tests.cluster_manager.fake_cluster import FakeBackend, FakeCluster, Failure, start_fake_evaluator
 
@@ -363,6 +363,6 @@ def test_every_launch_ships_the_script_folder_or_says_why_not(write_spec, tmp_pa
     assert cluster.clients[0].shipped == (job.spec.script, b"")
     assert "the script runs where it is" in caplog.text
     # ... others get the script alone.
-    job.shipment.said = False
-    assert job.shipment.for_nodes(shared_filesystem=False) == (os.path.basename(job.spec.script), b"")
+    job.launcher.shipment.said = False
+    assert job.launcher.shipment.for_nodes(shared_filesystem=False) == (os.path.basename(job.spec.script), b"")
     assert "only the script is shipped to the nodes" in caplog.text

@@ -32,7 +32,7 @@ def test_a_task_lost_in_asp_restores_every_node_from_the_last_checkpoint(write_s
     assert set(cluster.restores) == {failure["checkpoint"]}  # (the fake restores at each node's launch)
     for node in cluster.nodes:  # every node relaunched, restoring the checkpoint, in the phase it was taken in
         assert len(node.launches) == 2 and node.launches[1].start_phase == 1
-        assert node.tasks_stopped == 1  # every old task stopped before any new one (see JobRun._launch_all)
+        assert node.tasks_stopped == 1  # every old task stopped before any new one (see Launcher.launch_all)
     assert cluster.nodes[0].launches[1].restore_from == failure["checkpoint"]
     # The lost branch's evaluations leave the results; the run's evaluations cover the workload once.
     assert [e["fraction"] for e in summary["evaluations"]] == pytest.approx([0.25, 0.5, 0.75, 1.0], abs=0.01)
@@ -103,7 +103,7 @@ def test_a_script_error_is_not_retried(write_spec, tmp_path):
 
 
 def test_resume_continues_a_failed_run_from_its_last_checkpoint(write_spec, tmp_path):
-    from syncswitch.cluster_manager import manager
+    from syncswitch.cluster_manager import submission
     from tests.cluster_manager.fake_cluster import FakeBackend, start_fake_evaluator
 
     cluster = FakeCluster(total=2000, failure=Failure(worker=1, at=0.6))
@@ -112,7 +112,7 @@ def test_resume_continues_a_failed_run_from_its_last_checkpoint(write_spec, tmp_
     assert first["status"] == "failed"
     run = tmp_path / "run"
     again = FakeCluster(total=2000)
-    summary = manager.resume(str(run), progress=False, backend=FakeBackend(again), connect=again.connect,
+    summary = submission.resume(str(run), progress=False, backend=FakeBackend(again), connect=again.connect,
                              start_evaluator=start_fake_evaluator)
     assert summary["status"] == "completed" and summary["job_id"] == first["job_id"]
     (resumed,) = summary["resumes"]
@@ -130,13 +130,13 @@ def test_resume_continues_a_failed_run_from_its_last_checkpoint(write_spec, tmp_
     states = [json.loads(line).get("state") for line in (run / "metrics.jsonl").read_text().splitlines()]
     assert states.count("provisioning") == 2  # appended to, not replaced
     with pytest.raises(Exception, match="the run completed; nothing to resume"):
-        manager.resume(str(run), progress=False, backend=FakeBackend(FakeCluster()), connect=again.connect)
+        submission.resume(str(run), progress=False, backend=FakeBackend(FakeCluster()), connect=again.connect)
 
 
 def test_resume_after_a_guard_rollback_goes_on_in_the_fallback_phase(write_spec, tmp_path):
     """The plan a rollback changed (a fallback phase the spec's schedule does not have) survives the manager:
     a resume used to index the spec's two phases with the checkpoint's phase 2 and crash."""
-    from syncswitch.cluster_manager import manager
+    from syncswitch.cluster_manager import submission
     from tests.cluster_manager.fake_cluster import FakeBackend, start_fake_evaluator
 
     loss = lambda f, protocol: 3.0 if protocol != "bsp" and f > 0.3 else 1.0  # noqa: E731
@@ -145,7 +145,7 @@ def test_resume_after_a_guard_rollback_goes_on_in_the_fallback_phase(write_spec,
                        cluster=cluster, raises=ClusterError)
     assert first["status"] == "failed" and len(first["guard_events"]) == 1
     again = FakeCluster(total=4000, loss=loss)
-    summary = manager.resume(str(tmp_path / "run"), progress=False, backend=FakeBackend(again),
+    summary = submission.resume(str(tmp_path / "run"), progress=False, backend=FakeBackend(again),
                              connect=again.connect, start_evaluator=start_fake_evaluator)
     assert summary["status"] == "completed", summary["message"]
     (resumed,) = summary["resumes"]
@@ -156,7 +156,7 @@ def test_resume_after_a_guard_rollback_goes_on_in_the_fallback_phase(write_spec,
 
 
 def test_a_resumed_asynchronous_phase_is_still_guarded(write_spec, tmp_path):
-    from syncswitch.cluster_manager import manager
+    from syncswitch.cluster_manager import submission
     from tests.cluster_manager.fake_cluster import FakeBackend, start_fake_evaluator
 
     cluster = FakeCluster(total=4000, failure=Failure(worker=1, at=0.6))
@@ -165,7 +165,7 @@ def test_a_resumed_asynchronous_phase_is_still_guarded(write_spec, tmp_path):
     assert first["status"] == "failed" and not first["guard_events"]
     loss = lambda f, protocol: 3.0 if protocol != "bsp" and f > 0.7 else 1.0  # noqa: E731 - collapses after resume
     again = FakeCluster(total=4000, loss=loss)
-    summary = manager.resume(str(tmp_path / "run"), progress=False, backend=FakeBackend(again),
+    summary = submission.resume(str(tmp_path / "run"), progress=False, backend=FakeBackend(again),
                              connect=again.connect, start_evaluator=start_fake_evaluator)
     assert summary["status"] == "completed", summary["message"]
     (event,) = summary["guard_events"]
@@ -185,10 +185,10 @@ def test_resume_of_a_folder_that_is_not_a_run(tmp_path):
 
 
 def test_a_node_lost_during_a_guard_rollback_finishes_the_rollback(write_spec, tmp_path, monkeypatch):
-    from syncswitch.cluster_manager.job import JobRun
+    from syncswitch.cluster_manager.launcher import Launcher
 
     cluster = FakeCluster(total=2000, failure=Failure(worker=0, at=0.6, kind="diverged"))
-    real_launch = JobRun._launch_all
+    real_launch = Launcher.launch_all
     lost = []
 
     def launch_all(self, start_phase, restore_from=""):
@@ -197,7 +197,7 @@ def test_a_node_lost_during_a_guard_rollback_finishes_the_rollback(write_spec, t
             cluster.nodes[1].events.put("lost")
         return real_launch(self, start_phase, restore_from)
 
-    monkeypatch.setattr(JobRun, "_launch_all", launch_all)
+    monkeypatch.setattr(Launcher, "launch_all", launch_all)
     summary, cluster, _ = _run(write_spec, tmp_path, ["policy.switch_at=0.25", "policy.switch_mode=relaunch"],
                                cluster=cluster)
     assert summary["status"] == "completed", summary["message"]
@@ -210,9 +210,9 @@ def test_a_node_lost_during_a_guard_rollback_finishes_the_rollback(write_spec, t
 
 
 def test_a_node_lost_during_a_guard_fall_back_finishes_the_fall_back(write_spec, tmp_path, monkeypatch):
-    from syncswitch.cluster_manager.job import JobRun
+    from syncswitch.cluster_manager.launcher import Launcher
 
-    real_launch = JobRun._launch_all
+    real_launch = Launcher.launch_all
     lost = []
     cluster = FakeCluster(total=8000)
 
@@ -222,7 +222,7 @@ def test_a_node_lost_during_a_guard_fall_back_finishes_the_fall_back(write_spec,
             cluster.nodes[1].events.put("lost")
         return real_launch(self, start_phase, restore_from)
 
-    monkeypatch.setattr(JobRun, "_launch_all", launch_all)
+    monkeypatch.setattr(Launcher, "launch_all", launch_all)
     summary, cluster, _ = _run(write_spec, tmp_path, _dip(monkeypatch) + ["policy.switch_mode=relaunch"],
                                cluster=cluster)
     assert summary["status"] == "completed", summary["message"]
@@ -245,7 +245,7 @@ def _forget_newest(run, count=1):
 
 
 def test_resume_adopts_a_checkpoint_the_dead_manager_never_heard_of(write_spec, tmp_path):
-    from syncswitch.cluster_manager import manager
+    from syncswitch.cluster_manager import submission
     from tests.cluster_manager.fake_cluster import FakeBackend, start_fake_evaluator
 
     cluster = FakeCluster(total=2000, failure=Failure(worker=1, at=0.6))
@@ -260,7 +260,7 @@ def test_resume_adopts_a_checkpoint_the_dead_manager_never_heard_of(write_spec, 
         (run / "checkpoints" / f"model-r9.ckpt-1400{suffix}").write_text("x")
     saved.write(str(abandoned), 1400, 0.7, "periodic")
     again = FakeCluster(total=2000)
-    summary = manager.resume(str(run), progress=False, backend=FakeBackend(again), connect=again.connect,
+    summary = submission.resume(str(run), progress=False, backend=FakeBackend(again), connect=again.connect,
                              start_evaluator=start_fake_evaluator)
     assert summary["status"] == "completed", summary["message"]
     (resumed,) = summary["resumes"]
@@ -270,7 +270,7 @@ def test_resume_adopts_a_checkpoint_the_dead_manager_never_heard_of(write_spec, 
 
 
 def test_resume_adopts_nothing_saved_past_a_pending_rollbacks_onset(write_spec, tmp_path):
-    from syncswitch.cluster_manager import manager
+    from syncswitch.cluster_manager import submission
     from tests.cluster_manager.fake_cluster import FakeBackend, start_fake_evaluator
 
     cluster = FakeCluster(total=2000, failure=Failure(worker=1, at=0.6))
@@ -282,7 +282,7 @@ def test_resume_adopts_nothing_saved_past_a_pending_rollbacks_onset(write_spec, 
     state["guard"]["pending_onset"] = 0.55  # the manager died while it rolled back from a degradation at 55%
     (run / "run.json").write_text(json.dumps(state))
     again = FakeCluster(total=2000)
-    summary = manager.resume(str(run), progress=False, backend=FakeBackend(again), connect=again.connect,
+    summary = submission.resume(str(run), progress=False, backend=FakeBackend(again), connect=again.connect,
                              start_evaluator=start_fake_evaluator)
     (resumed,) = summary["resumes"]
     assert resumed["adopted"] == [forgotten[0]["path"]] and resumed["checkpoint_fraction"] == pytest.approx(0.5)

@@ -2,7 +2,7 @@
 
 import pytest
 
-from syncswitch.cluster_manager.plan import PhasePlan
+from syncswitch.cluster_manager.plan import RunPlan
 from syncswitch.cluster_manager.stragglers import Slowdown, StragglerController
 from syncswitch.spec import NONBLOCKING_SWITCH_TO, Injection, StragglerSpec
 
@@ -78,7 +78,7 @@ def test_clean_cluster_raises_nothing_and_none_policy_never_acts():
 def _plan(text, write_spec):
     from syncswitch import spec as specmod
 
-    return PhasePlan(specmod.load(write_spec(text)))
+    return RunPlan(specmod.load(write_spec(text)))
 
 
 GREEDY = """
@@ -148,3 +148,19 @@ def test_a_resumed_plan_keeps_greedys_interlude_settings(write_spec):
     fresh.restore(plan.describe_phases())
     assert [(p.protocol, p.until) for p in fresh] == [("bsp", 0.2), ("dc-asgd", 1.0)]
     assert fresh[1].params == DCASGD and fresh[1].config.learning_rate == 0.01
+
+
+def test_greedy_keeps_a_cut_phases_parameters(write_spec):
+    # A BSP phase with backup workers cut by greedy, and the BSP share owed back after the interlude, still aggregate
+    # the first 3 of 4 gradients: cutting a phase used to rebuild it from its protocol and end alone.
+    policy = "{schedule: [{protocol: bsp, until: 0.5, aggregate: 3}, {protocol: asp}]}"
+    plan = _plan(GREEDY.replace("{switch_at: SWITCH}", policy), write_spec)
+    given = plan[0].params
+    assert given["aggregate"] == 3
+    plan.interrupt(0, 0.2)
+    assert (plan[0].protocol, plan[0].until, plan[0].params) == ("bsp", 0.2, given)
+    plan.resume(1, 0.3)
+    owed = plan[2]
+    assert (owed.protocol, round(owed.until, 6), owed.params) == ("bsp", 0.6, given)
+    assert owed.config == plan[0].config
+    assert [(p.protocol, p.until) for p in plan][-1] == ("asp", 1.0)

@@ -9,7 +9,7 @@ import os
 import pytest
 
 from syncswitch import spec as specmod
-from syncswitch.cluster_manager import manager
+from syncswitch.cluster_manager import submission
 
 pytestmark = pytest.mark.cluster
 
@@ -27,7 +27,7 @@ policy: {switch_at: 0.5, switch_mode: relaunch, switch_rule: fixed}
 
 def test_checkpoints_are_fetched_from_the_chief(write_spec, tmp_path, no_leftovers):
     job = specmod.load(write_spec(JOB))
-    summary = manager.submit(job, output_dir=str(tmp_path / "run"), progress=False)
+    summary = submission.submit(job, output_dir=str(tmp_path / "run"), progress=False)
     assert summary["status"] == "completed", summary["message"]
     assert summary["evaluations"] and summary["evaluations"][-1]["fraction"] >= 1.0
     run = tmp_path / "run"

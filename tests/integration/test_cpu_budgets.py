@@ -15,10 +15,10 @@ from click.testing import CliRunner
 
 from syncswitch import spec as specmod
 from syncswitch.cli import cli
-from syncswitch.cluster_manager import manager
-from syncswitch.cluster_manager.backends import ProvisionRequest
-from syncswitch.cluster_manager.backends.cgroups import CpuGroup
-from syncswitch.cluster_manager.backends.local import LocalBackend
+from syncswitch.cluster_manager import submission
+from syncswitch.backends import ProvisionRequest
+from syncswitch.backends.cgroups import CpuGroup
+from syncswitch.backends.local import LocalBackend
 from tests.conftest import ROOT, real_cpu_hierarchy
 
 pytestmark = pytest.mark.cluster
@@ -137,7 +137,7 @@ class Watch:
 def test_a_budgeted_run_keeps_nodes_in_their_groups_and_removes_them(write_spec, tmp_path, no_leftovers):
     job = specmod.load(write_spec(JOB.replace("EPOCHS", "3")), ["evaluation.target_accuracy=0.5"])
     with Watch() as seen:
-        summary = manager.submit(job, output_dir=str(tmp_path / "run"), progress=False)
+        summary = submission.submit(job, output_dir=str(tmp_path / "run"), progress=False)
     assert summary["status"] == "completed", summary["message"]
     assert seen.budgets == {0.45}
     assert ["agent", "task"] in seen.kinds  # each node's agent and its training task
@@ -229,7 +229,7 @@ stragglers:
 def test_a_cpu_straggler_is_detected_within_three_windows(write_spec, tmp_path, no_leftovers):
     job = specmod.load(write_spec(STRAGGLED))
     assert job.stragglers.method == "cpu"
-    summary = manager.submit(job, output_dir=str(tmp_path / "run"), progress=False)
+    summary = submission.submit(job, output_dir=str(tmp_path / "run"), progress=False)
     assert summary["status"] == "completed", summary["message"]
     (injected,) = summary["injected_stragglers"]
     assert injected["method"] == "cpu" and injected["slowdown"] == 4.0

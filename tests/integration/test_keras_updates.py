@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from syncswitch import spec as specmod
-from syncswitch.cluster_manager import manager
+from syncswitch.cluster_manager import submission
 from tests.conftest import ROOT
 
 pytestmark = pytest.mark.cluster
@@ -30,7 +30,7 @@ def test_keras_batch_norm_statistics_move_and_the_model_evaluates_well(write_spe
     import tensorflow as tf
 
     job = specmod.load(write_spec(JOB.replace("SCRIPT", SCRIPT)))
-    summary = manager.submit(job, output_dir=str(tmp_path / "run"), progress=False)
+    summary = submission.submit(job, output_dir=str(tmp_path / "run"), progress=False)
     assert summary["status"] == "completed", summary["message"]
     reader = tf.train.load_checkpoint(str(tmp_path / "run" / "checkpoints"))
     mean = reader.get_tensor("batch_normalization/moving_mean")

@@ -9,7 +9,7 @@ from click.testing import CliRunner
 
 from syncswitch import spec as specmod
 from syncswitch.cli import cli
-from syncswitch.cluster_manager import manager
+from syncswitch.cluster_manager import submission
 from syncswitch.spec import default_switch_to
 from syncswitch.wire import saved
 
@@ -29,7 +29,7 @@ policy: {switch_rule: fixed}
 
 def _run(write_spec, tmp_path, overrides):
     job = specmod.load(write_spec(JOB), overrides)
-    return manager.submit(job, output_dir=str(tmp_path / "run"), progress=False)
+    return submission.submit(job, output_dir=str(tmp_path / "run"), progress=False)
 
 
 def _check_common(summary, tmp_path):

@@ -7,7 +7,7 @@ import pytest
 
 from bench.chaos import Killer, node_processes
 from syncswitch import spec as specmod
-from syncswitch.cluster_manager import manager
+from syncswitch.cluster_manager import submission
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 
@@ -29,7 +29,7 @@ def _run_with_kill(write_spec, tmp_path, what, node, at):
     killer = Killer(str(run), what, node, at, timeout_s=300)
     killer.start()
     try:
-        summary = manager.submit(specmod.load(write_spec(JOB)), output_dir=str(run), progress=False)
+        summary = submission.submit(specmod.load(write_spec(JOB)), output_dir=str(run), progress=False)
     finally:
         killer.done.set()
     assert killer.killed_at is not None, "the kill was never sent"

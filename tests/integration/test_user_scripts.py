@@ -7,7 +7,7 @@ import os
 import pytest
 
 from syncswitch import spec as specmod
-from syncswitch.cluster_manager import manager
+from syncswitch.cluster_manager import submission
 from syncswitch.errors import ScriptError
 from tests.conftest import ROOT
 
@@ -33,7 +33,7 @@ evaluation: {every: 0.5}
 def test_a_text_script_with_a_vocabulary_table_trains_through_a_switch(write_spec, tmp_path, no_leftovers):
     # Before: the one-shot iterator refused the table; then the unrepeated training set ended the workers.
     job = specmod.load(write_spec(JOB.replace("SCRIPT", SCRIPT).replace("PARAMS", "{}")))
-    summary = manager.submit(job, output_dir=str(tmp_path / "run"), progress=False)
+    summary = submission.submit(job, output_dir=str(tmp_path / "run"), progress=False)
     assert summary["status"] == "completed", summary["message"]
     assert summary["failures"] == []  # no worker ran out of data and was restarted
     assert [p["protocol"] for p in summary["schedule"]] == ["bsp", "lookahead"]
@@ -45,7 +45,7 @@ def test_a_training_set_without_a_batch_per_worker_is_a_script_error(write_spec,
     # 20 examples make one batch of 32: worker 1's shard is empty however often it is repeated.
     job = specmod.load(write_spec(JOB.replace("SCRIPT", SCRIPT).replace("PARAMS", "{train_examples: 20}")))
     with pytest.raises(ScriptError, match=r"text_vocab\.py: input_fn\('train', \.\.\.\) gave worker 1 no batch"):
-        manager.submit(job, output_dir=str(tmp_path / "run"), progress=False)
+        submission.submit(job, output_dir=str(tmp_path / "run"), progress=False)
 
 
 def test_a_v1_layers_script_with_column_labels_is_scored_right(write_spec, tmp_path, no_leftovers):
@@ -53,7 +53,7 @@ def test_a_v1_layers_script_with_column_labels_is_scored_right(write_spec, tmp_p
     # the evaluator took [batch, 1] labels for one-hot rows (their argmax: all 0), scoring a 0.98 model at 0.07.
     body = JOB.replace("SCRIPT", COLUMN_SCRIPT).replace("PARAMS", "{task: multiclass}")
     body = body.replace("epochs: 3", "epochs: 6")
-    summary = manager.submit(specmod.load(write_spec(body)), output_dir=str(tmp_path / "run"), progress=False)
+    summary = submission.submit(specmod.load(write_spec(body)), output_dir=str(tmp_path / "run"), progress=False)
     assert summary["status"] == "completed", summary["message"]
     assert summary["final_accuracy"] > 0.85  # ten classes: the old scoring gave about 0.07
 
@@ -114,7 +114,7 @@ def test_a_script_finds_its_helper_module_and_data_files_on_every_node(tmp_path,
     # module was found only when the manager happened to start in the script's folder.
     job = _project(tmp_path / "proj")
     monkeypatch.chdir(tmp_path)  # not the script's folder
-    summary = manager.submit(specmod.load(job), output_dir=str(tmp_path / "run"), progress=False)
+    summary = submission.submit(specmod.load(job), output_dir=str(tmp_path / "run"), progress=False)
     assert summary["status"] == "completed", summary["message"]
     assert summary["final_accuracy"] > 0.8
     assert os.path.isfile(tmp_path / "run" / "nodes" / "1" / "script" / "data" / "digits.npz")
@@ -127,7 +127,7 @@ def test_a_named_workdir_over_the_limit_fails_before_any_node_starts(tmp_path, m
     job = _project(tmp_path / "proj")
     monkeypatch.setattr(bundle, "LIMIT_BYTES", 1000)
     with pytest.raises(SpecError, match=r"workdir=.*proj': .* holds more than 0 MiB of files; name a smaller"):
-        manager.submit(specmod.load(job, ["workdir=."]), output_dir=str(tmp_path / "run"), progress=False)
+        submission.submit(specmod.load(job, ["workdir=."]), output_dir=str(tmp_path / "run"), progress=False)
     assert not os.path.exists(tmp_path / "run" / "nodes")
 
 
@@ -136,7 +136,7 @@ def test_a_default_folder_over_the_limit_runs_in_place_on_a_shared_filesystem(tm
 
     job = _project(tmp_path / "proj")
     monkeypatch.setattr(bundle, "LIMIT_BYTES", 1000)  # the digits file alone is larger
-    summary = manager.submit(specmod.load(job), output_dir=str(tmp_path / "run"), progress=False)
+    summary = submission.submit(specmod.load(job), output_dir=str(tmp_path / "run"), progress=False)
     assert summary["status"] == "completed", summary["message"]
     assert not os.path.exists(tmp_path / "run" / "nodes" / "0" / "script")  # nothing was copied
 
@@ -148,7 +148,7 @@ def test_a_script_that_repeats_its_test_split_is_evaluated_once_over_it(tmp_path
     script.write_text(script.read_text().replace(
         "return (ds.shuffle(1300, seed=1) if split == \"train\" else ds).batch(batch_size)",
         "return ds.repeat().batch(batch_size)"))
-    summary = manager.submit(specmod.load(job), output_dir=str(tmp_path / "run"), progress=False)
+    summary = submission.submit(specmod.load(job), output_dir=str(tmp_path / "run"), progress=False)
     assert summary["status"] == "completed", summary["message"]
     assert summary["final_accuracy"] > 0.8
 
@@ -173,7 +173,7 @@ def test_what_a_script_prints_while_evaluated_does_not_swallow_an_evaluation(tmp
     # job then waited for its final evaluation until the 600 s limit.
     job = _project(tmp_path / "proj")
     _with_input_fn(tmp_path / "proj", NOISY_TEST_SET)
-    summary = manager.submit(specmod.load(job), output_dir=str(tmp_path / "run"), progress=False)
+    summary = submission.submit(specmod.load(job), output_dir=str(tmp_path / "run"), progress=False)
     assert summary["status"] == "completed", summary["message"]
     fractions = [e["fraction"] for e in summary["evaluations"]]
     assert len(fractions) >= 2 and fractions[-1] >= 1.0  # every checkpoint scored, the final one too
@@ -199,7 +199,7 @@ def test_an_evaluator_that_cannot_initialize_the_test_split_fails_the_run_in_one
     _with_input_fn(tmp_path / "proj", MISSING_VOCABULARY)
     with pytest.raises(ScriptError, match=r"train.py: the evaluator could not set up the test split and model: "
                                           r"NotFoundError: missing_vocab.txt; No such file or directory$"):
-        manager.submit(specmod.load(job), output_dir=str(tmp_path / "run"), progress=False)
+        submission.submit(specmod.load(job), output_dir=str(tmp_path / "run"), progress=False)
 
 
 def test_an_empty_test_split_is_a_script_error_not_an_accuracy_of_zero(tmp_path, no_leftovers):
@@ -208,4 +208,4 @@ def test_an_empty_test_split_is_a_script_error_not_an_accuracy_of_zero(tmp_path,
     script.write_text(script.read_text().replace("part = slice(0, 1300) if split == \"train\" else slice(1300, None)",
                                                  "part = slice(0, 1300) if split == \"train\" else slice(0, 0)"))
     with pytest.raises(ScriptError, match=r"train.py: input_fn\('test', \.\.\.\) yielded no examples$"):
-        manager.submit(specmod.load(job), output_dir=str(tmp_path / "run"), progress=False)
+        submission.submit(specmod.load(job), output_dir=str(tmp_path / "run"), progress=False)

@@ -8,7 +8,7 @@ import time
 import grpc
 import pytest
 
-from syncswitch.cluster_manager.actuator import CheckpointShipper
+from syncswitch.cluster_manager.checkpoint_copies import CheckpointShipper
 from syncswitch.wire.client import AgentClient
 from syncswitch.errors import ClusterError
 from syncswitch.node.agent import CHUNK_BYTES, Agent, AgentError, make_server

@@ -11,7 +11,7 @@ import time
 import psutil
 import pytest
 
-from syncswitch.node.forkserver import ForkedProcess, ForkServerError
+from syncswitch.wire.forkclient import ForkedProcess, ForkServerError
 from syncswitch.wire import agent_pb2 as pb
 from syncswitch.wire import codec
 
@@ -82,7 +82,7 @@ def test_a_killed_task_reports_the_signal_like_popen(server, tmp_path):
 
 def test_a_clients_death_kills_the_tasks_it_asked_for(server, tmp_path):
     """As killing an agent's process group killed the tasks it spawned."""
-    code = (f"import os, sys, time\nfrom syncswitch.node.forkserver import ForkedProcess\n"
+    code = (f"import os, sys, time\nfrom syncswitch.wire.forkclient import ForkedProcess\n"
             f"t = ForkedProcess({server[0]!r}, 'task', cwd={str(tmp_path)!r}, env=dict(os.environ), stderr_fd=2)\n"
             f"print(t.pid, flush=True)\ntime.sleep(600)\n")
     client = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)

@@ -6,6 +6,7 @@ import pytest
 
 from syncswitch.errors import SpecError
 from syncswitch.policies import STRAGGLER_POLICIES, Action, PolicyContext, StragglerPolicy
+from syncswitch.protocols.catalog import synchronous
 
 NAMES = STRAGGLER_POLICIES.names()
 
@@ -13,7 +14,8 @@ NAMES = STRAGGLER_POLICIES.names()
 def context(**kw):
     base = dict(now_s=0.0, protocol="bsp", stragglers=frozenset(), idle=frozenset(), num_workers=4,
                 bsp_share_done=False)
-    return PolicyContext(**{**base, **kw})
+    ctx = {**base, **kw}
+    return PolicyContext(**{"synchronous": synchronous(ctx["protocol"]), **ctx})
 
 
 class FakeManager:
@@ -45,7 +47,7 @@ class FakeManager:
 def apply(ctx, actions):
     for a in actions:
         if a.kind == "switch":
-            ctx = dataclasses.replace(ctx, protocol=a.protocol)
+            ctx = dataclasses.replace(ctx, protocol=a.protocol, synchronous=synchronous(a.protocol))
         elif a.kind == "shrink":
             ctx = dataclasses.replace(ctx, idle=ctx.idle | set(a.workers))
         else:
@@ -215,9 +217,9 @@ def test_greedys_interlude_is_a_protocol_where_nobody_waits(write_spec, target, 
     """A straggler holds every worker of a protocol that blocks (local SGD's averages, SSP's bound) as it holds BSP:
     the interlude then runs `lookahead`, the best non-blocking target measured, not the run's switch target."""
     from syncswitch import spec as specmod
-    from syncswitch.cluster_manager.plan import PhasePlan
+    from syncswitch.cluster_manager.plan import RunPlan
 
     job = specmod.load(write_spec(GREEDY_JOB), [f"policy.switch_to={target}"])
-    plan = PhasePlan(job)
+    plan = RunPlan(job)
     assert plan.interlude.protocol == interlude
     assert plan.interlude.protocol in plan.extra_protocols() + [p.protocol for p in plan]

@@ -13,7 +13,7 @@ import json
 import pytest
 
 from syncswitch import spec as specmod
-from syncswitch.cluster_manager import manager
+from syncswitch.cluster_manager import submission
 
 JOB = """
 name: digits
@@ -46,7 +46,7 @@ def _schedule(protocols, untils) -> str:
 
 def _run(write_spec, tmp_path, overrides):
     job = specmod.load(write_spec(JOB), overrides)
-    return manager.submit(job, output_dir=str(tmp_path / "run"), progress=False)
+    return submission.submit(job, output_dir=str(tmp_path / "run"), progress=False)
 
 
 def _records(tmp_path, kind):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from syncswitch.cluster_manager.guarding import synchronous
+from syncswitch.protocols.catalog import synchronous
 from syncswitch.wire import codec
 from tests.cluster_manager.test_job_lifecycle import _run
 

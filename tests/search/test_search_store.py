@@ -209,7 +209,7 @@ def test_a_stored_search_s_bsp_pilots_become_the_guard_s_reference(job_file):
 
 
 def test_a_run_folder_keeps_the_adopted_reference_for_resume(job_file, tmp_path):
-    from syncswitch.cluster_manager.resume import load_job, save_job
+    from syncswitch.cluster_manager.journal import load_job, save_job
 
     curve = ((0.5, 0.7), (1.0, 0.85))
     job_spec = specmod.load(str(job_file))

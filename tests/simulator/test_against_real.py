@@ -8,7 +8,7 @@ import pytest
 pytest.importorskip("tensorflow")
 
 from syncswitch import spec as specmod
-from syncswitch.cluster_manager import manager
+from syncswitch.cluster_manager import submission
 from syncswitch.simulator.arrivals import arrival_model
 from syncswitch.simulator.run import Options, Simulation
 
@@ -31,7 +31,7 @@ NOISE = 0.03  # 360 test examples: one evaluation's standard error at 0.9 is abo
 def test_a_real_run_lies_within_its_simulations_seed_spread(write_spec, tmp_path, no_leftovers, protocol):
     path = write_spec(JOB)
     schedule = f"policy.schedule=[{{protocol: {protocol}}}]"
-    real = manager.submit(specmod.load(path, [schedule]), output_dir=str(tmp_path / "real"), progress=False)
+    real = submission.submit(specmod.load(path, [schedule]), output_dir=str(tmp_path / "real"), progress=False)
     assert real["status"] == "completed", real["message"]
     simulated = []
     for seed in range(SEEDS):

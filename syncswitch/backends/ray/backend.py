@@ -1,0 +1,278 @@
+"""The `ray` backend: one node per placement-group bundle on a Ray cluster, each an agent a Ray actor owns."""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import socket
+from typing import Any
+
+from syncswitch.backends.base import (
+    Backend,
+    BackendCapabilities,
+    ClusterInfo,
+    NodeInfo,
+    ProvisionRequest,
+)
+from syncswitch.backends.ray import journal as journals
+from syncswitch.backends.ray import options, placement
+from syncswitch.backends.ray.host import FORWARDED_PREFIX, NodeHost
+from syncswitch.errors import ClusterError
+from syncswitch.registry import BACKENDS
+
+log = logging.getLogger(__name__)
+NAMESPACE = "syncswitch"
+INSTALL_HINT = "the ray backend needs Ray: pip install 'syncswitch[ray]'"
+LOCAL_OBJECT_STORE_BYTES = 128 * 1024 * 1024  # agents pass nothing through Ray's object store
+
+
+def import_ray():
+    """The `ray` module, or a ClusterError with the one-line install hint."""
+    try:
+        import ray
+    except ImportError:
+        raise ClusterError(INSTALL_HINT) from None
+    return ray
+
+
+@BACKENDS.register("ray")
+class RayBackend(Backend):
+    """Nodes on a Ray cluster (local, launched on GCP, or KubeRay on GKE); see docs/ray.md."""
+
+    option_validators = options.VALIDATORS
+    capabilities = BackendCapabilities(why_not={
+        "cpu": "Ray nodes' CPUs are Ray's to schedule; a job cannot cap them", "netem": "not on Ray nodes"})
+
+    def __init__(self, *, on_event=None):
+        super().__init__(on_event=on_event)
+        self._ray = None
+        self._cfg: options.RayConfig | None = None
+        self._request: ProvisionRequest | None = None
+        self._connected = False       # this backend called ray.init (and so calls ray.shutdown)
+        self._pg = None
+        self._actors: list[Any] = []
+        self._generation: list[int] = []
+        self.nodes: list[NodeInfo] = []
+        self._infos: list[dict] = []
+        self._journal: journals.Journal | None = None
+
+    # -- provision -----------------------------------------------------------------------------
+
+    def provision(self, request: ProvisionRequest) -> ClusterInfo:
+        self._cfg, self._request = options.resolve(request.options), request
+        self._ray = import_ray()
+        try:
+            self._connect()
+            self._journal = journals.Journal.start(request.run_dir, request.job_id, self._ray, self._connected,
+                                                   self._cfg.address)
+            self._place()
+            self._start_all()
+        except BaseException as exc:
+            self._event(f"provisioning failed ({type(exc).__name__}): removing what was created")
+            try:
+                self.teardown()
+            except (ClusterError, OSError, self._ray.exceptions.RayError) as cleanup:  # the original stays on top
+                log.error("ray: teardown after a failed provision: %s", cleanup)
+            raise
+        shared = self._cfg.shared_filesystem
+        if shared is None:  # every node on this machine sees the run folder where the manager writes it
+            shared = all(info["in_run_dir"] for info in self._infos)
+        if not shared and len({info["node_id"] for info in self._infos}) > 1:
+            self._event("the nodes are on several machines and the run folder is not shared with them "
+                        "(cluster.shared_filesystem: false): checkpoints stay on node 0's own disk, so losing "
+                        "node 0 loses them; put the run folder (--output-dir) on a mount every node reads at the "
+                        "same path and set cluster.shared_filesystem: true")
+        return ClusterInfo(request.job_id, tuple(self.nodes), shared_filesystem=shared)
+
+    def _connect(self) -> None:
+        ray, cfg, n = self._ray, self._cfg, self._request.num_nodes
+        os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")  # no usage reports from a job's driver
+        if ray.is_initialized():
+            self._event(f"using the Ray this process is connected to ({_gcs_address(ray)})")
+            return
+        kwargs: dict[str, Any] = {"namespace": NAMESPACE, "log_to_driver": False, "logging_level": logging.WARNING}
+        if cfg.address is None:
+            bundle = cfg.bundle
+            custom = {k: v * n for k, v in bundle.items() if k not in options.BUILTIN_RESOURCES}
+            kwargs.update(include_dashboard=False, object_store_memory=LOCAL_OBJECT_STORE_BYTES,
+                          num_cpus=max(os.cpu_count() or 1, math.ceil(bundle.get("CPU", 0.0) * n)),
+                          num_gpus=math.ceil(bundle.get("GPU", 0.0) * n), resources=custom)
+            self._event("starting a local Ray instance for the job (cluster.address: null)")
+        else:
+            _probe(cfg.address)  # Ray itself retries an unreachable address for minutes
+            kwargs["address"] = cfg.address
+        try:
+            ray.init(**kwargs)
+        except (ConnectionError, RuntimeError, ValueError, TimeoutError) as exc:
+            where = "start a local Ray" if cfg.address is None else f"connect to Ray at {cfg.address}"
+            raise ClusterError(f"cluster.address: cannot {where}: {_first_line(exc)}") from None
+        self._connected = True
+        if cfg.address is not None:
+            self._event(f"connected to the Ray cluster at {cfg.address}")
+
+    def _place(self) -> None:
+        """Reserve one bundle per node; a clear error when the cluster cannot hold them in time."""
+        from ray.util.placement_group import placement_group
+
+        ray, cfg, request = self._ray, self._cfg, self._request
+        bundle, n = cfg.bundle, request.num_nodes
+        alive = [node for node in ray.nodes() if node.get("Alive")]
+        strategy, why = placement.strategy(alive, bundle, n)
+        self._event(f"placement group of {n} bundle(s) of {placement.describe(bundle)}, {strategy}: {why}")
+        short = placement.shortfall(alive, bundle, n)
+        if short:
+            self._event(f"{short}: waiting up to {cfg.placement_timeout_s:.0f} s (cluster.placement_timeout_s) "
+                        "for nodes to join (an autoscaler)")
+        self._pg = placement_group([dict(bundle) for _ in range(n)], strategy=strategy,
+                                   name=journals.group_name(request.job_id))
+        self._journal.update(placement_group=journals.group_name(request.job_id))
+        if not self._pg.wait(timeout_seconds=cfg.placement_timeout_s):
+            now = placement.shortfall([node for node in ray.nodes() if node.get("Alive")], bundle, n)
+            raise ClusterError(f"cluster.workers={n}: the Ray cluster could not place {n} node(s) of "
+                               f"{placement.describe(bundle)} (cluster.resources_per_node) within "
+                               f"{cfg.placement_timeout_s:.0f} s: {now or 'its resources are taken by other jobs'}")
+
+    def _start_all(self) -> None:
+        n = self._request.num_nodes
+        self._actors, self._generation, self._infos = [None] * n, [0] * n, [{}] * n
+        self.nodes = [None] * n
+        calls = [self._start_actor(i) for i in range(n)]
+        for i, call in enumerate(calls):
+            self._finish_start(i, call)
+        self._event(f"{n} agent(s) up on Ray node(s) {', '.join(sorted({i['host'] for i in self._infos}))}")
+
+    def _start_actor(self, index: int):
+        """Create node `index`'s actor in its bundle and ask it to start the agent; returns the pending call."""
+        from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+        ray, cfg, request = self._ray, self._cfg, self._request
+        bundle = cfg.bundle
+        self._generation[index] += 1
+        name = journals.actor_name(request.job_id, index, self._generation[index])
+        host_cls = ray.remote(NodeHost)
+        actor = host_cls.options(
+            name=name, max_restarts=0, max_concurrency=2, num_cpus=bundle.get("CPU", 0.0),
+            num_gpus=bundle.get("GPU", 0.0), memory=bundle.get("memory"),
+            resources={k: v for k, v in bundle.items() if k not in options.BUILTIN_RESOURCES},
+            scheduling_strategy=PlacementGroupSchedulingStrategy(self._pg, placement_group_bundle_index=index),
+        ).remote()
+        self._actors[index] = actor
+        self._journal.add_actor(name)
+        # The run folder is the nodes' work dir where they see it: on this machine, or on a shared mount.
+        run_nodes = os.path.join(os.path.abspath(request.run_dir), "nodes", str(index))
+        shared = {True: "always", False: "never", None: socket.gethostname()}[cfg.shared_filesystem]
+        env = {k: v for k, v in os.environ.items() if k.startswith(FORWARDED_PREFIX) and k != "SYNCSWITCH_TOKEN"}
+        return actor.start.remote(index, request.job_id, request.token, run_nodes, shared,
+                                  cfg.warm_spare or request.spare_task, env, cfg.ready_timeout_s)
+
+    def _finish_start(self, index: int, call) -> NodeInfo:
+        ray, cfg = self._ray, self._cfg
+        try:
+            info = ray.get(call, timeout=cfg.ready_timeout_s + 30)
+        except ray.exceptions.GetTimeoutError:
+            raise ClusterError(f"node {index}: its Ray actor did not start the agent within "
+                               f"{cfg.ready_timeout_s + 30:.0f} s") from None
+        except ray.exceptions.RayError as exc:
+            raise ClusterError(f"node {index}: {_first_line(exc)}") from None
+        node = NodeInfo(index, info["host"], f"{info['host']}:{info['agent_port']}", info["ps_port"],
+                        info["worker_port"], resource_id=f"{info['node_id'][:12]}/{info['pid']}")
+        self.nodes[index], self._infos[index] = node, info
+        self._journal.set_agent(index, info)
+        return node
+
+    # -- lost nodes ----------------------------------------------------------------------------
+
+    def lost_reason(self, index: int) -> str | None:
+        """What Ray says of node `index`: its Ray node gone, its actor dead, or its agent exited."""
+        ray, info = self._ray, self._infos[index]
+        node = next((n for n in ray.nodes() if n.get("NodeID") == info.get("node_id")), None)
+        if node is not None and not node.get("Alive"):
+            return f"Ray node {info['node_id'][:12]} ({info['host']}) is dead"
+        try:
+            code = ray.get(self._actors[index].exit_code.remote(), timeout=5)
+        except ray.exceptions.GetTimeoutError:
+            return "its Ray actor does not answer"
+        except ray.exceptions.RayError as exc:
+            return f"its Ray actor died: {_first_line(exc)}"
+        return None if code is None else f"its agent exited with code {code}"
+
+    def replace_node(self, index: int) -> NodeInfo:
+        """A new actor (and agent) in node `index`'s bundle; Ray moves the bundle when its Ray node died."""
+        ray, cfg = self._ray, self._cfg
+        try:
+            ray.kill(self._actors[index], no_restart=True)  # its agent exits with it
+        except (ValueError, ray.exceptions.RayError) as exc:  # already dead: nothing to kill
+            log.debug("ray: killing node %d's old actor: %s", index, exc)
+        if not self._pg.wait(timeout_seconds=cfg.placement_timeout_s):
+            raise ClusterError(f"node {index}: the Ray cluster has no room for its bundle of "
+                               f"{placement.describe(cfg.bundle)} within {cfg.placement_timeout_s:.0f} s")
+        node = self._finish_start(index, self._start_actor(index))
+        self._event(f"node {index}: replacement actor on Ray node {node.resource_id} at {node.agent_address}")
+        return node
+
+    # -- teardown and the rest -----------------------------------------------------------------
+
+    def teardown(self) -> None:
+        """Stop every agent, kill every actor, remove the placement group, disconnect; safe to repeat."""
+        ray = self._ray
+        if ray is None or not ray.is_initialized():
+            return
+        actors, self._actors = [a for a in self._actors if a is not None], []
+        stops = [a.stop.remote() for a in actors]
+        if stops:
+            ray.wait(stops, num_returns=len(stops), timeout=15)
+        for actor in actors:
+            try:
+                ray.kill(actor, no_restart=True)
+            except (ValueError, ray.exceptions.RayError) as exc:
+                log.debug("ray: kill: %s", exc)
+        pg, self._pg = self._pg, None
+        if pg is not None:
+            from ray.util.placement_group import remove_placement_group
+
+            try:
+                remove_placement_group(pg)
+            except (ValueError, ray.exceptions.RayError) as exc:
+                log.warning("ray: could not remove the placement group: %s", exc)
+        if self._journal is not None:
+            self._journal.update(ended=True)
+        if self._connected:
+            self._connected = False
+            ray.shutdown()  # with address: null this also stops the local Ray started for the job
+
+    def dry_run(self, request: ProvisionRequest) -> str:
+        cfg = options.resolve(request.options)
+        where = "a local Ray started for the job (and stopped after it)" if cfg.address is None \
+            else f"the Ray cluster at {cfg.address}"
+        return (f"ray backend: {request.num_nodes} node(s) on {where}: a placement group of {request.num_nodes} "
+                f"bundle(s) of {placement.describe(cfg.bundle)} (STRICT_SPREAD where enough Ray nodes can hold one, "
+                f"SPREAD otherwise), one actor per bundle owning that node's agent; the manager runs here")
+
+    @classmethod
+    def reap(cls, run_dir: str) -> list[str]:
+        """End what a dead manager of `run_dir` left: its agents on this machine, a local Ray it had started,
+        and on a cluster its actors and placement group (Ray ends a dead driver's own; this is the net)."""
+        return journals.reap(run_dir, NAMESPACE)
+
+
+def _probe(address: str, timeout_s: float = 5.0) -> None:
+    """A ClusterError naming cluster.address when nothing listens there (`auto` is found by Ray itself)."""
+    if address == "auto":
+        return
+    host, _, port = address.removeprefix("ray://").rpartition(":")
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s).close()
+    except OSError as exc:
+        raise ClusterError(f"cluster.address={address!r}: nothing answers there ({exc.strerror or exc}); "
+                           "is the Ray head running, and is this its address?") from None
+
+
+def _gcs_address(ray) -> str:
+    return getattr(ray.get_runtime_context(), "gcs_address", "") or "unknown address"
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip() or type(exc).__name__
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    return lines[-1] if "Traceback" in text else lines[0]

@@ -1,0 +1,26 @@
+"""The switch-point search's pilot runner: one real run through the cluster manager per pilot.
+
+Here, on the floor that may use both, so that neither the cluster manager nor the search imports the other.
+"""
+
+from __future__ import annotations
+
+import os
+
+from syncswitch.cluster_manager.experiments import run_variant
+from syncswitch.runfolder import RunSummary
+from syncswitch.search.binary_search import PilotResult
+
+
+def run_pilot_factory(job_spec, output_root: str):
+    """run_pilot(switch_at, repeat) -> PilotResult, each pilot in its own folder under `output_root`."""
+
+    def run_pilot(switch_at: float, repeat: int) -> PilotResult:
+        run_dir = os.path.join(output_root, f"switch{switch_at:.4f}-r{repeat}")
+        summary = RunSummary(run_variant(job_spec, f"switch@{switch_at}", run_dir))
+        accuracy = summary.doc.get("converged_accuracy") if summary.completed else None
+        # The guard repaired it (rolled back, or fell back from the current weights): that switch point degraded.
+        return PilotResult(converged_accuracy=accuracy, total_time_s=summary.doc.get("total_time_s") or 0.0,
+                           run_dir=run_dir, rolled_back=summary.guard_acted)
+
+    return run_pilot

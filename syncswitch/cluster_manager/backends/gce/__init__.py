@@ -1,6 +1,0 @@
-"""Google Compute Engine backend (`cluster.backend: gce`); google-cloud-compute is imported only when used."""
-
-from syncswitch.cluster_manager.backends.gce.backend import GceBackend
-from syncswitch.cluster_manager.backends.gce.net import wait_for_port
-
-__all__ = ["GceBackend", "wait_for_port"]

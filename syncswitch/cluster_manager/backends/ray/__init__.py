@@ -1,5 +1,0 @@
-"""Ray backend (`cluster.backend: ray`); Ray itself is imported only when a job uses it."""
-
-from syncswitch.cluster_manager.backends.ray.backend import INSTALL_HINT, RayBackend
-
-__all__ = ["INSTALL_HINT", "RayBackend"]
