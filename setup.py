@@ -27,8 +27,10 @@ setup(
         "scikit-learn>=1.3",
     ],
     extras_require={
-        # ray: CI runs the ray backend's tests on a real local Ray cluster
-        "test": ["pytest>=7", "pytest-timeout>=2.1", "grpcio-tools>=1.60,<2", "ray>=2.40"],
+        # CI's lint and documentation site (.ci/run: ruff, mkdocs --strict with the material theme), and the ray
+        # backend's tests on a real local Ray cluster
+        "test": ["pytest>=7", "pytest-timeout>=2.1", "grpcio-tools>=1.60,<2", "ruff>=0.6", "mkdocs>=1.6,<2",
+                 "mkdocs-material>=9.5,<10", "ray>=2.40"],
         "gce": ["google-cloud-compute>=1.47,<2"],  # 1.47: the first that allows protobuf 7
         "ray": ["ray>=2.40"],  # placement groups' wait(timeout_seconds) and PlacementGroupSchedulingStrategy
     },

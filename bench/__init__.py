@@ -1,1 +1,1 @@
-"""Benchmarks of syncswitch: `python bench/run.py --quick --out bench-runs/quick.json` runs them all."""
+"""Benchmarks of syncswitch: `python -m bench PART [options]` runs one part; `python -m bench --help` lists them."""

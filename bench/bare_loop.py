@@ -1,4 +1,5 @@
-"""The bare baseline of issue 17: a hand-written tf.compat.v1 parameter-server loop training a job's model.
+"""The bare baseline of the framework-overhead part: a hand-written tf.compat.v1 parameter-server loop training
+a job's model.
 
 No syncswitch at run time: one process per worker (PS tasks in the first `--ps` of them, as syncswitch
 places them), numpy batches fed with feed_dict, MonitoredTrainingSession-style sessions, BSP through
@@ -7,7 +8,7 @@ flip is decided in the graph's own counter: a worker reads the global step after
 evaluating the test split every `evaluation.every` of the workload. Hyperparameters follow the paper's
 linear scaling rule as syncswitch's default configuration does: BSP at n * lr, ASP at lr, batch B per worker.
 
-Run `python bench/bare_loop.py JOB.yaml --workers 4 --ps 1 [--set KEY=VALUE]`; it prints one JSON object.
+Run `python -m bench.bare_loop JOB.yaml --workers 4 --ps 1 [--set KEY=VALUE]`; it prints one JSON object.
 The job's script must expose `_data(num_samples, seed)` arrays (examples/mnist1d_cnn.py does).
 """
 
@@ -41,7 +42,6 @@ def free_ports(count: int) -> list[int]:
 
 def plan_from_spec(path: str, overrides, workers: int, ps: int, switch_at: float) -> dict:
     """What every worker needs, from the same job spec syncswitch reads (validated by syncswitch's loader)."""
-    sys.path.insert(0, ROOT)
     import syncswitch.backends  # noqa: F401 - registers the backends specs name
     from syncswitch import spec as specmod
 
@@ -63,8 +63,8 @@ def run(plan: dict, timeout_s: float = 1800) -> dict:
     procs = []
     try:
         for i in range(n):
-            procs.append(subprocess.Popen([sys.executable, os.path.abspath(__file__), "--worker", str(i)],
-                                          stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env,
+            procs.append(subprocess.Popen([sys.executable, "-m", "bench.bare_loop", "--worker", str(i)],
+                                          stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env, cwd=ROOT,
                                           start_new_session=True))
             procs[-1].stdin.write(json.dumps(plan) + "\n")
             procs[-1].stdin.flush()

@@ -23,9 +23,9 @@ import subprocess
 import sys
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
-from bench import common  # noqa: E402
+from bench import common
+
+ROOT = common.ROOT
 
 
 def _matrix():
@@ -73,8 +73,11 @@ def child(steps: int, warmup: int) -> None:
     import numpy as np
     import tensorflow as tf
 
-    sys.path.insert(0, os.path.join(ROOT, "examples"))
-    import mnist1d_cnn
+    import importlib.util
+
+    found = importlib.util.spec_from_file_location("mnist1d_cnn", os.path.join(ROOT, "examples", "mnist1d_cnn.py"))
+    mnist1d_cnn = importlib.util.module_from_spec(found)
+    found.loader.exec_module(mnist1d_cnn)
 
     v1 = tf.compat.v1
     v1.disable_eager_execution()
@@ -111,15 +114,15 @@ def stats(step_s: list[float]) -> dict:
 
 
 def run_one(hierarchy, cpus: float | None, period_us: int, args) -> dict:
-    cmd = [sys.executable, os.path.abspath(__file__), "--child", "--work", args.work, "--steps", str(args.steps),
+    cmd = [sys.executable, "-m", "bench.cgroup_period", "--child", "--work", args.work, "--steps", str(args.steps),
            "--warmup", str(args.warmup), "--matmuls", str(args.matmuls), "--threads", str(args.threads)]
     throttling = None
     if cpus is None:  # the reference: no group, no quota
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900, cwd=ROOT)
     else:
         run = hierarchy.create_run(f"period-bench-{period_us}", 1, cpus, period_us)
         try:
-            proc = subprocess.run(run.nodes[0].command(cmd), capture_output=True, text=True, timeout=900)
+            proc = subprocess.run(run.nodes[0].command(cmd), capture_output=True, text=True, timeout=900, cwd=ROOT)
             throttling = run.nodes[0].stat()
         finally:
             run.remove()
@@ -156,8 +159,14 @@ def wrapper_cost(repeats: int = 20) -> dict:
             "python_child_before_move_us": round(statistics.median(popen) / 1e3, 1), "repeats": repeats}
 
 
-def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+RESULT_SCHEMA = {
+    "cgroup": "the cpu controller used", "work": "tf or numpy", "cpus": "the budget", "steps": "timed steps per run",
+    "rounds": "rounds, each running every period", "median_of_rounds": "{period: step-time statistics}",
+    "runs": "every run's statistics", "wrapper": "on-CPU cost of the sh wrapper outside the budget",
+}
+
+
+def add_options(parser) -> None:
     parser.add_argument("--cpus", type=float, default=0.45)
     parser.add_argument("--periods-ms", default="100,20,10,5", help="Comma-separated CFS periods in ms.")
     parser.add_argument("--rounds", type=int, default=3)
@@ -171,13 +180,9 @@ def main(argv=None) -> int:
     parser.add_argument("--threads", type=int, default=1, help="Threads sharing each step of --work numpy.")
     parser.add_argument("--matmuls", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
-    args = parser.parse_args(argv)
-    if args.child:
-        if args.work == "numpy":
-            child_numpy(args.steps, args.warmup, args.matmuls, args.threads)
-        else:
-            child(args.steps, args.warmup)
-        return 0
+
+
+def run_part(args, root) -> dict:
     from syncswitch.backends.cgroups import CpuHierarchy
 
     hierarchy = CpuHierarchy.find()
@@ -202,13 +207,22 @@ def main(argv=None) -> int:
         for key, row in summary.items():
             if key != "unlimited":
                 row["efficiency"] = round(row["steps_per_s"] * cost / args.cpus, 3)
-    print(json.dumps({"machine": common.machine_facts(argv), "cgroup": repr(hierarchy), "work": args.work,
-                      "threads": args.threads, "matmuls_per_step": args.matmuls,
-                      "load_after": os.getloadavg(), "cpus": args.cpus, "steps": args.steps,
-                      "rounds": args.rounds, "median_of_rounds": summary, "runs": results,
-                      "wrapper": wrapper_cost()}, indent=2))
+    return {"cgroup": repr(hierarchy), "work": args.work, "threads": args.threads, "matmuls_per_step": args.matmuls,
+            "load_after": os.getloadavg(), "cpus": args.cpus, "steps": args.steps, "rounds": args.rounds,
+            "median_of_rounds": summary, "runs": results, "wrapper": wrapper_cost()}
+
+
+def child_main(argv) -> int:
+    """A timed child (`--child`), started by run_one inside a node's group."""
+    parser = argparse.ArgumentParser()
+    add_options(parser)
+    args = parser.parse_args(argv)
+    if args.work == "numpy":
+        child_numpy(args.steps, args.warmup, args.matmuls, args.threads)
+    else:
+        child(args.steps, args.warmup)
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(child_main(sys.argv[1:]) if "--child" in sys.argv else common.main_of(__spec__.name))

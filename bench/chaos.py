@@ -1,5 +1,5 @@
 """Chaos runs: SIGKILL a worker's task, a PS-hosting task, an agent or the manager at scheduled points of
-a quickstart run, and measure what recovery costs (`python bench/chaos.py --runs 20 --out FILE.json`).
+a quickstart run, and measure what recovery costs (`python -m bench chaos --runs 20 --out FILE.json`).
 
 Every syncswitch node hosts one parameter-server task and one worker in one training process, so "a PS
 kill" is a kill of a node's training process while its parameter shard serves the others (node 0's holds
@@ -8,7 +8,6 @@ the chief); "a worker kill" is a kill of a non-chief node's process in the BSP p
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import signal
@@ -18,8 +17,7 @@ import sys
 import threading
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from bench import common  # noqa: E402
+from bench import common
 
 # name: (what to kill, node, fraction of the workload at which to kill, what the point is)
 SCENARIOS = {
@@ -190,57 +188,62 @@ def _leftovers(run_dir: str) -> list[int]:
     return left
 
 
-def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+RESULT_SCHEMA = {"runs": "one row per run: scenario, status, accuracy, failures, goodput, leftovers",
+                 "aggregate": "recovery times, samples lost, accuracy against the unfailed runs", "sets": "overrides"}
+
+
+def add_options(parser) -> None:
     parser.add_argument("--job", default=common.QUICKSTART)
     parser.add_argument("--scenarios", default="worker-bsp,ps-asp,worker-asp,agent,switch",
                         help=f"comma-separated, of: {', '.join(SCENARIOS)}")
     parser.add_argument("--runs", type=int, default=20, help="failed runs in all, cycling through the scenarios")
     parser.add_argument("--unfailed", type=int, default=5, help="unfailed runs, interleaved, for the baseline")
     parser.add_argument("--set", dest="sets", action="append", default=[])
-    parser.add_argument("--out", required=True)
-    parser.add_argument("--runs-dir", help="where the run folders go (default: next to --out)")
-    parser.add_argument("--reaggregate", action="store_true", help="recompute --out's aggregate (reading "
-                        "init times from the run folders where the runs lack them) and exit")
-    args = parser.parse_args(argv)
-    if args.reaggregate:
-        with open(args.out, encoding="utf-8") as fh:
-            doc = json.load(fh)
-        folder = args.runs_dir or os.path.splitext(args.out)[0] + "-runs"
-        for i, r in enumerate(doc["runs"]):
-            summary = _summary(os.path.join(folder, f"{i:02d}-{r['scenario']}")) or {}
-            r.setdefault("init_time_s", summary.get("init_time_s"))
-        doc["aggregate"] = aggregate(doc["runs"])
-        with open(args.out, "w", encoding="utf-8") as fh:
-            json.dump(doc, fh, indent=2, default=float)
-        print(json.dumps(doc["aggregate"], indent=2, default=float))
-        return 0
-    scenarios = [s.strip() for s in args.scenarios.split(",") if s.strip()]
-    folder = args.runs_dir or os.path.splitext(args.out)[0] + "-runs"
-    os.makedirs(folder, exist_ok=True)
-    plan = [scenarios[i % len(scenarios)] for i in range(args.runs)]
-    # Unfailed runs interleaved among the failed ones: machine load drifts over the session.
-    step = max(1, len(plan) // max(1, args.unfailed))
+    parser.add_argument("--reaggregate", metavar="RESULT.json", help="recompute a result file's aggregate (reading "
+                        "init times from its run folders where the runs lack them) instead of running")
+
+
+def reaggregate(path: str) -> dict:
+    with open(path, encoding="utf-8") as fh:
+        doc = json.load(fh)
+    folder = doc.get("run_root") or os.path.splitext(path)[0] + "-runs"
+    for i, r in enumerate(doc["runs"]):
+        summary = _summary(os.path.join(folder, f"{i:02d}-{r['scenario']}")) or {}
+        r.setdefault("init_time_s", summary.get("init_time_s"))
+    doc["aggregate"] = aggregate(doc["runs"])
+    return doc
+
+
+def plan_order(scenarios: list[str], runs: int, unfailed: int) -> list[str | None]:
+    """The failed runs cycling through the scenarios, unfailed ones (None) spread among them: machine load drifts."""
+    plan = [scenarios[i % len(scenarios)] for i in range(runs)]
+    step = max(1, len(plan) // max(1, unfailed))
     order = []
     for i, s in enumerate(plan):
-        if i % step == 0 and sum(1 for o in order if o is None) < args.unfailed:
+        if i % step == 0 and sum(1 for o in order if o is None) < unfailed:
             order.append(None)
         order.append(s)
-    while sum(1 for o in order if o is None) < args.unfailed:
+    while sum(1 for o in order if o is None) < unfailed:
         order.append(None)
+    return order
+
+
+def run_part(args, root) -> dict:
+    if args.reaggregate:
+        return reaggregate(args.reaggregate)
+    scenarios = [s.strip() for s in args.scenarios.split(",") if s.strip()]
+    order = plan_order(scenarios, args.runs, args.unfailed)
     results = []
     for i, scenario in enumerate(order):
-        run_dir = os.path.join(folder, f"{i:02d}-{scenario or 'none'}")
+        run_dir = os.path.join(root, f"{i:02d}-{scenario or 'none'}")
         common.log(f"run {i + 1}/{len(order)}: {scenario or 'unfailed'}")
         result = run_one(args.job, run_dir, scenario, args.sets)
         results.append(result)
         common.log(f"  -> {result.get('status')} acc {result.get('final_accuracy')} "
                    f"failures {len(result.get('failures') or [])}")
-        with open(args.out, "w", encoding="utf-8") as fh:
-            json.dump({"runs": results, "aggregate": aggregate(results), "sets": args.sets}, fh, indent=2,
-                      default=float)
-    print(json.dumps(aggregate(results), indent=2, default=float))
-    return 0
+        common.write_json(os.path.join(root, "partial.json"),
+                          {"runs": results, "aggregate": aggregate(results), "sets": args.sets, "run_root": root})
+    return {"runs": results, "aggregate": aggregate(results), "sets": args.sets, "run_root": root}
 
 
 def aggregate(results: list[dict]) -> dict:
@@ -276,4 +279,4 @@ def aggregate(results: list[dict]) -> dict:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(common.main_of(__spec__.name))

@@ -15,9 +15,9 @@ import time
 import traceback
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-if ROOT not in sys.path:
-    sys.path.insert(0, ROOT)
-# Every process a benchmark starts (agents, tasks, evaluator, helper scripts) imports this tree's syncswitch,
+# bench is a package run from the repository root (`python -m bench PART`), so this tree's syncswitch is the one
+# imported here. Every process a benchmark starts (agents, tasks, evaluator, helper scripts) imports this tree's
+# syncswitch,
 # whatever copy pip may have installed.
 os.environ["PYTHONPATH"] = os.pathsep.join([ROOT] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep)
                                                      if p and p != ROOT])
@@ -44,13 +44,10 @@ def spread(values) -> dict:
 
 
 def median_with_misses(values):
-    """Median where None means "never" (infinitely late); None when the median itself is a miss."""
-    ordered = sorted(math.inf if v is None else v for v in values)
-    n = len(ordered)
-    if not n:
-        return None
-    m = ordered[n // 2] if n % 2 else (ordered[n // 2 - 1] + ordered[n // 2]) / 2
-    return None if math.isinf(m) else m
+    """Median where None means "never" (infinitely late): the rule `syncswitch report` uses too."""
+    from syncswitch.metrics import median_time_to_accuracy
+
+    return median_time_to_accuracy(values)
 
 
 def ratio(num, den):
@@ -72,8 +69,9 @@ def git_commit() -> str | None:
 def machine_facts(argv=None) -> dict:
     facts = {"date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
              "cpu_count": os.cpu_count(), "python": platform.python_version(), "platform": platform.platform(),
-             "git_commit": git_commit(), "command": " ".join([os.path.relpath(sys.argv[0], ROOT)] +
-                                                               list(sys.argv[1:] if argv is None else argv))}
+             "git_commit": git_commit(),
+             "command": " ".join(["python -m bench"] + list(argv)) if argv is not None
+             else " ".join([os.path.relpath(sys.argv[0], ROOT)] + sys.argv[1:])}
     try:
         import psutil
 
@@ -131,7 +129,7 @@ def run_json_script(args: list[str], timeout_s: float, cwd: str = ROOT, env: dic
     return out
 
 
-def run_part(name: str, fn, *args, **kwargs) -> dict:
+def guarded(name: str, fn, *args, **kwargs) -> dict:
     """fn(*args, **kwargs) as one benchmark part: its dict, or {"error": ...} when it raises."""
     log(f"{name}: start")
     started = time.time()
@@ -147,6 +145,9 @@ def run_part(name: str, fn, *args, **kwargs) -> dict:
     result["part_wall_s"] = round(time.time() - started, 1)
     log(f"{name}: done in {result['part_wall_s']:.0f} s")
     return result
+
+
+run_part = guarded  # the name modules written before the part registry call it by
 
 
 def load_spec(job: str, overrides=()):
@@ -176,6 +177,7 @@ def run_summary(spec, variant: str | None, run_dir: str) -> dict:
     if summary.get("status") == "interrupted":  # the manager turned Ctrl-C into a status: stop the benchmark
         raise KeyboardInterrupt
     summary["bench_wall_s"] = time.time() - started
+    summary.setdefault("run_dir", run_dir)
     log(f"  {variant} -> {summary.get('status')} total {fmt(summary.get('total_time_s'))} s, "
         f"converged {fmt(summary.get('converged_accuracy'), 3)}, wall {summary['bench_wall_s']:.0f} s ({run_dir})")
     return summary
@@ -219,8 +221,56 @@ def run_root(out: str | None, label: str) -> str:
     return path
 
 
+def part_parser(module, name: str):
+    """The argument parser of a part: --quick and --out, then the options the part's module declares."""
+    import argparse
+
+    doc = (module.__doc__ or name).strip()
+    parser = argparse.ArgumentParser(prog=f"python -m bench {name}", description=doc.split("\n\n")[0],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="Fewer repeats and sizes.")
+    parser.add_argument("--out", help="Also write the JSON here; runs go in a folder beside it.")
+    module.add_options(parser)
+    return parser
+
+
+def missing_keys(result: dict, schema: dict) -> list[str]:
+    """The keys of a part's RESULT_SCHEMA that a result lacks (a result that is an error has none to check)."""
+    if "error" in result:
+        return []
+    return [key for key in schema if key not in result]
+
+
+def run_module(module, name: str, argv) -> int:
+    """`python -m bench NAME ARGS...`: parse the part's options, run it, check its result against its schema,
+    print the JSON and write --out. Exit 0, or 1 when the part failed or its result misses a key."""
+    args = part_parser(module, name).parse_args(argv)
+    root = run_root(args.out, name)
+    facts = machine_facts([name] + list(argv))  # the code as it was when the part began
+    result = guarded(name, module.run_part, args, root)
+    missing = missing_keys(result, module.RESULT_SCHEMA)
+    if missing:
+        result["error"] = f"the result lacks {', '.join(missing)} (RESULT_SCHEMA of bench.{name})"
+    result["machine"] = facts
+    print(json.dumps(result, indent=2, default=str))
+    if args.out:
+        write_json(args.out, result)
+    return 1 if "error" in result else 0
+
+
+def main_of(module_name: str, argv=None) -> int:
+    """`python -m bench.MODULE ARGS...` (a part's module run alone, `__spec__.name` its name): the same as
+    `python -m bench PART ARGS...`."""
+    import importlib
+
+    from bench.parts import PARTS
+
+    name = next((n for n, (m, _) in PARTS.items() if m == module_name), module_name.rsplit(".", 1)[-1])
+    return run_module(importlib.import_module(module_name), name, sys.argv[1:] if argv is None else argv)
+
+
 def standalone(description: str, add_args, run, argv=None) -> int:
-    """main() of a module run alone: parse args, run the part, print its JSON (and write --out)."""
+    """main() of a module not yet registered as a part: parse args, run it, print its JSON (and write --out)."""
     import argparse
 
     parser = argparse.ArgumentParser(description=description)
@@ -229,12 +279,30 @@ def standalone(description: str, add_args, run, argv=None) -> int:
     add_args(parser)
     args = parser.parse_args(argv)
     root = run_root(args.out, os.path.splitext(os.path.basename(sys.argv[0]))[0])
-    result = run_part(os.path.basename(sys.argv[0]), run, args, root)
-    text = json.dumps(result, indent=2, default=str)
-    print(text)
+    result = guarded(os.path.basename(sys.argv[0]), run, args, root)
+    print(json.dumps(result, indent=2, default=str))
     if args.out:
         write_json(args.out, result)
     return 1 if "error" in result else 0
+
+
+def interleaved(variants: dict, repeats: int, root: str, first_seed: int = 0, on_run=None) -> dict:
+    """The benchmarks' one run loop: `variants` {name: (spec, variant or None)} each `repeats` times, taking turns
+    within a repeat (machine load drifts alike over all of them); repeat r runs with seed (the spec's seed +
+    first_seed + r), as `syncswitch experiment` seeds its repeats. A variant is a `syncswitch experiment` variant
+    name, None the spec's own schedule. Returns {name: [summary, ...]}; `on_run(name, r, summary)` after each run."""
+    import dataclasses
+
+    runs = {name: [] for name in variants}
+    for r in range(repeats):
+        for name, (spec, variant) in variants.items():
+            seed = spec.seed + first_seed + r
+            seeded = dataclasses.replace(spec, seed=seed, raw={**spec.raw, "seed": seed})
+            summary = run_summary(seeded, variant, os.path.join(root, f"{name}-s{seed}"))
+            runs[name].append(summary)
+            if on_run is not None:
+                on_run(name, r, summary)
+    return runs
 
 
 # What a process is, from a needle in its command line: every sampler of the benchmarks names roles alike.

@@ -5,7 +5,7 @@ exactly as an asynchronous worker's gradient lands after `delay` others. What th
 hyperparameters is the part of ASP's accuracy loss that no runtime fix can remove; `--rules lookahead`
 measures what computing the gradient at the look-ahead point (the `lookahead` protocol) wins back.
 
-    python bench/delay_sim.py --job jobs/quickstart.yaml --delays fixed:0,fixed:1,fixed:2,rr:4 --seeds 3
+    python -m bench delay-sim --job jobs/quickstart.yaml --delays fixed:0,fixed:1,fixed:2,rr:4 --seeds 3
 
 Delays: `fixed:K` (every gradient K updates late), `poisson:M` (random, mean M), `rr:N` (N workers, a random
 one applies next; its gradient is as old as its last read).
@@ -13,24 +13,19 @@ one applies next; its gradient is as old as its last read).
 
 from __future__ import annotations
 
-import argparse
 import collections
-import json
-import os
 import statistics
 import sys
 
-os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from bench import common  # first: it sets the TensorFlow environment (legacy Keras, quiet logs)
 
-import numpy as np  # noqa: E402
-import tensorflow as tf  # noqa: E402
+import numpy as np
+import tensorflow as tf
 
-import syncswitch.backends  # noqa: E402,F401 - registers the backends specs name
-from syncswitch import spec as specmod  # noqa: E402
-from syncswitch.node import script as scriptmod  # noqa: E402
-from syncswitch.protocols.engines.lookahead import lookahead_factor  # noqa: E402
+import syncswitch.backends  # noqa: F401 - registers the backends specs name
+from syncswitch import spec as specmod
+from syncswitch.node import script as scriptmod
+from syncswitch.protocols.engines.lookahead import lookahead_factor
 
 
 def _model(module, path, params, x_spec, y_spec):
@@ -51,10 +46,10 @@ def test_accuracy(module, job, params, model) -> float:
 
 
 def add_run_args(parser) -> None:
-    """The arguments every one-process simulation takes beside its own: seeds, spec overrides, the output file."""
+    """The arguments every one-process simulation takes beside its own: seeds and spec overrides."""
+    parser.add_argument("--job", required=True)
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
-    parser.add_argument("--out")
 
 
 def run(job, delay: str, rule: str, seed: int) -> dict:
@@ -125,13 +120,17 @@ def run(job, delay: str, rule: str, seed: int) -> dict:
             "mean_delay": float(np.mean(delays)), "steps": steps}
 
 
-def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--job", required=True)
+RESULT_SCHEMA = {"job": "the job spec", "set": "its overrides", "runs": "one row per (seed, delay, rule)",
+                 "cells": "{delay rule: final accuracy {median, min, max, n, runs}}"}
+
+
+def add_options(parser) -> None:
+    add_run_args(parser)
     parser.add_argument("--delays", default="fixed:0,fixed:1,fixed:2")
     parser.add_argument("--rules", default="none,lookahead")
-    add_run_args(parser)
-    args = parser.parse_args(argv)
+
+
+def run_part(args, root) -> dict:
     job = specmod.load(args.job, args.set)
     rows = []
     for seed in range(args.seeds):  # seeds outermost: every cell sees the same machine drift
@@ -140,20 +139,14 @@ def main(argv=None) -> int:
                 if rule == "lookahead" and delay in ("fixed:0", "rr:1"):
                     continue  # nothing to look ahead over
                 rows.append(run(job, delay, rule, seed))
-                print(json.dumps(rows[-1]), flush=True)
-    print(f"\n{job.name}: final accuracy, median [min, max] over {args.seeds} seeds")
-    cells = collections.defaultdict(list)
+                common.log(f"{delay} {rule} seed {seed}: accuracy {rows[-1]['accuracy']:.3f}")
+    cells, delays = collections.defaultdict(list), collections.defaultdict(list)
     for r in rows:
-        cells[(r["delay"], r["rule"])].append(r)
-    for (delay, rule), rs in cells.items():
-        acc = [r["accuracy"] for r in rs]
-        print(f"  {delay:>10} {rule:>9}  {statistics.median(acc):.3f} [{min(acc):.3f}, {max(acc):.3f}]"
-              f"  mean delay {statistics.mean(r['mean_delay'] for r in rs):.2f}")
-    if args.out:
-        with open(args.out, "w", encoding="utf-8") as fh:
-            json.dump({"job": args.job, "set": args.set, "runs": rows}, fh, indent=1)
-    return 0
-
+        cells[f"{r['delay']} {r['rule']}"].append(r["accuracy"])
+        delays[f"{r['delay']} {r['rule']}"].append(r["mean_delay"])
+    return {"job": args.job, "set": args.set, "runs": rows,
+            "cells": {key: common.spread(acc) for key, acc in cells.items()},
+            "mean_delay": {key: statistics.mean(d) for key, d in delays.items()}}
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(common.main_of(__spec__.name))

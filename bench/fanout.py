@@ -1,4 +1,5 @@
-"""Actuator fan-out: latency to deliver one Status call to 8, 64 and 256 agents, parallel Actuator vs sequential loop."""
+"""Actuator fan-out: latency to deliver one Status call to 8, 64 and 256 agents, parallel Actuator vs sequential
+loop."""
 
 from __future__ import annotations
 
@@ -9,8 +10,7 @@ import subprocess
 import sys
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from bench import common  # noqa: E402
+from bench import common
 
 SIZES = (8, 64, 256)
 AGENTS_PER_HELPER = 16
@@ -66,7 +66,7 @@ class Agents:
         env = dict(os.environ, SYNCSWITCH_TOKEN=self.token)
         shares = [count // procs + (i < count % procs) for i in range(min(procs, count))]
         for share in shares:
-            self.procs.append(subprocess.Popen([sys.executable, os.path.abspath(__file__), "--serve", str(share),
+            self.procs.append(subprocess.Popen([sys.executable, "-m", "bench.fanout", "--serve", str(share),
                                                 "--dir", work_dir], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                                env=env, text=True, cwd=common.ROOT))
 
@@ -197,14 +197,21 @@ def measure(repeats: int, root: str, sizes=SIZES, per_helper: int = AGENTS_PER_H
     return out
 
 
-def _args(parser) -> None:
+RESULT_SCHEMA = {
+    "rpc": "the call timed", "repeats": "rounds per size", "sizes": "agent counts; each size's key holds parallel_s "
+    "and sequential_s", "per_agent_parallel_ms": "parallel round time / agents, per size",
+    "per_agent_sequential_ms": "sequential round time / agents, per size",
+}
+
+
+def add_options(parser) -> None:
     parser.add_argument("--repeats", type=int)
     parser.add_argument("--sizes", help="Comma-separated agent counts (default 8,64,256).")
     parser.add_argument("--agents-per-helper", type=int, default=AGENTS_PER_HELPER,
                         help="Most agents one helper process hosts (at least 2 helpers per size).")
 
 
-def _run(args, root) -> dict:
+def run_part(args, root) -> dict:
     sizes = tuple(int(s) for s in args.sizes.split(",")) if args.sizes else SIZES
     return measure(args.repeats or (5 if args.quick else 20), root, sizes, args.agents_per_helper)
 
@@ -214,4 +221,4 @@ if __name__ == "__main__":
         i = sys.argv.index("--serve")
         serve(int(sys.argv[i + 1]), sys.argv[sys.argv.index("--dir") + 1])
     else:
-        sys.exit(common.standalone(__doc__.splitlines()[0], _args, _run))
+        sys.exit(common.main_of(__spec__.name))

@@ -10,8 +10,7 @@ from __future__ import annotations
 import os
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from bench import common  # noqa: E402
+from bench import common
 
 MNIST1D = os.path.join(common.ROOT, "jobs", "mnist1d_cnn.yaml")
 # (job, spec overrides) per mode; quick mode shortens the workloads only
@@ -72,7 +71,7 @@ def startup(summary: dict) -> dict:
 
 
 def run_bare(job, overrides, workers, ps, run_dir) -> dict:
-    args = [os.path.join("bench", "bare_loop.py"), job, "--workers", str(workers), "--ps", str(ps),
+    args = ["-m", "bench.bare_loop", job, "--workers", str(workers), "--ps", str(ps),
             "--switch-at", str(SWITCH_AT)]
     for o in overrides:
         args += ["--set", o]
@@ -125,7 +124,8 @@ def compare(job, overrides, workers, layout, repeats, root) -> dict:
                  for k in ("total_time_s", "init_time_s", "final_accuracy")} for who in ("bare", "syncswitch")}
     for who in ("bare", "syncswitch"):
         for proto in ("bsp", "asp"):
-            med[who][f"{proto}_examples_per_s"] = common.spread([phase_rates(p[who]).get(proto) for p in pairs])["median"]
+            rates = [phase_rates(p[who]).get(proto) for p in pairs]
+            med[who][f"{proto}_examples_per_s"] = common.spread(rates)["median"]
     return {"job": os.path.relpath(job, common.ROOT), "overrides": list(overrides), "workers": workers,
             "parameter_servers": layout, "repeats": repeats, "ratios": ratios, "medians": med, "pairs": pairs}
 
@@ -147,21 +147,27 @@ def measure(repeats: int, root: str, workers: int, full: bool, only_job: str | N
     return {"switch_at": SWITCH_AT, "repeats": repeats, "median_ratios": summary, "comparisons": results}
 
 
-def main(argv=None) -> int:
-    def add_args(parser):
-        parser.add_argument("--repeats", type=int, default=None)
-        parser.add_argument("--workers", type=int, default=4)
-        parser.add_argument("--full", action="store_true")
-        parser.add_argument("--job", help="Only the job whose path contains this (development).")
-        parser.add_argument("--layouts", help="Comma-separated PS layouts, e.g. 1,per-node (development).")
+RESULT_SCHEMA = {
+    "switch_at": "the switch point of both sides", "repeats": "interleaved pairs per comparison",
+    "median_ratios": "{job@ps=N: {ratio: median}}: syncswitch / bare for training time, BSP and ASP throughput, "
+                     "submit to first step",
+    "comparisons": "per job and PS layout: the pairs, their ratios and medians",
+}
 
-    def run(args, root):
-        repeats = args.repeats or (1 if args.quick or not args.full else 3)
-        layouts = tuple(args.layouts.split(",")) if args.layouts else None
-        return measure(repeats, root, args.workers, args.full, args.job, layouts)
 
-    return common.standalone(__doc__.splitlines()[0], add_args, run, argv)
+def add_options(parser) -> None:
+    parser.add_argument("--repeats", type=int, default=None)
+    parser.add_argument("--workers", type=int, default=4)
+    parser.add_argument("--full", action="store_true")
+    parser.add_argument("--job", help="Only the job whose path contains this (development).")
+    parser.add_argument("--layouts", help="Comma-separated PS layouts, e.g. 1,per-node (development).")
+
+
+def run_part(args, root) -> dict:
+    repeats = args.repeats or (1 if args.quick or not args.full else 3)
+    layouts = tuple(args.layouts.split(",")) if args.layouts else None
+    return measure(repeats, root, args.workers, args.full, args.job, layouts)
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(common.main_of(__spec__.name))

@@ -13,10 +13,9 @@ import statistics
 import sys
 import time
 
-os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
+from bench import common  # it sets the TensorFlow environment (legacy Keras, quiet logs)
+
+ROOT = common.ROOT
 
 
 def free_port():
@@ -27,12 +26,28 @@ def free_port():
     return port
 
 
-def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+RESULT_SCHEMA = {"hook_overhead_ratio": "median steps/s with hooks / plain session.run, over blocks",
+                 "ratio_min": "worst block", "ratio_max": "best block",
+                 "ratio_vs_callable": "median steps/s with hooks / a bare callable"}
+
+
+def add_options(parser) -> None:
     parser.add_argument("--script", default=os.path.join(ROOT, "examples", "mnist1d_cnn.py"))
     parser.add_argument("--blocks", type=int, default=6)
     parser.add_argument("--steps", type=int, default=200)
-    args = parser.parse_args()
+    parser.add_argument("--measure", action="store_true", help=argparse.SUPPRESS)
+
+
+def run_part(args, root) -> dict:
+    """The measurement runs in a process of its own: its servers cannot be shut down in-process."""
+    return common.run_json_script(["-m", "bench.hook_overhead", "--measure", "--script", args.script,
+                                   "--blocks", str(args.blocks), "--steps", str(args.steps)], timeout_s=900)
+
+
+def measure(argv) -> None:
+    parser = argparse.ArgumentParser()
+    add_options(parser)
+    args = parser.parse_args(argv)
 
     import tensorflow as tf
 
@@ -99,4 +114,6 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    if "--measure" in sys.argv:
+        measure(sys.argv[1:])
+    sys.exit(common.main_of(__spec__.name))

@@ -6,29 +6,22 @@ protocol's workers do; averaging every step is exactly BSP (the momentum update 
 the BSP reference. `post:F` runs period 1 until the fraction F of the workload, then the given period
 (post-local SGD, Lin et al. 2020: the Sync-Switch schedule with local SGD as the second phase).
 
-    python bench/local_sim.py --job jobs/quickstart.yaml --workers 4 --periods 1,2,4,8 --seeds 3
+    python -m bench local-sim --job jobs/quickstart.yaml --workers 4 --periods 1,2,4,8 --seeds 3
 """
 
 from __future__ import annotations
 
-import argparse
 import collections
-import json
-import os
-import statistics
 import sys
 
-os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from bench import common  # first: it sets the TensorFlow environment (legacy Keras, quiet logs)
 
-import tensorflow as tf  # noqa: E402
+import tensorflow as tf
 
-import syncswitch.backends  # noqa: E402,F401 - registers the backends specs name
-from syncswitch import spec as specmod  # noqa: E402
-from syncswitch.node import script as scriptmod  # noqa: E402
-
-from bench.delay_sim import _model, add_run_args, test_accuracy  # noqa: E402
+import syncswitch.backends  # noqa: F401 - registers the backends specs name
+from bench.delay_sim import _model, add_run_args, test_accuracy
+from syncswitch import spec as specmod
+from syncswitch.node import script as scriptmod
 
 
 def run(job, workers: int, period: int, post: float, average_momentum: bool, seed: int) -> dict:
@@ -88,32 +81,32 @@ def run(job, workers: int, period: int, post: float, average_momentum: bool, see
             "seed": seed, "accuracy": test_accuracy(module, job, params, model), "rounds": rounds}
 
 
-def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--job", required=True)
+RESULT_SCHEMA = {"job": "the job spec", "set": "its overrides", "workers": "model copies", "post": "BSP share",
+                 "runs": "one row per (seed, period)",
+                 "periods": "{period: final accuracy {median, min, max, n, runs}}"}
+
+
+def add_options(parser) -> None:
+    add_run_args(parser)
     parser.add_argument("--workers", type=int, default=4)
     parser.add_argument("--periods", default="1,2,4,8")
     parser.add_argument("--post", type=float, default=0.0, help="period 1 until this fraction of the workload")
     parser.add_argument("--average-momentum", action="store_true")
-    add_run_args(parser)
-    args = parser.parse_args(argv)
+
+
+def run_part(args, root) -> dict:
     job = specmod.load(args.job, args.set)
     rows = []
     for seed in range(args.seeds):
         for period in [int(p) for p in args.periods.split(",")]:
             rows.append(run(job, args.workers, period, args.post, args.average_momentum, seed))
-            print(json.dumps(rows[-1]), flush=True)
-    print(f"\n{job.name}, {args.workers} workers, post {args.post}: final accuracy, median [min, max]")
+            common.log(f"period {period} seed {seed}: accuracy {rows[-1]['accuracy']:.3f}")
     cells = collections.defaultdict(list)
     for r in rows:
-        cells[r["period"]].append(r["accuracy"])
-    for period, acc in cells.items():
-        print(f"  period {period:>3}  {statistics.median(acc):.3f} [{min(acc):.3f}, {max(acc):.3f}]")
-    if args.out:
-        with open(args.out, "w", encoding="utf-8") as fh:
-            json.dump({"job": args.job, "set": args.set, "args": vars(args), "runs": rows}, fh, indent=1)
-    return 0
+        cells[str(r["period"])].append(r["accuracy"])
+    return {"job": args.job, "set": args.set, "workers": args.workers, "post": args.post, "runs": rows,
+            "periods": {key: common.spread(acc) for key, acc in cells.items()}}
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(common.main_of(__spec__.name))

@@ -6,8 +6,7 @@ import os
 import statistics
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from bench import common  # noqa: E402
+from bench import common
 
 MIB = 2 ** 20
 class MemorySampler(common.ProcessSampler):
@@ -90,15 +89,20 @@ def measure(root: str, workers: int, job: str = common.QUICKSTART, overrides=())
                 run_dir=summary.get("run_dir"), variant=f"switch@{fraction:g}")
 
 
-def _args(parser) -> None:
+RESULT_SCHEMA = {
+    "job": "the job run", "workers": "cluster size", "run_dir": "the run sampled", "variant": "its schedule",
+}
+
+
+def add_options(parser) -> None:
     parser.add_argument("--workers", type=int, default=4)
     parser.add_argument("--job", default=common.QUICKSTART)
     parser.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE")
 
 
-def _run(args, root) -> dict:
+def run_part(args, root) -> dict:
     return measure(root, args.workers, args.job, args.sets)
 
 
 if __name__ == "__main__":
-    sys.exit(common.standalone(__doc__.splitlines()[0], _args, _run))
+    sys.exit(common.main_of(__spec__.name))

@@ -7,12 +7,11 @@ syncswitch node does. Variants are interleaved within each seed. Prints (and wit
 then per variant median [min-max] of training time, time to accuracy, final accuracy and throughput, and each
 median training time as a ratio to one process alone and to MWMS.
 
-    python -m bench.peers --seeds 1,2,3 --variants mwms,single,bsp,default --out bench/results/peers-x.json
+    python -m bench peers --seeds 1,2,3 --variants mwms,single,bsp,default --out bench/results/peers-x.json
 """
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import json
 import os
@@ -87,12 +86,14 @@ def run_peer(kind: str, job, seed: int, workers: int, cpus, timeout_s: float) ->
         procs = []
         for i in range(n):
             env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+            # the user's script imports helpers beside it, as it would run with `python train.py`
+            env["PYTHONPATH"] = os.pathsep.join(filter(None, [os.path.dirname(job.script), env.get("PYTHONPATH")]))
             if kind == "mwms":
                 env["TF_CONFIG"] = json.dumps({"cluster": {"worker": hosts}, "task": {"type": "worker", "index": i}})
             cmd = [sys.executable, os.path.join(SCRIPTS, f"{kind}.py"), *args]
             if groups is not None:
                 cmd = groups.nodes[i].command(cmd)
-            log = open(os.path.join(tmp, f"{i}.log"), "w+")  # noqa: SIM115 - closed below
+            log = open(os.path.join(tmp, f"{i}.log"), "w+")
             procs.append((subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=common.ROOT), log))
         try:
             codes = [p.wait(timeout=timeout_s) for p, _ in procs]
@@ -131,8 +132,8 @@ def run_syncswitch(variant: str, job_path: str, seed: int, workers: int, cpus, t
         raise RuntimeError(f"syncswitch {variant} wrote no summary (code {proc.returncode}): {proc.stderr[-600:]}")
     with open(path) as f:
         s = json.load(f)
-    phases = [{"protocol": p["protocol"], "examples_per_s": p.get("examples_per_s"), "wall_time_s": p.get("wall_time_s")}
-              for p in s.get("schedule", [])]
+    phases = [{"protocol": p["protocol"], "examples_per_s": p.get("examples_per_s"),
+               "wall_time_s": p.get("wall_time_s")} for p in s.get("schedule", [])]
     return {"train_time_s": s.get("total_time_s"), "time_to_accuracy_s": s.get("time_to_accuracy_s"),
             "final_accuracy": s.get("final_accuracy"), "status": s.get("status"),
             "examples_per_s": s["total_samples"] / s["total_time_s"] if s.get("total_time_s") else None,
@@ -180,8 +181,14 @@ def summarize(runs: list[dict]) -> dict:
     return table
 
 
-def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+RESULT_SCHEMA = {"job": "the job spec", "workers": "nodes", "cpus_per_node": "each node's CPU budget (null: none)",
+                 "target_accuracy": "the time-to-accuracy threshold", "seeds": "the seeds run",
+                 "table": "per variant: median [min, max] of time, TTA, accuracy, throughput; ratios to single "
+                          "and mwms",
+                 "runs": "every run"}
+
+
+def add_options(parser) -> None:
     parser.add_argument("--job", default=os.path.join(common.ROOT, "jobs", "mnist1d_cnn.yaml"))
     parser.add_argument("--seeds", default="1,2,3,4,5")
     parser.add_argument("--variants", default=",".join(VARIANTS))
@@ -189,28 +196,25 @@ def main(argv=None) -> int:
     parser.add_argument("--cpus-per-node", type=float, help="each node / peer process in a cgroup of this budget")
     parser.add_argument("--target", type=float, default=0.95, help="time-to-accuracy threshold")
     parser.add_argument("--timeout", type=float, default=600.0)
-    parser.add_argument("--out", help="write the JSON here too")
-    parser.add_argument("--runs-dir", help="where syncswitch's run folders go (default: a temporary folder)")
-    args = parser.parse_args(argv)
+    parser.add_argument("--runs-dir", help="where syncswitch's run folders go (default: beside --out)")
+
+
+def run_part(args, root) -> dict:
     job = common.load_spec(args.job)
     variants = [v for v in args.variants.split(",") if v]
     unknown = sorted(set(variants) - set(VARIANTS))
     if unknown:
-        parser.error(f"unknown variant(s) {unknown}; valid: {', '.join(VARIANTS)}")
+        raise SystemExit(f"--variants: unknown variant(s) {unknown}; valid: {', '.join(VARIANTS)}")
     seeds = [int(s) for s in args.seeds.split(",")]
-    root = args.runs_dir or tempfile.mkdtemp(prefix="peers-")
+    root = args.runs_dir or root
     runs = []
     for k, seed in enumerate(seeds):
         order = variants[k % len(variants):] + variants[:k % len(variants)]  # interleaved: no variant always first
         runs += [one(v, job, args.job, seed, args, root) for v in order]
-    doc = {"machine": common.machine_facts(argv), "job": args.job, "workers": args.workers,
-           "cpus_per_node": args.cpus_per_node, "target_accuracy": args.target, "seeds": seeds,
-           "table": summarize([r for r in runs if "error" not in r]), "runs": runs}
-    if args.out:
-        common.write_json(args.out, doc)
-    print(json.dumps(doc, indent=2, default=str))
-    return 0
+    return {"job": args.job, "workers": args.workers, "cpus_per_node": args.cpus_per_node,
+            "target_accuracy": args.target, "seeds": seeds,
+            "table": summarize([r for r in runs if "error" not in r]), "runs": runs}
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(common.main_of(__spec__.name))

@@ -6,59 +6,23 @@ spec, so a slow stretch of the shared machine falls on all variants alike.
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import sys
-import time
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from bench import common  # noqa: E402
+from bench import common
 
 PROTOCOLS = ("bsp", "asp", "ssp", "dc-asgd", "fasgd", "specsync", "lookahead", "local-sgd", "b-fasgd")
 SECOND_AFTER = 0.25  # the BSP share before a protocol runs as the second phase
 DIGITS_CNN = os.path.join(common.ROOT, "jobs", "digits_cnn.yaml")
 
 
-def _phase_item(part: str) -> dict:
-    """`ssp` or `bsp(aggregate=3)`: a protocol with its parameters (numbers and true/false where they parse)."""
-    name, _, rest = part.partition("(")
-    item = {"protocol": name.strip()}
-    for pair in filter(None, rest.rstrip(")").split(",")):
-        key, _, value = pair.partition("=")
-        if value.strip().lower() in ("true", "false"):
-            item[key.strip()] = value.strip().lower() == "true"
-            continue
-        try:
-            item[key.strip()] = int(value) if value.strip().lstrip("-").isdigit() else float(value)
-        except ValueError:
-            item[key.strip()] = value.strip()
-    return item
+def second_phase(protocol: str) -> str:
+    """The variant that runs `protocol` after BSP's share, in `syncswitch experiment`'s syntax."""
+    return f"switch@{SECOND_AFTER:g}:{protocol}"
 
 
-def schedule_of(variant: str):
-    """`ssp` (alone, default parameters), `bsp(aggregate=3)` (with parameters) or `bsp>ssp` (BSP until
-    SECOND_AFTER, then ssp) as spec phases."""
-    from syncswitch.spec.policy import parse_schedule
-
-    parts = variant.split(">")
-    items = [_phase_item(p) for p in parts]
-    if len(parts) == 2:
-        items[0]["until"] = SECOND_AFTER
-    return parse_schedule(items, f"--variant {variant}")
-
-
-def run_once(spec, variant: str, seed: int, run_dir: str) -> dict:
-    from syncswitch.cluster_manager import submission
-
-    policy = dataclasses.replace(spec.policy, schedule=schedule_of(variant), source="cli")
-    job = dataclasses.replace(spec.with_policy(policy), seed=seed)
-    started = time.time()
-    try:
-        summary = submission.submit(job, output_dir=run_dir, progress=False)
-    except Exception as exc:  # noqa: BLE001 - recorded per run
-        summary = {"status": "failed", "message": f"{type(exc).__name__}: {exc}"}
-    if summary.get("status") == "interrupted":
-        raise KeyboardInterrupt
+def row_of(variant: str, seed: int, run_dir: str, summary: dict) -> dict:
+    """One run's row: accuracy, time, throughput and what its own (first asynchronous) phase measured."""
     phases = summary.get("schedule") or []
     last = phases[-1] if phases else {}
     # What the variant's own (first asynchronous) phase measured; a rollback may end the run on BSP.
@@ -71,7 +35,7 @@ def run_once(spec, variant: str, seed: int, run_dir: str) -> dict:
            "last_phase_examples_per_s": last.get("examples_per_s"),
            "staleness_mean": measured.get("staleness_mean"), "aborted_steps": measured.get("aborted_steps"),
            "measured": measured,
-           "params": last.get("params"), "wall_s": round(time.time() - started, 1),
+           "params": last.get("params"), "wall_s": round(summary.get("bench_wall_s") or 0.0, 1),
            # The accuracy guard may roll an asynchronous second phase back and finish on BSP.
            "phases": [p.get("protocol") for p in phases],
            "rollbacks": sum(1 for p in phases if p.get("rolled_back_to") is not None)}
@@ -91,14 +55,14 @@ def stats(runs: list[dict]) -> dict:
 
 
 def verdict(results: dict) -> dict:
-    """The issue's target: a protocol other than bsp within 1 point of BSP's median accuracy at >= 90% of
+    """The target: a protocol other than bsp within 1 point of BSP's median accuracy at >= 90% of
     ASP's throughput (medians of the standalone runs); the best such is the suggested switch target."""
     med = {v: (r["final_accuracy"]["median"], r["examples_per_s"]["median"]) for v, r in results.items()
            if r["final_accuracy"].get("median") is not None}
     if "bsp" not in med or "asp" not in med:
         return {"note": "bsp or asp has no completed run"}
     bsp_acc, asp_speed = med["bsp"][0], med["asp"][1]
-    meets = sorted((v for v, (acc, speed) in med.items() if v != "bsp" and ">" not in v
+    meets = sorted((v for v, (acc, speed) in med.items() if v != "bsp" and not v.startswith("switch@")
                     and acc >= bsp_acc - 0.01 and speed >= 0.9 * asp_speed), key=lambda v: -med[v][0])
     return {"bsp_median_accuracy": bsp_acc, "asp_median_examples_per_s": asp_speed, "meets_target": meets,
             "best": meets[0] if meets else None}
@@ -106,46 +70,61 @@ def verdict(results: dict) -> dict:
 
 def compare(jobs, repeats: int, root: str, workers: int, second: bool, protocols=PROTOCOLS, overrides=(),
             variants=None, first_seed: int = 0) -> dict:
+    """Each variant (a protocol alone, and after BSP when `second`) on each job, seeds interleaved."""
+    from syncswitch.cluster_manager.experiments import variant_policy
+
     out = {"workers": workers, "repeats": repeats, "overrides": list(overrides), "first_seed": first_seed, "jobs": {}}
     for job in jobs:
         spec = common.load_spec(job, common.with_workers(overrides, workers))
-        spec = dataclasses.replace(spec, seed=spec.seed + first_seed)
-        variants = variants or (list(protocols) + ([f"bsp>{p}" for p in protocols if p != "bsp"] if second else []))
+        seconds = [second_phase(p) for p in protocols if p != "bsp"] if second else []
+        variants = variants or (list(protocols) + seconds)
+        for v in variants:
+            variant_policy(spec, v)  # a bad variant fails before any run starts
         common.log(f"protocols {spec.name}: {workers} workers, {', '.join(variants)} x {repeats} seeds")
         runs = {v: [] for v in variants}
-        for r in range(repeats):
-            for v in variants:
-                runs[v].append(run_once(spec, v, spec.seed + r, os.path.join(root, spec.name, f"{v}-s{r}")))
-                results = {v: dict(stats(rs), runs=rs) for v, rs in runs.items() if rs}
-                out["jobs"][spec.name] = {"job": os.path.relpath(spec.path, common.ROOT), "variants": results,
-                                          "verdict": verdict(results), "seeds_done": r + 1}
-                # What is known so far, so a benchmark stopped early still leaves its finished runs.
-                common.write_json(os.path.join(root, "partial.json"), out)
+        job_root = os.path.join(root, spec.name)
+
+        def done(variant, r, summary, spec=spec, runs=runs, job_root=job_root):
+            seed = spec.seed + first_seed + r
+            runs[variant].append(row_of(variant, seed, summary.get("run_dir") or job_root, summary))
+            results = {v: dict(stats(rs), runs=rs) for v, rs in runs.items() if rs}
+            out["jobs"][spec.name] = {"job": os.path.relpath(spec.path, common.ROOT), "variants": results,
+                                      "verdict": verdict(results), "seeds_done": r + 1}
+            # What is known so far, so a benchmark stopped early still leaves its finished runs.
+            common.write_json(os.path.join(root, "partial.json"), out)
+
+        common.interleaved({v: (spec, v) for v in variants}, repeats, job_root, first_seed=first_seed, on_run=done)
     return out
 
 
-def _args(parser) -> None:
-    parser.add_argument("--job", action="append", help="Job spec(s); default quickstart (and digits CNN unless --quick).")
+RESULT_SCHEMA = {
+    "workers": "cluster size", "repeats": "seeds per variant", "first_seed": "seed offset of the first repeat",
+    "jobs": "{job name: {job, variants: {variant: statistics and runs}, verdict, seeds_done}}",
+}
+
+
+def add_options(parser) -> None:
+    parser.add_argument("--job", action="append",
+                        help="Job spec(s); default quickstart (and digits CNN unless --quick).")
     parser.add_argument("--repeats", type=int, help="Seeds per variant (default 1 quick, 5 full).")
     parser.add_argument("--workers", type=int, default=4)
     parser.add_argument("--protocols", help=f"Comma-separated subset of {', '.join(PROTOCOLS)}.")
     parser.add_argument("--second", action="store_true", help="Also each protocol as the phase after BSP@0.25.")
-    parser.add_argument("--variants", help="Comma-separated variants instead, e.g. ssp,bsp>ssp.")
+    parser.add_argument("--variants", help="Variants instead, in `syncswitch experiment --compare` syntax, e.g. "
+                                           "ssp(staleness=3),switch@0.25:ssp.")
     parser.add_argument("--first-seed", type=int, default=0, help="Seed offset of the first repeat.")
     parser.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE")
 
 
-def _run(args, root) -> dict:
+def run_part(args, root) -> dict:
     jobs = args.job or ([common.QUICKSTART] if args.quick else [common.QUICKSTART, DIGITS_CNN])
     protocols = tuple(p.strip() for p in args.protocols.split(",")) if args.protocols else PROTOCOLS
     repeats = args.repeats or (1 if args.quick else 5)
-    variants = [v.strip() for v in args.variants.split(",")] if args.variants else None
+    from syncswitch.cluster_manager.experiments import split_variants
+
+    variants = split_variants(args.variants) if args.variants else None
     return compare(jobs, repeats, root, args.workers, args.second or not args.quick, protocols, args.sets, variants,
                    args.first_seed)
-
-
-if __name__ == "__main__":
-    sys.exit(common.standalone(__doc__.splitlines()[0], _args, _run))
 
 
 def markdown(result: dict) -> list[str]:
@@ -158,7 +137,8 @@ def markdown(result: dict) -> list[str]:
             return "-"
         return f"{s['median']:.{digits}f} [{s['min']:.{digits}f}, {s['max']:.{digits}f}]"
 
-    lines = ["### Protocols", "", f"{result['workers']} workers, {result['repeats']} seed(s) per variant; median [min, max].",
+    lines = ["### Protocols", "",
+             f"{result['workers']} workers, {result['repeats']} seed(s) per variant; median [min, max].",
              ""]
     for name, job in result["jobs"].items():
         lines += [f"**{name}** (`{job['job']}`)", "",
@@ -172,3 +152,7 @@ def markdown(result: dict) -> list[str]:
         meets = ", ".join(v.get("meets_target") or []) or "none"
         lines += ["", f"Within 1 point of BSP's median accuracy at >= 90% of ASP's throughput: {meets}.", ""]
     return lines
+
+
+if __name__ == "__main__":
+    sys.exit(common.main_of(__spec__.name))

@@ -9,12 +9,11 @@ once for the whole bench; every job connects to it as a driver and removes its a
 
 from __future__ import annotations
 
-import argparse
 import json
+import sys
 import os
 import signal
 import statistics
-import tempfile
 import threading
 import time
 
@@ -126,27 +125,25 @@ def recovery(cluster, runs: int, work: str) -> dict:
             "completed": sum(r["status"] == "completed" for r in rows)}
 
 
-def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("part", choices=("compare", "recovery"))
+RESULT_SCHEMA = {"command": "how it was run"}
+
+
+def add_options(parser) -> None:
+    parser.add_argument("what", nargs="?", default="compare", choices=("compare", "recovery"),
+                        help="compare local and ray (default), or recover on ray")
     parser.add_argument("--seeds", type=int, default=5)
     parser.add_argument("--runs", type=int, default=5)
-    args = parser.parse_args(argv)
+
+
+def run_part(args, root) -> dict:
     cluster = start_cluster()
     try:
-        with tempfile.TemporaryDirectory(prefix="bench-ray-") as work:
-            result = compare(cluster, args.seeds, work) if args.part == "compare" else \
-                recovery(cluster, args.runs, work)
+        result = compare(cluster, args.seeds, root) if args.what == "compare" else recovery(cluster, args.runs, root)
     finally:
         cluster.shutdown()
-    result["command"] = f"python -m bench.ray_backend {args.part} --seeds {args.seeds} --runs {args.runs}"
-    path = os.path.join(RESULTS, f"ray-{args.part}-2026-11-25.json")
-    os.makedirs(RESULTS, exist_ok=True)
-    with open(path, "w", encoding="utf-8") as fh:
-        json.dump(result, fh, indent=1)
-    print(json.dumps({k: v for k, v in result.items() if k != "runs"}, indent=1))
-    print("wrote", path)
+    result["command"] = f"python -m bench ray-backend {args.what} --seeds {args.seeds} --runs {args.runs}"
+    return result
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(common.main_of(__spec__.name))

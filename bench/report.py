@@ -1,4 +1,4 @@
-"""Markdown tables of a bench/run.py result (`python bench/report.py RESULT.json` prints them)."""
+"""Markdown tables of a suite result (`python -m bench.report RESULT.json` prints them): one renderer per part."""
 
 from __future__ import annotations
 
@@ -45,14 +45,17 @@ def _problem(part) -> str | None:
 
 
 def _variants(part: dict, names, extra=None) -> list[str]:
-    header = ["variant", "total time s", "final acc", "converged acc", "TTA s", "reached"] + ([extra[0]] if extra else [])
+    header = ["variant", "total time s", "final acc", "converged acc", "TTA s", "reached"]
+    header += [extra[0]] if extra else []
     rows = []
     for name in names:
         v = part.get(name)
         if not isinstance(v, dict) or "unavailable" in v:
-            rows.append([name, "unavailable: " + str((v or {}).get("unavailable", "not run"))] + [""] * (len(header) - 2))
+            why = str((v or {}).get("unavailable", "not run"))
+            rows.append([name, "unavailable: " + why] + [""] * (len(header) - 2))
             continue
-        row = [name, _spread(v["total_time_s"], 1), _spread(v["final_accuracy"], 3), _spread(v["converged_accuracy"], 3),
+        row = [name, _spread(v["total_time_s"], 1), _spread(v["final_accuracy"], 3),
+               _spread(v["converged_accuracy"], 3),
                _spread(v["tta_s"], 1), v["tta_s"].get("reached", "")]
         if extra:
             row.append(_x(v.get(extra[1])))
@@ -86,8 +89,9 @@ def stragglers_section(part) -> list[str]:
         return lines + [problem, ""]
     budget = (f", {part['cpus_per_node']} CPU per node, stragglers by {part.get('method')}"
               if part.get("cpus_per_node") else "")
-    lines += [f"`{part['job']}`, scenario {part['scenario']}, {part['workers']} workers{budget}, {part['repeats']} repeat(s), "
-              f"switch at {part['switch_at']:g}; TTA target {_num(part['target_accuracy'], 3)} ({part['target_source']}).", ""]
+    lines += [f"`{part['job']}`, scenario {part['scenario']}, {part['workers']} workers{budget}, "
+              f"{part['repeats']} repeat(s), switch at {part['switch_at']:g}; TTA target "
+              f"{_num(part['target_accuracy'], 3)} ({part['target_source']}).", ""]
     names = [k for k in ("none", "greedy", "elastic") if k in part]
     return lines + _variants(part, names, ("TTA speedup vs none", "speedup_vs_none")) + [""]
 
@@ -102,7 +106,8 @@ def switch_section(part) -> list[str]:
             for n in part["sizes"] if str(n) in part]
     errors = [f"{n} workers {mode}: {e}" for n in part["sizes"] if str(n) in part
               for mode in ("in_place", "relaunch") for e in part[str(n)].get(f"{mode}_errors", [])]
-    return lines + [f"{part['note']}; {part['repeats']} repeat(s), workload (samples) {part['workload_samples']}.", ""] + \
+    return lines + [f"{part['note']}; {part['repeats']} repeat(s), workload (samples) {part['workload_samples']}.",
+                    ""] + \
         _table(["workers", "in-place", "relaunch", "relaunch cold spares per run"], rows) + [""] + _errors(errors)
 
 
@@ -141,12 +146,14 @@ def memory_section(part) -> list[str]:
     problem = _problem(part)
     if problem:
         return lines + [problem, ""]
-    rows = [[role, _num(v["max_mib"], 0), _num(v["median_mib"], 0), v["processes"]] for role, v in part["by_role"].items()]
+    rows = [[role, _num(v["max_mib"], 0), _num(v["median_mib"], 0), v["processes"]]
+            for role, v in part["by_role"].items()]
     lines += [f"`{part['job']}` {part['variant']}, {part['workers']} workers, sampled every {part['interval_s']} s "
               f"({part['samples']} samples){'; ' + part['source'] if part.get('source') else ''}.", ""]
     lines += _table(["role", "max", "median of process peaks", "processes"], rows)
     if part.get("node_max_mib") is not None:
-        lines += ["", f"Peak of one node (agent + its task processes at one instant): {_num(part['node_max_mib'], 0)} MiB."]
+        lines += ["", "Peak of one node (agent + its task processes at one instant): "
+                      f"{_num(part['node_max_mib'], 0)} MiB."]
     return lines + [""]
 
 
@@ -180,45 +187,55 @@ def safety_section(part) -> list[str]:
                           f"BSP's worst: {t.get('worst_within_3pt')}; time / BSP when the guard was quiet: "
                           f"{_num(t.get('time_vs_bsp_when_quiet'))}, worst when it acted: "
                           f"{_num(t.get('time_vs_bsp_when_rolled_back_worst'))}."]
-        lines += ["", f"Guard off, switches that lost more than 3 points: in place {targets.get('in-place_lost_more_than_3pt')}, "
+        lines += ["", "Guard off, switches that lost more than 3 points: in place "
+                      f"{targets.get('in-place_lost_more_than_3pt')}, "
                   f"by relaunch {targets.get('relaunch_lost_more_than_3pt')}.", ""]
     return lines
+
+
+def _protocols(part) -> list[str]:
+    from bench.protocols import markdown
+
+    return markdown(part)
+
+
+# part name -> its section; a part without one is shown as its top-level numbers
+RENDERERS = {
+    "tta": lambda part: tta_section(f"Time to accuracy: `{part.get('job', '?')}`", part),
+    "stragglers": stragglers_section,
+    "safety": safety_section,
+    "switch-overhead": switch_section,
+    "hook-overhead": lambda part: scalar_section("Hook overhead (throughput with hooks / without)", part,
+                                                 lambda p: [k for k in p if k not in ("part_wall_s", "part")]),
+    "init-time": lambda part: scalar_section("Init time (submit to first step)", part,
+                                             lambda p: [k for k in ("init_time_s", "min", "max", "runs", "workers")
+                                                        if k in p]),
+    "fanout": fanout_section,
+    "memory": memory_section,
+    "protocols": _protocols,
+    "framework-overhead": lambda part: overhead_section(part),
+}
+
+
+def _generic(label: str, part) -> list[str]:
+    keys = lambda p: [k for k, v in p.items() if not isinstance(v, (dict, list))]  # noqa: E731
+    return scalar_section(label, part, keys)
 
 
 def render(doc: dict) -> str:
     m = doc.get("machine", {})
     lines = ["## syncswitch benchmarks", "",
-             f"{m.get('date')} · {m.get('cpu_count')} CPUs · Python {m.get('python')} · TensorFlow {m.get('tensorflow')} · "
-             f"commit `{m.get('git_commit')}` · `{m.get('command')}` · {_num(doc.get('wall_s'), 0)} s", ""]
+             f"{m.get('date')} · {m.get('cpu_count')} CPUs · Python {m.get('python')} · TensorFlow "
+             f"{m.get('tensorflow')} · commit `{m.get('git_commit')}` · `{m.get('command')}` · "
+             f"{_num(doc.get('wall_s'), 0)} s", ""]
     if doc.get("interrupted"):
         lines += ["**Interrupted**: the parts below are those that finished.", ""]
     parts = doc.get("results", {})
-    if "tta" in parts:
-        lines += tta_section("Time to accuracy: quickstart", parts["tta"])
-    if "tta_resnet" in parts:
-        lines += tta_section("Time to accuracy: ResNet (synthetic CIFAR-shaped)", parts["tta_resnet"])
-    if "stragglers" in parts:
-        lines += stragglers_section(parts["stragglers"])
-    if "safety" in parts:
-        lines += safety_section(parts["safety"])
-    if "switch_overhead" in parts:
-        lines += switch_section(parts["switch_overhead"])
-    if "hook_overhead_ratio" in parts:
-        lines += scalar_section("Hook overhead (throughput with hooks / without)", parts["hook_overhead_ratio"],
-                                lambda p: [k for k in p if k not in ("part_wall_s",)])
-    if "init_time_s" in parts:
-        lines += scalar_section("Init time (submit to first step)", parts["init_time_s"],
-                                lambda p: [k for k in ("init_time_s", "min", "max", "runs", "workers") if k in p])
-    if "fanout" in parts:
-        lines += fanout_section(parts["fanout"])
-    if "memory" in parts:
-        lines += memory_section(parts["memory"])
-    if "protocols" in parts:
-        from bench.protocols import markdown
-
-        lines += markdown(parts["protocols"])
-    if "framework_overhead" in parts:
-        lines += overhead_section(parts["framework_overhead"])
+    for label, part in parts.items():
+        name = part.get("part", label) if isinstance(part, dict) else label
+        renderer = RENDERERS.get(name)
+        lines += renderer(part) if renderer and not _problem(part) else _generic(label, part) if not _problem(part) \
+            else [f"### {label}", "", _problem(part), ""]
     failed = [k for k, v in parts.items() if isinstance(v, dict) and "error" in v]
     if failed:
         lines += [f"Failed parts: {', '.join(failed)}.", ""]

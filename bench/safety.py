@@ -1,4 +1,4 @@
-"""Accuracy-safe switching (issue 13): is a switched run as good as BSP, with the guard on and off?
+"""Accuracy-safe switching: is a switched run as good as BSP, with the guard on and off?
 
 Workloads x variants x seeds, runs interleaved so machine noise hits every variant alike:
 bsp, asp (guard off: the raw protocol), and switch@F in place and by relaunch, each with the guard
@@ -14,8 +14,7 @@ import json
 import os
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from bench import common  # noqa: E402
+from bench import common
 from syncswitch.runfolder import RunSummary
 
 # (label, job, workers, extra overrides)
@@ -71,7 +70,7 @@ def _variant_stats(summaries: list[dict]) -> dict:
 
 
 def _targets(stats: dict) -> dict:
-    """The issue's bars, per switched variant with the guard on; and how often a guard-off switch lost > 3 points."""
+    """The bars, per switched variant with the guard on; and how often a guard-off switch lost > 3 points."""
     if "bsp" not in stats:
         return {}
     bsp = stats["bsp"]
@@ -153,21 +152,24 @@ def run(workloads, seeds: int, root: str, overrides=(), variants=tuple(VARIANTS)
         for _, sets in chosen.values():
             common.load_spec(job, base + sets)  # a bad override fails before any run starts
         common.log(f"safety {label}: {len(chosen)} variants x {seeds} seeds, switch at {switch_at:g}")
-        runs = {name: [] for name in chosen}
-        for seed in range(first_seed, first_seed + seeds):
-            for name, (variant, sets) in chosen.items():
-                spec = common.load_spec(job, base + sets + [f"seed={seed}"])
-                schedule = f"switch@{switch_at:g}" if variant == "switch" else variant  # None: the spec's own
-                summary = common.run_summary(spec, schedule, os.path.join(root, f"{label}-{name}-s{seed}"))
-                runs[name].append(summary)
-                _log_run(root, label, name, seed, summary)
+        variants = {name: (common.load_spec(job, base + sets + ["seed=0"]),
+                           f"switch@{switch_at:g}" if variant == "switch" else variant)  # None: the spec's own
+                    for name, (variant, sets) in chosen.items()}
+        runs = common.interleaved(variants, seeds, os.path.join(root, label), first_seed=first_seed,
+                                  on_run=lambda name, r, summary: _log_run(root, label, name, first_seed + r, summary))
         stats = {name: _variant_stats(runs[name]) for name in chosen}
         out["workloads"][label] = {"job": os.path.relpath(job, common.ROOT), "workers": workers,
                                    "switch_at": switch_at, **stats, "targets": _targets(stats)}
     return out
 
 
-def _args(parser) -> None:
+RESULT_SCHEMA = {
+    "seeds": "seeds per variant", "first_seed": "seed of the first repeat", "variants": "the variants run",
+    "workloads": "{workload: {job, workers, switch_at, <variant>: statistics, targets}}",
+}
+
+
+def add_options(parser) -> None:
     parser.add_argument("--workloads", help=f"Comma-separated subset of: {', '.join(WORKLOADS)}.")
     parser.add_argument("--variants", help=f"Comma-separated subset of: {', '.join(VARIANTS)} (default all).")
     parser.add_argument("--configurations", help="Comma-separated configuration policies: adds an in-place switch "
@@ -181,7 +183,7 @@ def _args(parser) -> None:
     parser.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE")
 
 
-def _run(args, root) -> dict:
+def run_part(args, root) -> dict:
     names = args.workloads.split(",") if args.workloads else (QUICK_WORKLOADS if args.quick else list(WORKLOADS))
     variants = args.variants.split(",") if args.variants else tuple(VARIANTS)
     configurations = args.configurations.split(",") if args.configurations else ()
@@ -192,4 +194,4 @@ def _run(args, root) -> dict:
 
 
 if __name__ == "__main__":
-    sys.exit(common.standalone(__doc__.splitlines()[0], _args, _run))
+    sys.exit(common.main_of(__spec__.name))

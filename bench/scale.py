@@ -6,18 +6,17 @@ verdicts recorded; it watches asynchronous phases after a synchronous one, so th
 workers is the reference: the same global batch N x B as every variant at N. The table says, for each
 protocol, from how many workers its median falls more than 1 point below BSP's.
 
-    python -m bench.scale --jobs quickstart,digits_cnn --workers 2,8,32,64 --seeds 2
+    python -m bench scale --jobs quickstart,digits_cnn --workers 2,8,32,64 --seeds 2
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import sys
 import time
 
-from bench.common import ROOT, git_commit, log, machine_facts, spread
+from bench.common import ROOT, log, main_of, spread
 
 PROTOCOLS = ["bsp", "asp", "ssp", "dc-asgd", "fasgd", "b-fasgd", "specsync", "lookahead", "local-sgd"]
 SWITCH = "switch"  # the job's own schedule: BSP, then the default switch target for N workers
@@ -101,8 +100,10 @@ def retable(path: str, sizes: list[int]) -> int:
     return 0
 
 
-def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+RESULT_SCHEMA = {"args": "the options", "jobs": "{job: runs, cells per protocol and size, table}"}
+
+
+def add_options(parser) -> None:
     parser.add_argument("--jobs", default="quickstart,digits_cnn", help="job names under jobs/ (comma-separated)")
     parser.add_argument("--workers", default="2,8,32,64")
     parser.add_argument("--variants", default=",".join(PROTOCOLS + [SWITCH]))
@@ -110,34 +111,33 @@ def main(argv=None) -> int:
     parser.add_argument("--first-seed", type=int, default=0)
     parser.add_argument("--arrivals", default="speeds:0.2")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
-    parser.add_argument("--runs-dir", default=os.path.join("/tmp", "syncswitch-scale"))
-    parser.add_argument("--out", help="result JSON")
+    parser.add_argument("--runs-dir", help="where the simulated run folders go (default: beside --out)")
     parser.add_argument("--table-from", help="print the tables of an earlier result JSON (and rewrite them in it)")
-    args = parser.parse_args(argv)
+
+
+def run_part(args, root) -> dict:
     sizes = [int(n) for n in args.workers.split(",")]
     if args.table_from:
-        return retable(args.table_from, sizes)
-    result = {"args": vars(args), "commit": git_commit(), "machine": machine_facts(argv), "jobs": {}}
-    began = time.time()
+        retable(args.table_from, sizes)
+        with open(args.table_from, encoding="utf-8") as fh:
+            return json.load(fh)
+    runs_dir = args.runs_dir or root
+    result = {"args": vars(args), "jobs": {}}
     for job in args.jobs.split(","):
         path = os.path.join(ROOT, "jobs", f"{job}.yaml")
         runs = []
         for seed in range(args.first_seed, args.first_seed + args.seeds):  # seeds outermost: drift hits all cells
             for n in sizes:
                 for variant in args.variants.split(","):
-                    out = os.path.join(args.runs_dir, f"{job}-{variant}-{n}w-s{seed}")
+                    out = os.path.join(runs_dir, f"{job}-{variant}-{n}w-s{seed}")
                     runs.append(run_one(path, variant, n, seed, args.arrivals, out, args.set))
                     log(json.dumps({k: runs[-1][k] for k in ("variant", "workers", "seed", "final_accuracy",
                                                              "host_s")}))
         text, cells = table(job, runs, sizes)
-        print(text, flush=True)
+        log("\n" + text)
         result["jobs"][job] = {"runs": runs, **cells, "table": text}
-    result["wall_s"] = round(time.time() - began, 1)
-    if args.out:
-        with open(args.out, "w", encoding="utf-8") as fh:
-            json.dump(result, fh, indent=1, default=str)
-    return 0
+    return result
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main_of(__spec__.name))

@@ -62,7 +62,8 @@ def main(argv=None) -> int:
     for r in rows:
         s, q = r["sim"], r["real"]
         print(f"| {r['job']} | {r['variant']} | {s['median']:.3f} [{s['min']:.3f}-{s['max']:.3f}] | "
-              f"{q['median']:.3f} [{q['min']:.3f}-{q['max']:.3f}] ({q['n']}) | {'yes' if r['within_real_spread'] else 'no'} |")
+              f"{q['median']:.3f} [{q['min']:.3f}-{q['max']:.3f}] ({q['n']}) | "
+              f"{'yes' if r['within_real_spread'] else 'no'} |")
     agree = sum(r["within_real_spread"] for r in rows)
     print(f"\n{agree} of {len(rows)} protocol cells within the real runs' seed spread")
     if args.out:

@@ -1,4 +1,5 @@
-"""BSP, then the switch target, under the paper's moderate straggler scenario with straggler policies none, greedy and elastic."""
+"""BSP, then the switch target, under the paper's moderate straggler scenario with straggler policies none, greedy
+and elastic."""
 
 from __future__ import annotations
 
@@ -6,8 +7,7 @@ import dataclasses
 import os
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from bench import common, tta  # noqa: E402
+from bench import common, tta
 
 POLICIES = ("none", "greedy", "elastic")
 SCENARIO = "moderate"
@@ -16,7 +16,7 @@ SCENARIO = "moderate"
 def compare(job: str, repeats: int, root: str, workers: int, target: float | None = None,
             policies=POLICIES, scenario: str = SCENARIO, overrides=(), target_source: str = "given") -> dict:
     """Each policy on the job's switch schedule, repeats interleaved; TTA against `target` (else the job's,
-    else the none runs' median converged accuracy - 0.01). A spec that rejects the section is recorded as
+    else the none runs' median converged accuracy less the margin). A spec that rejects the section is recorded as
     {"unavailable": message} instead of failing."""
     from syncswitch.errors import SpecError
 
@@ -42,7 +42,7 @@ def compare(job: str, repeats: int, root: str, workers: int, target: float | Non
     variant = f"switch@{fraction:g}"
     common.log(f"stragglers ({scenario}): {workers} workers, {variant} ({source}), policies "
                f"{', '.join(specs)} x {repeats}")
-    runs = tta.interleaved({p: (s, variant) for p, s in specs.items()}, repeats, root)
+    runs = common.interleaved({p: (s, variant) for p, s in specs.items()}, repeats, root)
     first = next(iter(specs.values()))
     if target is None:
         reference = runs.get("none") or next(iter(runs.values()))
@@ -54,7 +54,8 @@ def compare(job: str, repeats: int, root: str, workers: int, target: float | Non
            "injections": [dataclasses.asdict(i) for i in getattr(getattr(first, "stragglers", None), "injections", ())
                           if dataclasses.is_dataclass(i)]}
     for policy in policies:
-        out[policy] = tta.variant_stats(runs[policy], target) if policy in runs else {"unavailable": unavailable[policy]}
+        out[policy] = (tta.variant_stats(runs[policy], target) if policy in runs
+                       else {"unavailable": unavailable[policy]})
     none = out.get("none", {})
     for policy in policies:
         if policy == "none" or policy not in runs or "tta_s" not in none:
@@ -67,18 +68,27 @@ def compare(job: str, repeats: int, root: str, workers: int, target: float | Non
     return out
 
 
-def _args(parser) -> None:
+RESULT_SCHEMA = {
+    "job": "the job spec", "workers": "cluster size", "repeats": "runs per policy", "scenario": "straggler scenario",
+    "switch_at": "the switch point", "target_accuracy": "the TTA target", "target_source": "where it came from",
+    "none": "per-policy statistics (as the tta part's variants); greedy and elastic add speedup_vs_none",
+}
+
+
+def add_options(parser) -> None:
     parser.add_argument("--job", default=common.QUICKSTART)
-    parser.add_argument("--repeats", type=int)
+    parser.add_argument("--repeats", type=int, help="Runs per policy (default 1 quick, 3).")
     parser.add_argument("--workers", type=int, default=4)
+    parser.add_argument("--policies", default=",".join(POLICIES), help="Comma-separated straggler policies.")
     parser.add_argument("--target-accuracy", type=float)
     parser.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE")
 
 
-def _run(args, root) -> dict:
+def run_part(args, root) -> dict:
+    policies = tuple(p.strip() for p in args.policies.split(",") if p.strip())
     return compare(args.job, args.repeats or (1 if args.quick else 3), root, args.workers, args.target_accuracy,
-                   overrides=args.sets)
+                   policies=policies, overrides=args.sets)
 
 
 if __name__ == "__main__":
-    sys.exit(common.standalone(__doc__.splitlines()[0], _args, _run))
+    sys.exit(common.main_of(__spec__.name))

@@ -7,8 +7,7 @@ import sys
 
 import yaml
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from bench import common  # noqa: E402
+from bench import common
 
 MODES = ("in-place", "relaunch")
 SIZES = (2, 4, 8)
@@ -62,13 +61,10 @@ def measure(repeats: int, root: str, sizes=SIZES, samples: int | None = None) ->
                    "part of the overhead)"}
     failures = 0
     for n in sizes:
-        per_mode = {mode: [] for mode in MODES}
-        for r in range(repeats):
-            for mode in MODES:
-                spec = common.load_spec(job, common.with_workers([f"policy.switch_mode={mode}",
-                                                                f"workload.samples={workload[mode]}"], n))
-                summary = common.run_summary(spec, "switch@0.5", os.path.join(root, f"w{n}-{mode}-r{r}"))
-                per_mode[mode].append(summary)
+        specs = {mode: (common.load_spec(job, common.with_workers([f"policy.switch_mode={mode}",
+                                                                   f"workload.samples={workload[mode]}"], n)),
+                        "switch@0.5") for mode in MODES}
+        per_mode = common.interleaved(specs, repeats, os.path.join(root, f"w{n}"))
         row = {}
         for mode, summaries in per_mode.items():
             values = [s["switches"][0]["overhead_s"] if s.get("status") == "completed" and s.get("switches")
@@ -85,17 +81,23 @@ def measure(repeats: int, root: str, sizes=SIZES, samples: int | None = None) ->
     return out
 
 
-def _args(parser) -> None:
+RESULT_SCHEMA = {
+    "job": "the generated digits-MLP job", "workload_samples": "samples per mode", "repeats": "runs per mode and size",
+    "sizes": "worker counts; each size's key holds in_place_s and relaunch_s as {median, min, max, n, runs}",
+}
+
+
+def add_options(parser) -> None:
     parser.add_argument("--repeats", type=int)
     parser.add_argument("--sizes", help="Comma-separated worker counts (default 2,4,8; --quick 2,4).")
     parser.add_argument("--samples", type=int, help="Workload of both modes in samples (switch at half; default "
                                                     f"{SAMPLES['in-place']} in place, {SAMPLES['relaunch']} relaunch).")
 
 
-def _run(args, root) -> dict:
+def run_part(args, root) -> dict:
     sizes = tuple(int(s) for s in args.sizes.split(",")) if args.sizes else (QUICK_SIZES if args.quick else SIZES)
     return measure(args.repeats or (1 if args.quick else 3), root, sizes, args.samples)
 
 
 if __name__ == "__main__":
-    sys.exit(common.standalone(__doc__.splitlines()[0], _args, _run))
+    sys.exit(common.main_of(__spec__.name))

@@ -2,7 +2,7 @@
 
 Reads each run folder's metrics.jsonl (the loss reports of every worker, as the manager received them) and feeds the
 rule the reports in order, as the runtime does: from the earliest point on, the furthest progress any worker
-reported is where it decides. Pure replay (no cluster): `python -m bench.switch_replay RUN_DIR... [--earliest F]
+reported is where it decides. Pure replay (no cluster): `python -m bench switch-replay RUN_DIR... [--earliest F]
 [--set KEY=VALUE]`; `--sweep` tries the grid of thresholds below and prints, per setting and run, the decision.
 """
 

@@ -1,20 +1,19 @@
-"""Time to accuracy of BSP, ASP and BSP->ASP on one job (quickstart by default), repeats interleaved, one target for all."""
+"""Time to accuracy of BSP, ASP and the switch (BSP, then the job's switch target) on one job, repeats interleaved,
+one target for all."""
 
 from __future__ import annotations
 
-import contextlib
 import os
-import statistics
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from bench import common  # noqa: E402
+from bench import common
 
 DEFAULT_SWITCH_AT = 0.25
 
 
 def switch_point(spec) -> tuple[float, str]:
-    """The switch point a plain submit would use: the stored policy, else the spec's bsp->asp schedule, else 0.25."""
+    """The switch point a plain submit would use: the stored policy, else the spec's [bsp until F, X] schedule,
+    else 0.25."""
     from syncswitch import spec as specmod
     from syncswitch.errors import SyncSwitchError
     from syncswitch.search.store import stored_switch_at
@@ -24,35 +23,16 @@ def switch_point(spec) -> tuple[float, str]:
     except SyncSwitchError as exc:
         common.log(f"policy store unreadable, using the spec's schedule: {exc}")
     schedule = spec.policy.schedule
-    if [p.protocol for p in schedule] == ["bsp", "asp"]:
+    if len(schedule) == 2 and schedule[0].protocol == "bsp":
         return schedule[0].until, spec.policy.source
     return DEFAULT_SWITCH_AT, "default"
 
 
-def tta_from(evaluations: list[dict], target: float | None):
-    """Training seconds until the test accuracy first reached `target` (None: never)."""
-    if target is None:
-        return None
-    for e in sorted(evaluations or [], key=lambda e: e["fraction"]):
-        if e["accuracy"] >= target:
-            return e["time_s"]
-    return None
-
-
-def interleaved(specs: dict, repeats: int, root: str, on_run=None) -> dict:
-    """Run each (spec, variant) of `specs` {name: (spec, variant)} `repeats` times, round-robin."""
-    runs = {name: [] for name in specs}
-    for r in range(repeats):
-        for name, (spec, variant) in specs.items():
-            hook = on_run(name, r) if on_run else None
-            with hook if hook is not None else contextlib.nullcontext():
-                runs[name].append(common.run_summary(spec, variant, os.path.join(root, f"{name}-r{r}")))
-    return runs
-
-
 def variant_stats(summaries: list[dict], target: float | None) -> dict:
     completed = [s for s in summaries if s.get("status") == "completed"]
-    ttas = [tta_from(s.get("evaluations"), target) for s in completed]
+    from syncswitch.metrics import time_to_accuracy
+
+    ttas = [time_to_accuracy(s.get("evaluations"), target) for s in completed]
     tta = common.spread(ttas)
     tta["median"] = common.median_with_misses(ttas)  # a run that never reached the target counts as infinite
     tta["reached"] = f"{sum(t is not None for t in ttas)}/{len(ttas)}"
@@ -72,23 +52,25 @@ def variant_stats(summaries: list[dict], target: float | None) -> dict:
 
 
 def target_accuracy(spec, reference: list[dict]) -> tuple[float | None, str]:
-    """The job's evaluation.target_accuracy, else the reference runs' median converged accuracy minus 0.01."""
+    """The job's evaluation.target_accuracy, else the reference runs' median converged accuracy less the margin
+    (syncswitch.metrics.reference_target, the rule `syncswitch report` uses)."""
+    from syncswitch.metrics import TARGET_MARGIN, reference_target
+
     if spec.evaluation.target_accuracy is not None:
         return spec.evaluation.target_accuracy, "job"
-    accuracies = [s.get("converged_accuracy") for s in reference if s.get("status") == "completed"]
-    accuracies = [a for a in accuracies if a is not None]
-    if not accuracies:
+    target = reference_target([s.get("converged_accuracy") for s in reference if s.get("status") == "completed"])
+    if target is None:
         return None, "none (no completed reference run)"
-    return statistics.median(accuracies) - 0.01, "reference median converged accuracy - 0.01"
+    return target, f"reference median converged accuracy - {TARGET_MARGIN}"
 
 
-def compare(job: str, repeats: int, root: str, workers: int, overrides=(), on_run=None) -> dict:
+def compare(job: str, repeats: int, root: str, workers: int, overrides=()) -> dict:
     """BSP, ASP and switch@F on `job`; TTA recomputed from every run's evaluations with the BSP-derived target."""
     spec = common.load_spec(job, common.with_workers(overrides, workers))
     fraction, source = switch_point(spec)
     specs = {"bsp": (spec, "bsp"), "asp": (spec, "asp"), "switch": (spec, f"switch@{fraction:g}")}
     common.log(f"tta {spec.name}: {workers} workers, bsp/asp/switch@{fraction:g} ({source}) x {repeats}")
-    runs = interleaved(specs, repeats, root, on_run)
+    runs = common.interleaved(specs, repeats, root)
     target, target_source = target_accuracy(spec, runs["bsp"])
     out = {"job": os.path.relpath(spec.path, common.ROOT), "workers": workers, "repeats": repeats,
            "cpus_per_node": spec.cluster.options.get("cpus_per_node"),
@@ -105,21 +87,32 @@ def compare(job: str, repeats: int, root: str, workers: int, overrides=(), on_ru
     out["time_speedup_vs_bsp"] = common.ratio(bsp, switch)  # total training time, not time to accuracy
     out["time_speedup_vs_asp"] = common.ratio(asp, switch)
     if not any(s == "completed" for name in specs for s in out[name]["statuses"]):
-        raise RuntimeError(f"no run of {spec.name} completed: {out['switch']['errors'][:1] or out['bsp']['errors'][:1]}")
+        first_error = out["switch"]["errors"][:1] or out["bsp"]["errors"][:1]
+        raise RuntimeError(f"no run of {spec.name} completed: {first_error}")
     return out
 
 
-def _args(parser) -> None:
+RESULT_SCHEMA = {
+    "job": "the job spec, relative to the repository", "workers": "cluster size", "repeats": "runs per variant",
+    "switch_at": "the switch point of the switch variant", "target_accuracy": "the TTA target",
+    "target_source": "where the target came from",
+    "bsp": "per-variant statistics: total_time_s, final/converged accuracy, tta_s as {median, min, max, n, runs}",
+    "asp": "as bsp", "switch": "as bsp",
+    "speedup_vs_bsp": "BSP's median TTA / the switch's", "speedup_vs_asp": "ASP's median TTA / the switch's",
+}
+
+
+def add_options(parser) -> None:
     parser.add_argument("--job", default=common.QUICKSTART)
-    parser.add_argument("--repeats", type=int)
+    parser.add_argument("--repeats", type=int, help="Runs per variant (default 1 quick, 3).")
     parser.add_argument("--workers", type=int, default=4)
     parser.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE")
 
 
-def _run(args, root) -> dict:
+def run_part(args, root) -> dict:
     repeats = args.repeats or (1 if args.quick else 3)
     return compare(args.job, repeats, root, args.workers, args.sets)
 
 
 if __name__ == "__main__":
-    sys.exit(common.standalone(__doc__.splitlines()[0], _args, _run))
+    sys.exit(common.main_of(__spec__.name))

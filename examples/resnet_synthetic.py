@@ -127,7 +127,8 @@ class ResNet:
         self.head = tf.keras.layers.Dense(CLASSES, kernel_initializer="he_normal", name="logits")
 
     def kernels(self):
-        convs = [self.stem] + [layer for b in self.blocks for key, layer in b.items() if key in ("conv1", "conv2", "proj")]
+        convs = [self.stem] + [layer for b in self.blocks for key, layer in b.items()
+                               if key in ("conv1", "conv2", "proj")]
         return [layer.kernel for layer in convs] + [self.head.kernel]
 
     def __call__(self, images, training):

@@ -35,7 +35,7 @@ def test_bare_summary_phases_and_times():
 def test_quick_mode_runs_both_sides(tmp_path, no_leftovers):
     out = tmp_path / "fo.json"
     env = dict(os.environ, PYTHONPATH=ROOT)
-    proc = subprocess.run([sys.executable, os.path.join("bench", "framework_overhead.py"), "--quick", "--job",
+    proc = subprocess.run([sys.executable, "-m", "bench", "framework-overhead", "--quick", "--job",
                            "quickstart", "--out", str(out)], cwd=ROOT, env=env, capture_output=True, text=True,
                           timeout=900, check=False)
     assert proc.returncode == 0, proc.stderr[-2000:]

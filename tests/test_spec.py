@@ -55,8 +55,10 @@ def test_bad_fields_are_named(write_spec, override, message):
 
 
 @pytest.mark.parametrize("schedule, message", [
-    ("[{protocol: bsp, until: 0.5}, {protocol: asp, until: 0.7}]", "policy.schedule[1].until=0.7: the last phase runs to the end"),
-    ("[{protocol: bsp, until: 0.5}, {protocol: asp, until: 0.4}, {protocol: bsp}]", "policy.schedule[1].until=0.4: must be greater than the previous phase's end 0.5"),
+    ("[{protocol: bsp, until: 0.5}, {protocol: asp, until: 0.7}]",
+     "policy.schedule[1].until=0.7: the last phase runs to the end"),
+    ("[{protocol: bsp, until: 0.5}, {protocol: asp, until: 0.4}, {protocol: bsp}]",
+     "policy.schedule[1].until=0.4: must be greater than the previous phase's end 0.5"),
     ("[{protocol: spp, until: 0.5}, {protocol: asp}]",
      "unknown protocol policy.schedule[0].protocol='spp' (did you mean 'ssp'?); valid: asp, b-fasgd, bsp, dc-asgd"),
     ("[{protocol: bsp}, {protocol: asp}]", "policy.schedule[0].until is required"),

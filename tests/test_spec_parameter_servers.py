@@ -28,7 +28,8 @@ def test_explicit_layouts(write_spec, value, tasks):
 
 
 @pytest.mark.parametrize("value, message", [
-    ("0", "cluster.parameter_servers=0: must be 'per-node' or a whole number of PS tasks from 1 to cluster.workers (4)"),
+    ("0", "cluster.parameter_servers=0: must be 'per-node' or a whole number of PS tasks from 1 to "
+          "cluster.workers (4)"),
     ("5", "cluster.parameter_servers=5: must be"),
     ("2.5", "cluster.parameter_servers=2.5: must be"),
     ("per_node", "cluster.parameter_servers='per_node': must be 'per-node'"),

@@ -5,7 +5,6 @@ import argparse
 import importlib.util
 import json
 import os
-import sys
 import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -37,7 +36,6 @@ def args(extra=None):
 def user_script(path):
     spec = importlib.util.spec_from_file_location("user_script", path)
     module = importlib.util.module_from_spec(spec)
-    sys.path.insert(0, os.path.dirname(os.path.abspath(path)))
     spec.loader.exec_module(module)
     return module
 

@@ -24,7 +24,8 @@ def num_examples(split, params):
 def input_fn(split, batch_size, params):
     x, y, xt, yt = _data()
     if split == "train":
-        return tf.data.Dataset.from_tensor_slices((x, y)).shuffle(2000, seed=5).repeat().batch(batch_size, drop_remainder=True)
+        data = tf.data.Dataset.from_tensor_slices((x, y)).shuffle(2000, seed=5).repeat()
+        return data.batch(batch_size, drop_remainder=True)
     return tf.data.Dataset.from_tensor_slices((xt, yt)).batch(batch_size)
 
 

@@ -6,8 +6,11 @@ import tensorflow as tf
 
 def _data(split):
     from sklearn.datasets import load_digits
-    d = load_digits(); x = (d.data / 16.0).astype(np.float32).reshape(-1, 8, 8, 1); y = d.target.astype(np.int32)
-    o = np.random.RandomState(1).permutation(len(x)); c = 1300
+    d = load_digits()
+    x = (d.data / 16.0).astype(np.float32).reshape(-1, 8, 8, 1)
+    y = d.target.astype(np.int32)
+    o = np.random.RandomState(1).permutation(len(x))
+    c = 1300
     return (x[o[:c]], y[o[:c]]) if split == "train" else (x[o[c:]], y[o[c:]])
 
 def num_examples(split, params):

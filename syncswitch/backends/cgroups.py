@@ -25,7 +25,8 @@ MIN_QUOTA_US = 1000        # the kernel refuses a CFS quota under 1 ms (v1 and v
 MAX_PERIOD_US = 1_000_000  # ... and a period over 1 s
 # The CFS period: a node may run its quota in one burst and then sits throttled for the rest of the period, so a
 # step that meets the throttle waits up to (1 - cpus) * period. Measured with bench/cgroup_period.py (0.45 CPU,
-# steps of ~4 ms CPU, idle 16-core host, cgroup v2; bench/results/cgroup-period-*): p99 step 60-80 ms and a
+# steps of ~4 ms CPU, idle 16-core host, cgroup v2; bench/results/cgroup-period-* in git history): p99 step 60-80 ms
+# and a
 # step-time CV of ~2 at the kernel's default 100 ms, CV 0.6-0.7 at 20 ms, 0.36-0.45 at 10 ms, 0.32-0.43 at 5 ms,
 # 0.29-0.37 at 2 ms, with no consistent throughput cost down to 5 ms (2 ms cost up to 15% in one run).
 DEFAULT_PERIOD_US = 5_000

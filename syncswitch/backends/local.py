@@ -94,7 +94,7 @@ class LocalBackend(Backend):
     # that many CPUs, so nodes compete for CPU like separate machines rather than lending each other cores.
     # cpus_per_ps: a node that hosts a parameter-server task gets this many CPUs more, as if the PS ran on a
     # machine of its own: the PS shares its worker's process, and inside one budget it made that worker as slow
-    # as a straggler at a third of its budget (BENCHMARKS.md, issue 15).
+    # as a straggler at a third of its budget (bench/notebook/2026-11-24-stragglers.md).
     # fork_server (default true): one process imports TensorFlow once and every node's training task (and the
     # evaluator) is forked from it, instead of each importing it on the shared cores (syncswitch.node.forkserver).
     option_validators = {"shared_filesystem": _bool, "cpus_per_node": _cpus, "cpus_per_ps": _cpus,

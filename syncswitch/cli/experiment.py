@@ -11,8 +11,9 @@ from syncswitch.cli.options import workers_override
 @click.command()
 @click.argument("job", type=click.Path(dir_okay=False))
 @click.option("--compare", default="bsp,asp,switch@0.25", show_default=True,
-              help="Comma-separated variants: a protocol name, or switch@F (BSP until F, then the job's "
-                   "switch target: X for a [bsp until F, X] schedule, else policy.switch_to).")
+              help="Comma-separated variants: a protocol alone (asp, or with parameters: ssp(staleness=3)); "
+                   "switch@F (BSP until F, then the job's switch target: X for a [bsp until F, X] schedule, else "
+                   "policy.switch_to); or switch@F:X (BSP until F, then protocol X, parameters allowed).")
 @click.option("--repeats", type=click.IntRange(1, 100), default=1, show_default=True,
               help="Runs per variant; repeat r uses seed (the job's seed + r), the variants taking turns.")
 @click.option("--output-dir", type=click.Path(file_okay=False), help="Parent folder of the runs.")
@@ -22,11 +23,11 @@ from syncswitch.cli.options import workers_override
 def experiment(job, compare, repeats, output_dir, workers, sets):
     """Run JOB under each variant REPEATS times, one output folder per run."""
     from syncswitch import spec as specmod
-    from syncswitch.cluster_manager.experiments import run_experiment
+    from syncswitch.cluster_manager.experiments import run_experiment, split_variants
     from syncswitch.cluster_manager.submission import default_run_dir
 
     spec = specmod.load(job, list(sets) + workers_override(workers))
-    variants = [v.strip() for v in compare.split(",") if v.strip()]
+    variants = split_variants(compare)
     root = output_dir or default_run_dir(f"{spec.name}-experiment")
 
     def echo(variant, r, run_dir, summary):

@@ -74,7 +74,8 @@ def job_options(fn):
                      help="Do not watch asynchronous phases: no rollback or fall-back when one degrades."),
         click.option("--cpus-per-node", type=float,
                      help="Local backend: each node's own CPU budget (e.g. 0.45), enforced with cgroups."),
-        click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help="Override a spec field (dotted key, YAML value)."),
+        click.option("--set", "sets", multiple=True, metavar="KEY=VALUE",
+                     help="Override a spec field (dotted key, YAML value)."),
     ]
     for option in reversed(options):
         fn = option(fn)

@@ -99,7 +99,8 @@ def _acc(a) -> str:
               help="Pure-BSP reference runs (K) whose mean is the target accuracy A.")
 @click.option("--target-accuracy", type=click.FloatRange(0, 1), help="Give A instead of running BSP references.")
 @click.option("--workers", type=click.IntRange(min=1), help="Number of nodes for every pilot.")
-@click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help="Override a spec field (dotted key, YAML value).")
+@click.option("--set", "sets", multiple=True, metavar="KEY=VALUE",
+              help="Override a spec field (dotted key, YAML value).")
 @click.option("--output-dir", type=click.Path(file_okay=False), help="Root of the pilot run folders.")
 @click.option("--fresh", is_flag=True, help="Ignore pilots cached from earlier searches of this job.")
 @click.option("--no-store", is_flag=True, help="Do not save the found switch point as the job's policy.")

@@ -173,7 +173,8 @@ def _ratio(numerator, denominator):
 
 
 def choose_target(runs: list[Run], target: float | None = None) -> tuple[float | None, str]:
-    """The TTA target and a sentence on how it was chosen: explicit, the runs' shared one, or BSP's minus 0.01."""
+    """The TTA target and a sentence on how it was chosen: explicit, the runs' shared one, or
+    metrics.reference_target over the BSP runs."""
     if target is not None:
         return target, "given explicitly (--target-accuracy)"
     targets = {_number(r.summary.get("target_accuracy")) for r in runs}
@@ -181,8 +182,8 @@ def choose_target(runs: list[Run], target: float | None = None) -> tuple[float |
         return targets.pop(), "the target_accuracy every run's job spec set"
     bsp = [r.converged_accuracy for r in runs if r.label == "bsp" and r.completed and r.converged_accuracy is not None]
     if bsp:
-        return statistics.fmean(bsp) - 0.01, ("the runs share no target_accuracy, so the BSP variant's mean "
-                                               "converged accuracy minus 0.01")
+        return metrics.reference_target(bsp), ("the runs share no target_accuracy, so the BSP variant's median "
+                                               f"converged accuracy minus {metrics.TARGET_MARGIN}")
     return None, "the runs share no target_accuracy and there is no completed BSP run, so no TTA is computed"
 
 

@@ -95,10 +95,10 @@ def main() -> None:
         loss_sum = 0.0
         while True:
             try:
-                c, n, l = session.run([correct, count, loss])
+                c, n, batch_loss = session.run([correct, count, loss])
             except tf.errors.OutOfRangeError:
                 break
-            hits, total, loss_sum = hits + int(c), total + int(n), loss_sum + float(l) * int(n)
+            hits, total, loss_sum = hits + int(c), total + int(n), loss_sum + float(batch_loss) * int(n)
         if total == 0:  # scored as 0.0 it would read as a model that learned nothing, and the guard would act on it
             _emit(error=pb.TaskError(message=f"script {path}: input_fn('test', ...) yielded no examples",
                                      kind=pb.ERROR_KIND_SCRIPT))

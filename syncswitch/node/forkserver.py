@@ -47,9 +47,10 @@ def warm_up() -> None:
     # imported while eager execution was still on keeps an eager-mode graph for its layer names, and a task's
     # variables came out as conv1d_1_1/... where the evaluator expected conv1d_1/...
     tf.compat.v1.disable_eager_execution()
-    tf.keras.layers.Dense  # noqa: B018 - the attribute access is the import
+    tf.keras.layers.Dense  # the attribute access is the import
 
-    import syncswitch.node.evaluator  # noqa: F401
+    # imported for what importing them does: the modules a forked task and evaluator run are warm
+    import syncswitch.node.evaluator
     import syncswitch.node.task  # noqa: F401
 
 

@@ -58,7 +58,7 @@ def build(graph, model_ops, loss, updates, device: str, path: str = "") -> Repli
                 continue
             variable = by_handle.get(t.op)
             if variable is not None:
-                if variable.dtype._is_ref_dtype:  # noqa: SLF001 - a reference variable's read cannot be remapped
+                if variable.dtype._is_ref_dtype:  # a reference variable's read cannot be remapped
                     raise scriptmod.ScriptError(
                         f"script {path}: local-sgd needs resource variables; {variable.op.name} is a reference "
                         "variable (tf.compat.v1.get_variable(..., use_resource=False))")

@@ -19,9 +19,9 @@ from syncswitch.node.startup import mark
 os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")  # tf.keras -> Keras 2, which builds v1 graphs
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-from syncswitch.wire import agent_pb2 as pb  # noqa: E402 - after the environment TF reads at import
-from syncswitch.wire import codec  # noqa: E402
-from syncswitch.wire import saved as saved_record  # noqa: E402
+from syncswitch.wire import agent_pb2 as pb  # after the environment TF reads at import
+from syncswitch.wire import codec
+from syncswitch.wire import saved as saved_record
 
 _EVENTS = None  # the event stream: the process's stdout as it started (startup.take_stdout, in main)
 _EMIT_LOCK = threading.Lock()
@@ -251,7 +251,7 @@ class Task:
 
 def _session_creator(is_chief, scaffold, master, config, checkpoint_dir):
     """Session creators whose session managers poll readiness every 0.1 s instead of 30 s."""
-    import tensorflow as tf
+    import tensorflow as tf  # warm the import before the launch request arrives
 
     v1 = tf.compat.v1
     base = v1.train.ChiefSessionCreator if is_chief else v1.train.WorkerSessionCreator
@@ -300,7 +300,7 @@ def main() -> None:
     global _EVENTS
     _EVENTS = startup.take_stdout()
     os.nice(int(os.environ.get("SYNCSWITCH_NICE", "0")))
-    import tensorflow as tf  # noqa: F401 - warm the import before the launch request arrives
+    import tensorflow as tf
 
     tf.compat.v1.disable_eager_execution()
     mark("tf_import")

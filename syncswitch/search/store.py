@@ -165,7 +165,8 @@ def read_json_doc(path: Path, what: str, key: str) -> dict:
     try:
         doc = json.loads(text)
     except ValueError as exc:
-        raise StoreError(f"{what} {path} is corrupt (invalid JSON at line {getattr(exc, 'lineno', '?')}); {hint}") from None
+        line = getattr(exc, "lineno", "?")
+        raise StoreError(f"{what} {path} is corrupt (invalid JSON at line {line}); {hint}") from None
     if not isinstance(doc, dict) or not isinstance(doc.get(key, {}), dict):
         raise StoreError(f"{what} {path} is corrupt (expected an object with a {key!r} mapping); {hint}")
     version = doc.get("version", STORE_VERSION)

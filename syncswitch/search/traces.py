@@ -186,7 +186,8 @@ def read_run_folder(folder: str) -> TraceRun:
     complete = status == "completed"
     acc = doc.get("converged_accuracy")
     if acc is None:
-        acc, conv = converged_accuracy([e.get("accuracy") for e in evals if isinstance(e.get("accuracy"), (int, float))])
+        acc, conv = converged_accuracy([e.get("accuracy") for e in evals
+                                        if isinstance(e.get("accuracy"), (int, float))])
     else:
         acc, conv = _num(acc, path, "converged_accuracy", 0.0, 1.0), True
     total = doc.get("total_time_s")

@@ -28,7 +28,7 @@ class RunFolder:
         self.job, self.sim = job, sim
         self.dir = out_dir or default_run_dir(job.name, sim.workers)
         os.makedirs(self.dir, exist_ok=True)
-        self._fh = open(os.path.join(self.dir, "metrics.jsonl"), "w", encoding="utf-8")  # noqa: SIM115 - closed in finish
+        self._fh = open(os.path.join(self.dir, "metrics.jsonl"), "w", encoding="utf-8")  # closed in finish
         self.evaluations: list[dict] = []
         self.phases: list[dict] = []
         self.switches: list[dict] = []

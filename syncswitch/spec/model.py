@@ -13,7 +13,7 @@ DEFAULT_SWITCH_AT = 0.25
 # lost the most accuracy at BSP-tuned hyperparameters. On up to LOOKAHEAD_MAX_WORKERS workers an asynchronous
 # update lands about one update late, which the look-ahead cancels (bench/delay_sim.py): `lookahead` kept BSP's
 # accuracy there. With more workers staleness grows past what it cancels (the 4-worker quickstart rolled back
-# every run), and local SGD, which applies nothing stale, kept BSP's accuracy faster (BENCHMARKS.md, issues 13, 14).
+# every run), and local SGD, which applies nothing stale, kept BSP's accuracy faster (bench/notebook/).
 DEFAULT_SWITCH_TO = "local-sgd"
 LOOKAHEAD_MAX_WORKERS = 2
 # The default on small clusters, and greedy's interlude when the switch target blocks (a straggler would hold it

@@ -43,7 +43,8 @@ def parse_schedule(value: Any, field: str = "policy.schedule") -> tuple[Phase, .
                 raise fail(f"{where}.until", until, "must be below 1.0 (a later phase follows)")
         if (phases and phases[-1].protocol == protocol and phases[-1].params == params
                 and phases[-1].hyperparameters == hyperparameters):
-            raise fail(f"{where}.protocol", protocol, "repeats the previous phase's protocol and parameters; merge them")
+            raise fail(f"{where}.protocol", protocol,
+                       "repeats the previous phase's protocol and parameters; merge them")
         phases.append(Phase(protocol, until, params, hyperparameters))
         previous = until
     return tuple(phases)

@@ -1,4 +1,5 @@
-"""The script's folder as one zip the agents unpack, so a script finds its helper modules and data files on every node."""
+"""The script's folder as one zip the agents unpack, so a script finds its helper modules and data files on every
+node."""
 
 from __future__ import annotations
 

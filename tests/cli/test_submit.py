@@ -13,8 +13,8 @@ def test_unknown_key_is_one_line_exit_2(write_spec):
     result = CliRunner().invoke(cli, ["submit", path])
     assert result.exit_code == 2
     assert result.output.strip() == ("error: unknown key evaluaton (did you mean 'evaluation'?); valid: name, "
-                                     "script, workdir, params, hyperparameters, workload, cluster, policy, evaluation, seed, "
-                                     "stragglers, checkpoint, recovery")
+                                     "script, workdir, params, hyperparameters, workload, cluster, policy, evaluation, "
+                                     "seed, stragglers, checkpoint, recovery")
     assert "Traceback" not in result.output
 
 
@@ -90,4 +90,5 @@ def test_an_output_folder_that_cannot_be_made_is_one_line_exit_2(write_spec, tmp
     result = CliRunner().invoke(cli, ["submit", write_spec(MINIMAL), "--output-dir", str(tmp_path / "taken" / "run"),
                                       "--quiet"])
     assert result.exit_code == 2
-    assert result.output.strip() == f"error: output folder {tmp_path / 'taken' / 'run'}: cannot create it: Not a directory"
+    folder = tmp_path / "taken" / "run"
+    assert result.output.strip() == f"error: output folder {folder}: cannot create it: Not a directory"

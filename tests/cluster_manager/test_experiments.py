@@ -7,7 +7,7 @@ import os
 import pytest
 
 from syncswitch import spec as specmod
-from syncswitch.cluster_manager.experiments import run_experiment, variant_policy
+from syncswitch.cluster_manager.experiments import run_experiment, split_variants, variant_folder, variant_policy
 from syncswitch.errors import SpecError
 from tests.conftest import MINIMAL
 
@@ -45,9 +45,26 @@ def test_bad_variant_names(write_spec):
     job = specmod.load(write_spec(MINIMAL))
     with pytest.raises(SpecError, match="expected switch@FRACTION"):
         variant_policy(job, "switch@soon")
-    with pytest.raises(SpecError, match=r"expected a protocol \(bsp, asp, [^)]*\) or switch@FRACTION "
-                                        r"\(did you mean 'lookahead'\?\)"):
+    with pytest.raises(SpecError,
+                       match=r"'lookahed' is no protocol \(bsp, asp, [^)]*\) \(did you mean 'lookahead'\?\)"):
         variant_policy(job, "lookahed")
+    with pytest.raises(SpecError, match="staleness"):  # parameters are checked as a spec's are
+        variant_policy(job, "ssp(staleness=-1)")
+    with pytest.raises(SpecError, match="key=value"):
+        variant_policy(job, "ssp(3)")
+
+
+def test_variants_with_parameters_and_a_named_target(write_spec):
+    job = specmod.load(write_spec(MINIMAL))
+    (phase,) = variant_policy(job, "specsync(adaptive=true,abort_time=0.05)").schedule
+    assert phase.protocol == "specsync"
+    assert phase.param_dict == {"abort_rate": 0.5, "abort_time": 0.05, "adaptive": True}
+    first, second = variant_policy(job, "switch@0.3:lookahead(adaptive=false)").schedule
+    assert (first.protocol, first.until, second.protocol, second.until) == ("bsp", 0.3, "lookahead", 1.0)
+    assert second.param_dict["adaptive"] is False
+    assert split_variants("bsp,ssp(staleness=3,until=1), switch@0.25") == ["bsp", "ssp(staleness=3,until=1)",
+                                                                            "switch@0.25"]
+    assert variant_folder("switch@0.25:ssp(staleness=3)") == "switch0.25-ssp-staleness3"
 
 
 def test_repeats_take_turns_and_draw_a_seed_each(write_spec, tmp_path):

@@ -9,12 +9,12 @@ import os
 os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")  # as the task and evaluator processes set it
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-import numpy as np  # noqa: E402
-import pytest  # noqa: E402
+import numpy as np
+import pytest
 
-from syncswitch.errors import ScriptError  # noqa: E402
-from syncswitch.node import script as scriptmod  # noqa: E402
-from tests.conftest import EXAMPLES  # noqa: E402
+from syncswitch.errors import ScriptError
+from syncswitch.node import script as scriptmod
+from tests.conftest import EXAMPLES
 
 tf = pytest.importorskip("tensorflow")
 v1 = tf.compat.v1

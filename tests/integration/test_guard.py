@@ -1,4 +1,5 @@
-"""Real 2-worker clusters whose asynchronous phase is made to fail: the guard rolls back, falls back to BSP, completes."""
+"""Real 2-worker clusters whose asynchronous phase is made to fail: the guard rolls back, falls back to BSP,
+completes."""
 
 import json
 
@@ -22,7 +23,8 @@ policy: {switch_rule: fixed}
 
 
 def _submit(write_spec, tmp_path, asp_rate: str, *extra: str):
-    schedule = f"policy.schedule=[{{protocol: bsp, until: 0.25}}, {{protocol: asp, hyperparameters: {{learning_rate: {asp_rate}}}}}]"
+    asp = f"{{protocol: asp, hyperparameters: {{learning_rate: {asp_rate}}}}}"
+    schedule = f"policy.schedule=[{{protocol: bsp, until: 0.25}}, {asp}]"
     result = CliRunner().invoke(cli, ["submit", write_spec(JOB), "--set", schedule, *extra, "--output-dir",
                                       str(tmp_path / "run"), "--quiet"])
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())

@@ -51,7 +51,8 @@ def test_a_training_set_without_a_batch_per_worker_is_a_script_error(write_spec,
 def test_a_v1_layers_script_with_column_labels_is_scored_right(write_spec, tmp_path, no_leftovers):
     # Before: a forked task lost TF_USE_LEGACY_KERAS, so tf.compat.v1.layers resolved to Keras 3 and failed; and
     # the evaluator took [batch, 1] labels for one-hot rows (their argmax: all 0), scoring a 0.98 model at 0.07.
-    body = JOB.replace("SCRIPT", COLUMN_SCRIPT).replace("PARAMS", "{task: multiclass}").replace("epochs: 3", "epochs: 6")
+    body = JOB.replace("SCRIPT", COLUMN_SCRIPT).replace("PARAMS", "{task: multiclass}")
+    body = body.replace("epochs: 3", "epochs: 6")
     summary = submission.submit(specmod.load(write_spec(body)), output_dir=str(tmp_path / "run"), progress=False)
     assert summary["status"] == "completed", summary["message"]
     assert summary["final_accuracy"] > 0.85  # ten classes: the old scoring gave about 0.07

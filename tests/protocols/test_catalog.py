@@ -33,12 +33,14 @@ def test_defaults_are_filled_in():
                              {"protocol": "lookahead", "until": 0.9}, {"protocol": "bsp"}])
     assert [p.param_dict for p in phases] == [
         {"staleness": 3}, {"lambda": 0.04, "adaptive": False, "decay": 0.95}, {"power": 1.0},
-        {"abort_rate": 0.5, "abort_time": 0.0, "adaptive": False}, {"delay": 1.0, "adaptive": True}, {"aggregate": 0, "allreduce": False}]
+        {"abort_rate": 0.5, "abort_time": 0.0, "adaptive": False}, {"delay": 1.0, "adaptive": True},
+        {"aggregate": 0, "allreduce": False}]
 
 
 GOOD = [
     ("ssp", "staleness", 0, 0), ("ssp", "staleness", 1000, 1000), ("ssp", "staleness", 5.0, 5),
-    ("bsp", "aggregate", 2, 2), ("bsp", "allreduce", False, False), ("dc-asgd", "lambda", 0, 0.0), ("dc-asgd", "lambda", 2, 2.0),
+    ("bsp", "aggregate", 2, 2), ("bsp", "allreduce", False, False), ("dc-asgd", "lambda", 0, 0.0),
+    ("dc-asgd", "lambda", 2, 2.0),
     ("dc-asgd", "adaptive", True, True), ("dc-asgd", "decay", 1.0, 1.0), ("fasgd", "power", 0.5, 0.5),
     ("fasgd", "power", 0, 0.0), ("specsync", "abort_rate", 0, 0.0), ("specsync", "abort_rate", 1.5, 1.5),
     ("specsync", "abort_time", 0.05, 0.05), ("specsync", "abort_time", 0, 0.0), ("specsync", "adaptive", True, True),
@@ -98,7 +100,8 @@ def test_every_parameter_is_covered():
 
 @pytest.mark.parametrize("item,message", [
     ({"protocol": "ssp", "stalenes": 2}, ("unknown key policy.schedule[0].stalenes for protocol 'ssp' "
-                                          "(did you mean 'staleness'?); valid: protocol, until, hyperparameters, staleness")),
+                                          "(did you mean 'staleness'?); valid: protocol, until, hyperparameters, "
+                                          "staleness")),
     ({"protocol": "ssp", "untill": 1.0}, "(did you mean 'until'?)"),
     ({"protocol": "asp", "staleness": 2}, ("unknown key policy.schedule[0].staleness for protocol 'asp'; "
                                            "valid: protocol, until")),

@@ -54,7 +54,7 @@ class Rig:
             with tf.control_dependencies(reads):
                 self.peer = tf.group(self.w.assign_add(DELTA * tf.cast(tf.minimum(self.k_in, 1), tf.float32)),
                                      self.global_step.assign_add(self.k_in))
-            grad.op._add_control_input(self.peer)  # noqa: SLF001 - test rig: order a peer's update
+            grad.op._add_control_input(self.peer)
             self.init = v1.global_variables_initializer()
         self.session = v1.Session(graph=self.graph)
         self.session.run(self.init)

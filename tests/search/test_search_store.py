@@ -176,7 +176,8 @@ def test_a_stored_switch_point_only_replaces_the_default_schedule(job_file):
     assert stored_switch_at(default_spec) == 0.0625
     used = specmod.adopt_stored_switch_at(default_spec, stored_switch_at(default_spec))
     assert used.policy.source == "store"
-    assert [(p.protocol, p.until) for p in used.policy.schedule] == [("bsp", 0.0625), (default_spec.policy.switch_to.protocol, 1.0)]
+    target = default_spec.policy.switch_to.protocol
+    assert [(p.protocol, p.until) for p in used.policy.schedule] == [("bsp", 0.0625), (target, 1.0)]
     explicit = specmod.load(str(job_file), ["policy.switch_at=0.5"])
     assert specmod.adopt_stored_switch_at(explicit, 0.0625) is explicit
 

@@ -99,7 +99,7 @@ class GceBackend(Backend):
                 self._event(f"provisioning failed ({type(exc).__name__}): deleting what was created")
                 try:
                     self.teardown()
-                except Exception as cleanup_exc:  # report, but keep the original error on top
+                except Exception as cleanup_exc:  # noqa: BLE001 - report, but keep the original error on top
                     log.error("gce: %s", cleanup_exc)
                     if isinstance(exc, ClusterError):
                         raise ClusterError(f"{exc}; and cleanup failed: {cleanup_exc}") from exc

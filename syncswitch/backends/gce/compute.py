@@ -93,7 +93,7 @@ def load_sdk() -> Sdk:
 
         try:
             return google.auth.default()[1]
-        except Exception:  # no credentials: the caller asks for cluster.project instead
+        except Exception:  # noqa: BLE001 - no credentials: the caller asks for cluster.project instead
             return None
 
     return Sdk(compute_v1, exceptions, default_project)

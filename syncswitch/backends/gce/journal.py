@@ -29,7 +29,7 @@ def _process_started(pid: int) -> float | None:
         import psutil
 
         return psutil.Process(pid).create_time()
-    except Exception:  # no such process, or no psutil: the caller treats None as "not running"
+    except Exception:  # noqa: BLE001 - no such process, or no psutil: the caller treats None as "not running"
         return None
 
 

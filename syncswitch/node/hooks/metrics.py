@@ -73,7 +73,7 @@ class MetricsHook(v1.train.SessionRunHook):
     def snapshot(self) -> pb.Metrics:
         state = self.state
         times = [t for t, _ in self.window] or [float("nan")]
-        losses = [l for _, l in self.window] or [float("nan")]
+        losses = [value for _, value in self.window] or [float("nan")]
         step_time = sum(times) / len(times)
         batch = self.batch_by_protocol.get(state.protocol, 0)
         return pb.Metrics(

@@ -48,13 +48,13 @@ class SyncReplicasEngine(ProtocolEngine):
         counting = CountingOptimizer(optimizer, samples, tf.cast(take, tf.int64) * per_worker_batch, "bsp")
         self._opt = v1.train.SyncReplicasOptimizer(
             counting, replicas_to_aggregate=num_workers, total_num_replicas=num_workers, name="bsp_sync")
-        self._opt._replicas_to_aggregate = take  # noqa: SLF001 - read by take_grad, accepts a tensor
-        self._opt._tokens_per_step = group  # noqa: SLF001 - read by the token fill, accepts a tensor
+        self._opt._replicas_to_aggregate = take  # read by take_grad, accepts a tensor
+        self._opt._tokens_per_step = group  # read by the token fill, accepts a tensor
         self._num_workers = num_workers
         train_op = self._opt.apply_gradients(grads_and_vars, global_step)
         token = _find_op(train_op, "QueueDequeueV2")
         self.push_op = tf.group(*token.control_inputs, name="bsp_push")  # gradients into the accumulators
-        queue = self._opt._sync_token_queue  # noqa: SLF001 - no public handle for the token queue
+        queue = self._opt._sync_token_queue  # no public handle for the token queue
         with tf.device(samples.device):
             self.samples_now = tf.identity(samples.read_value(), name="bsp_samples_now")
         # One call per step: the push, then the wait between two timestamps taken on this worker (so the wait
@@ -67,7 +67,7 @@ class SyncReplicasEngine(ProtocolEngine):
         token_here = tf.identity(step_token, name="bsp_step_token_here")  # received once, used twice
         with tf.control_dependencies([token_here]):
             self.step_wait_s = tf.subtract(tf.timestamp(name="bsp_wait_until"), waited_from, name="bsp_wait_s")
-        self.step_op = self._opt._local_step.assign(token_here)  # noqa: SLF001 - as the optimizer's own step does
+        self.step_op = self._opt._local_step.assign(token_here)  # as the optimizer's own step does
         with tf.device(samples.device), tf.control_dependencies([step_token]):
             self.step_samples = tf.identity(samples.read_value(), name="bsp_step_samples")
         # The one-call step is this engine's training step: fetching train_op and samples_after together takes
@@ -85,7 +85,7 @@ class SyncReplicasEngine(ProtocolEngine):
             self._drain_op = queue.dequeue_many(self._drain_count)
         self._chief_init_op = self._opt.chief_init_op
         self._local_step_init_op = self._opt.local_step_init_op
-        local_step = self._opt._local_step  # noqa: SLF001 - the step a pushed gradient is tagged with
+        local_step = self._opt._local_step  # the step a pushed gradient is tagged with
         self._stale_local_step = local_step.assign(tf.constant(-1, tf.int64))
         with tf.device(global_step.device):
             self._own_token = queue.enqueue(global_step.read_value())

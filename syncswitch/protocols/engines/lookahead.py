@@ -63,14 +63,14 @@ class _LookaheadMomentum(v1.train.Optimizer):
         self._rates = rates  # device -> (lr * a, lr * c) computed there
 
     def _create_slots(self, var_list):
-        self._inner._create_slots(var_list)  # noqa: SLF001 - the same "momentum" slots every protocol uses
+        self._inner._create_slots(var_list)  # the same "momentum" slots every protocol uses
 
     def _prepare(self):
-        self._inner._prepare()  # noqa: SLF001
+        self._inner._prepare()
 
     def _resource_apply_dense(self, grad, var):
         velocity = self._inner.get_slot(var, "momentum")
-        momentum = tf.cast(self._inner._momentum_tensor, grad.dtype.base_dtype)  # noqa: SLF001
+        momentum = tf.cast(self._inner._momentum_tensor, grad.dtype.base_dtype)
         lr_a, lr_c = self._rates[var.device]
         nesterov = tf.raw_ops.ResourceApplyMomentum(var=var.handle, accum=velocity.handle, lr=lr_a, grad=grad,
                                                     momentum=momentum, use_locking=False, use_nesterov=True)
@@ -81,7 +81,7 @@ class _LookaheadMomentum(v1.train.Optimizer):
     def _apply_dense(self, grad, var):
         # A reference variable (a script that asked for `use_resource=False`): the same two kernels, ref flavour.
         velocity = self._inner.get_slot(var, "momentum")
-        momentum = tf.cast(self._inner._momentum_tensor, grad.dtype.base_dtype)  # noqa: SLF001
+        momentum = tf.cast(self._inner._momentum_tensor, grad.dtype.base_dtype)
         lr_a, lr_c = self._rates[var.device]
         nesterov = tf.raw_ops.ApplyMomentum(var=var, accum=velocity, lr=lr_a, grad=grad, momentum=momentum,
                                             use_locking=False, use_nesterov=True)
@@ -103,9 +103,9 @@ class LookaheadEngine(ProtocolEngine):
         self.meter = StalenessMeter(global_step, self.name)
         staleness = self.meter.at_apply([g for g, _ in grads_and_vars])
         self._is_chief = is_chief
-        self._momentum = optimizer._momentum  # noqa: SLF001 - the shared (possibly ramped) momentum tensor
+        self._momentum = optimizer._momentum  # the shared (possibly ramped) momentum tensor
         self._coefficients_in = v1.placeholder(tf.float32, [2], name="lookahead_coefficients_in")
-        lr = optimizer._learning_rate  # noqa: SLF001
+        lr = optimizer._learning_rate
         rates, setters = {}, []
         for _, v in grads_and_vars:
             if v.device in rates:

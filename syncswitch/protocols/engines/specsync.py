@@ -80,7 +80,7 @@ class SpeculativeEngine(ProtocolEngine):
         self._reset = tf.group(self.aborts.initializer, self.log.initializer)
         counting = CountingOptimizer(optimizer, samples, per_worker_batch, self.name)
         # Slots are made outside the cond: a variable cannot be created inside one.
-        optimizer._create_slots([v for _, v in grads_and_vars])  # noqa: SLF001 - the v1 optimizer's own hook
+        optimizer._create_slots([v for _, v in grads_and_vars])  # the v1 optimizer's own hook
         with tf.device(global_step.device):
             # Read and push times on the parameter server's clock, the one every worker's log entry shares.
             with tf.control_dependencies([self.meter.step_at_read]):

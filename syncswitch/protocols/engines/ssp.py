@@ -12,7 +12,8 @@ v1 = tf.compat.v1
 
 
 def must_wait(clocks, worker: int, staleness: int) -> bool:
-    """SSP's rule (Ho et al. 2013): worker `worker` waits while its clock is more than `staleness` ahead of the slowest."""
+    """SSP's rule (Ho et al. 2013): worker `worker` waits while its clock is more than `staleness` ahead of the
+    slowest."""
     return int(clocks[worker]) - int(min(clocks)) > staleness
 
 
