@@ -11,10 +11,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.cluster]
 
 
 def test_short_real_search_on_two_workers(write_spec, tmp_path, no_leftovers):
-    experiments = pytest.importorskip("syncswitch.cluster_manager.experiments",
-                                      reason="the cluster manager's run_pilot_factory is not in this tree")
-    if not hasattr(experiments, "run_pilot_factory"):
-        pytest.skip("syncswitch.cluster_manager.experiments has no run_pilot_factory yet")
+    from syncswitch.cli.pilots import run_pilot_factory
     job_spec = specmod.load(write_spec("""
         name: search-smoke
         script: EXAMPLES/digits_mlp.py
@@ -24,7 +21,7 @@ def test_short_real_search_on_two_workers(write_spec, tmp_path, no_leftovers):
     """))
     events = []
     cache: dict = {}
-    result = binary_search(experiments.run_pilot_factory(job_spec, str(tmp_path / "pilots")), max_settings=2,
+    result = binary_search(run_pilot_factory(job_spec, str(tmp_path / "pilots")), max_settings=2,
                            runs=1, bsp_runs=1, threshold=0.05, cache=cache,
                            on_event=lambda kind, **info: events.append(kind))
     assert len(result.points) == 2 and result.runs == 3 and result.new_runs == 3
