@@ -296,14 +296,18 @@ seed: 0
 WIDTH = 100  # click wraps help to the terminal: a fixed width makes the page the same everywhere
 
 
-def _command_lines(command: click.Command, path: list[str]) -> list[str]:
-    ctx = click.Context(command, info_name=" ".join(path), terminal_width=WIDTH, max_content_width=WIDTH)
+def _command_lines(command: click.Command, path: list[str], parent: click.Context) -> list[str]:
+    # Under its parent, as the real command line builds it: the group's `-h` is inherited. Click caches a
+    # command's help option, so a command first used without the group gave `--help` instead, by test order.
+    ctx = click.Context(command, parent=parent, info_name=path[-1], terminal_width=WIDTH, max_content_width=WIDTH)
+    if getattr(command, "_help_option", None) is not None:
+        command._help_option = None  # click >= 8.2 keeps the first context's help option: make it from this one
     lines = [f"## `{' '.join(path)}`", "", "```text", command.get_help(ctx).rstrip(), "```", ""]
     if isinstance(command, click.Group):
         for name in command.list_commands(ctx):
             sub = command.get_command(ctx, name)
             if sub is not None and not sub.hidden:
-                lines += _command_lines(sub, path + [name])
+                lines += _command_lines(sub, path + [name], ctx)
     return lines
 
 
@@ -314,9 +318,10 @@ def render_cli() -> str:
              "Every command maps errors to exit codes (0 completed, 1 failed, 2 bad spec, script or arguments, "
              "3 diverged, 130 interrupted; [outputs.md](outputs.md)) and prints one line without a traceback "
              "unless `SYNCSWITCH_DEBUG=1`.", ""]
-    ctx = click.Context(cli, info_name="syncswitch", terminal_width=WIDTH, max_content_width=WIDTH)
+    settings = {**cli.context_settings, "terminal_width": WIDTH, "max_content_width": WIDTH}
+    ctx = click.Context(cli, info_name="syncswitch", **settings)
     for name in cli.list_commands(ctx):
         command = cli.get_command(ctx, name)
         if command is not None and not command.hidden:
-            lines += _command_lines(command, ["syncswitch", name])
+            lines += _command_lines(command, ["syncswitch", name], ctx)
     return "\n".join(lines).rstrip() + "\n"
