@@ -277,11 +277,24 @@ def ray_render(docs: list[dict]) -> list[str]:
 
 
 def sim_vs_real_render(docs: list[dict]) -> list[str]:
-    doc = docs[0]
-    rows = [[r["job"], f"`{r['variant']}`", spread_text(r["sim"]), spread_text(r["real"]),
-             "yes" if r["within_real_spread"] else "no"] for r in doc["rows"]]
-    return [f"{doc['agree']} of {doc['cells']} protocol cells within the real runs' seed spread (4 workers).", ""] + \
-        table(["job", "protocol", "simulated", "real", "within the real spread"], rows)
+    rows, counts = [], {}
+    for doc in docs:
+        for r in doc["rows"]:
+            key = (r["cores"], r["workers"])
+            agree, cells = counts.get(key, (0, 0))
+            counts[key] = (agree + r["within_real_spread"], cells + 1)
+            stale = " / ".join("-" if v is None else f"{v:.2f}" for v in (r["sim_staleness"], r["real_staleness"]))
+            rows.append([r["job"], str(r["workers"]), f"`{r['protocol']}`", SIM_CORES[r["cores"]],
+                         spread_text(r["sim"]), spread_text(r["real"]), stale,
+                         "yes" if r["within_real_spread"] else "no"])
+    said = [f"{SIM_CORES[kind]}, {n} workers: {a} of {c} protocol cells within the real runs' seed spread"
+            for (kind, n), (a, c) in sorted(counts.items())]
+    return ["; ".join(said) + ".", ""] + table(
+        ["job", "workers", "protocol", "simulated workers", "simulated", "real", "ASP-type staleness sim / real",
+         "within the real spread"], rows)
+
+
+SIM_CORES = {"shared": "sharing cores (calibrated)", "own": "a core each"}
 
 
 FIGURES = (
