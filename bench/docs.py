@@ -280,11 +280,12 @@ def sim_vs_real_render(docs: list[dict]) -> list[str]:
     rows, counts = [], {}
     for doc in docs:
         for r in doc["rows"]:
-            key = (r["cores"], r["workers"])
-            agree, cells = counts.get(key, (0, 0))
-            counts[key] = (agree + r["within_real_spread"], cells + 1)
-            stale = " / ".join("-" if v is None else f"{v:.2f}" for v in (r["sim_staleness"], r["real_staleness"]))
-            rows.append([r["job"], str(r["workers"]), f"`{r['protocol']}`", SIM_CORES[r["cores"]],
+            kind, n = r.get("cores", "own"), r.get("workers", 4)  # files before shared cores: a core each, 4 workers
+            agree, cells = counts.get((kind, n), (0, 0))
+            counts[(kind, n)] = (agree + r["within_real_spread"], cells + 1)
+            stale = " / ".join("-" if v is None else f"{v:.2f}"
+                               for v in (r.get("sim_staleness"), r.get("real_staleness")))
+            rows.append([r["job"], str(n), f"`{r.get('protocol') or r['variant']}`", SIM_CORES[kind],
                          spread_text(r["sim"]), spread_text(r["real"]), stale,
                          "yes" if r["within_real_spread"] else "no"])
     said = [f"{SIM_CORES[kind]}, {n} workers: {a} of {c} protocol cells within the real runs' seed spread"
