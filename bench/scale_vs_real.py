@@ -20,21 +20,23 @@ import os
 import statistics
 import sys
 
-from bench.common import ROOT, log, spread
+from bench.common import ROOT, load_spec, log, spread
 from bench.protocols import PROTOCOLS
 
 SIGMA = "speeds:0.2"
 
 
-def real_side(path: str) -> list[dict]:
-    """(job, workers, protocol, real accuracies, staleness) of each protocol alone in a protocols result."""
+def real_side(arg: str) -> list[dict]:
+    """(job, workers, protocol, real accuracies, staleness) of each protocol alone in a protocols result;
+    `FILE#p1,p2` takes only those protocols from it."""
+    path, _, only = arg.partition("#")
     with open(path, encoding="utf-8") as fh:
         doc = json.load(fh)
     out = []
     for name, job in doc["jobs"].items():
         for variant, stats in job["variants"].items():
             done = [r for r in stats["runs"] if r["status"] == "completed" and r["final_accuracy"] is not None]
-            if not done or variant not in PROTOCOLS:  # each protocol alone, at its default parameters
+            if not done or variant not in PROTOCOLS or (only and variant not in only.split(",")):
                 continue
             out.append({"job": name, "spec": os.path.join(ROOT, job["job"]), "workers": doc["workers"],
                         "protocol": variant, "seeds": [r["seed"] for r in stats["runs"]],
@@ -44,12 +46,11 @@ def real_side(path: str) -> list[dict]:
 
 
 def simulate(cell: dict, arrivals: str, seed: int) -> dict:
-    from syncswitch import spec as specmod
     from syncswitch.simulator.arrivals import arrival_model
     from syncswitch.simulator.run import Options, Simulation
 
     n = cell["workers"]
-    job = specmod.load(cell["spec"], [*cell["overrides"], f"cluster.workers={n}", f"seed={seed}",
+    job = load_spec(cell["spec"], [*cell["overrides"], f"cluster.workers={n}", f"seed={seed}",
                                       f"policy.schedule=[{{protocol: {cell['protocol']}}}]"])
     summary = Simulation(job, Options(n, arrival_model(arrivals, n, seed), seed, cell["out"] + f"-s{seed}")).run()
     measured = summary["schedule"][0].get("measured") or {}
@@ -101,7 +102,8 @@ def markdown(rows: list[dict]) -> list[str]:
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--real", action="append", required=True, help="a bench protocols result JSON (repeatable)")
+    parser.add_argument("--real", action="append", required=True,
+                        help="a bench protocols result JSON, FILE#p1,p2 for some of its protocols (repeatable)")
     parser.add_argument("--cores", type=int, default=1, help="cores the simulated workers share (default 1: the "
                                                              "CPU slot a real run under heavy holds)")
     parser.add_argument("--own-cores", action="store_true", help="also simulate each worker on its own core")
