@@ -59,11 +59,11 @@ def simulate(cell: dict, arrivals: str, seed: int) -> dict:
                 "quantum")}
 
 
-def compare(cells: list[dict], runs_dir: str, cores: int, own_cores: bool) -> list[dict]:
+def compare(cells: list[dict], runs_dir: str, cores: int, own_cores: bool, only=None) -> list[dict]:
     rows = []
     asp = {(c["job"], c["workers"]): statistics.median(c["staleness"]) for c in cells
            if c["protocol"] == "asp" and c["staleness"]}
-    for cell in cells:
+    for cell in [c for c in cells if not only or c["protocol"] in only]:
         target = asp.get((cell["job"], cell["workers"]))
         models = {"shared": f"{SIGMA}+cores:{cores}:staleness={target:.4f}"} if target else {}
         if own_cores:
@@ -108,12 +108,14 @@ def main(argv=None) -> int:
                                                              "CPU slot a real run under heavy holds)")
     parser.add_argument("--own-cores", action="store_true", help="also simulate each worker on its own core")
     parser.add_argument("--jobs", help="only these jobs (names as in the real result, comma-separated)")
+    parser.add_argument("--protocols", help="simulate only these (comma-separated; the real ASP runs still calibrate)")
     parser.add_argument("--runs-dir", default="/tmp/scale-vs-real")
     parser.add_argument("--out")
     args = parser.parse_args(argv)
     cells = [c for path in args.real for c in real_side(path)
              if not args.jobs or c["job"] in args.jobs.split(",")]
-    rows = compare(cells, args.runs_dir, args.cores, args.own_cores)
+    rows = compare(cells, args.runs_dir, args.cores, args.own_cores,
+                   args.protocols.split(",") if args.protocols else None)
     print("\n".join(markdown(rows)))
     agree = {kind: sum(r["within_real_spread"] for r in rows if r["cores"] == kind) for kind in ("shared", "own")}
     total = {kind: sum(r["cores"] == kind for r in rows) for kind in ("shared", "own")}
