@@ -426,6 +426,13 @@ FIGURES += (
            note="Both ran the runtime code of 614d0d8 (6fa66c2 adds only a benchmark variant; the GRU file records "
                 "614d0d8, the other file's copy of the tree had no git). Two benchmarks ran at once on 2 cores "
                 "beside other jobs: times are noisy, ratios are to the same seed's BSP run."),
+    Figure("switch-rule-shipped", "The switch rule against the fixed 0.25 on the shipped jobs (5 seeds)",
+           ("safety-switch-rule-vs-fixed-digits-cnn-2-2026-11-26.json",),
+           "python -m bench safety --workloads digits_cnn-2 --variants bsp,in-place+guard,in-place@fixed+guard "
+           "--seeds 5",
+           switch_rule_render, commit="6fa66c2",
+           note="One workload at a time on 2 cores shared with other jobs; the copy of the tree at 6fa66c2 "
+                "had no git (its runtime code is 614d0d8's)."),
     Figure("sim-vs-real", "The simulator against real runs",
            ("scale-sim-vs-real-4workers-2026-11-25.json",),
            "python -m bench scale-vs-real --sim <a scale result at 4 workers per job>", sim_vs_real_render,
