@@ -6,8 +6,8 @@ import dataclasses
 import enum
 
 from syncswitch.policies import CONFIGURATION_POLICIES, PhaseConfig
+from syncswitch.protocols import PROTOCOLS
 from syncswitch.protocols.catalog import synchronous
-from syncswitch.registry import PROTOCOLS
 from syncswitch.spec import NONBLOCKING_SWITCH_TO, Phase, parse_schedule, switch_target
 
 
