@@ -42,7 +42,9 @@ def free_ports(count: int) -> list[int]:
 
 def plan_from_spec(path: str, overrides, workers: int, ps: int, switch_at: float) -> dict:
     """What every worker needs, from the same job spec syncswitch reads (validated by syncswitch's loader)."""
-    import syncswitch.backends  # noqa: F401 - registers the backends specs name
+    # Imported for their registrations: the backends, policies and protocols a spec names.
+    import syncswitch.backends
+    import syncswitch.policies  # noqa: F401
     from syncswitch import spec as specmod
 
     job = specmod.load(path, list(overrides))

@@ -151,7 +151,9 @@ run_part = guarded  # the name modules written before the part registry call it 
 
 
 def load_spec(job: str, overrides=()):
-    import syncswitch.backends  # noqa: F401 - registers the backends specs name
+    # Imported for their registrations: the backends, policies and protocols a spec names.
+    import syncswitch.backends
+    import syncswitch.policies  # noqa: F401
     from syncswitch import spec as specmod
 
     return specmod.load(job, list(overrides))

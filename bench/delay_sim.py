@@ -22,7 +22,9 @@ from bench import common  # first: it sets the TensorFlow environment (legacy Ke
 import numpy as np
 import tensorflow as tf
 
-import syncswitch.backends  # noqa: F401 - registers the backends specs name
+# Imported for their registrations: the backends, policies and protocols a spec names.
+import syncswitch.backends
+import syncswitch.policies  # noqa: F401
 from syncswitch import spec as specmod
 from syncswitch.node import script as scriptmod
 from syncswitch.protocols.engines.lookahead import lookahead_factor

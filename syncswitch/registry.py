@@ -1,15 +1,16 @@
 """Name -> implementation registries, so job specs can say `configuration: paper` or `backend: gce`.
 
 The registries are declared here, on the ground floor, so that the spec can check names against them
-without importing the floors above. Backends register themselves when their package (`syncswitch.backends`)
-is imported by the layer that uses them (the cluster manager, the CLI); the policy and protocol registries still
-list the modules whose import registers their built-ins, imported on the first lookup.
+without importing the floors above; this module imports nothing above it, by statement or by name. Each package
+above registers its built-ins when it is imported by the layer that uses it: `syncswitch.protocols` (the catalog),
+`syncswitch.policies` (configuration and straggler policies, switch rules) and `syncswitch.backends`. Whoever
+loads a spec imports them first (the CLI, the cluster manager, the benchmarks and the tests do); a lookup in an
+empty registry says which package to import.
 """
 
 from __future__ import annotations
 
 import difflib
-import importlib
 from collections.abc import Callable
 from typing import Generic, TypeVar
 
@@ -26,11 +27,9 @@ def did_you_mean(name: str, choices) -> str:
 class Registry(Generic[T]):
     """Maps names to implementations; unknown names get an error listing the valid ones."""
 
-    def __init__(self, kind: str, builtins: tuple[str, ...] = (), registered_by: str = ""):
+    def __init__(self, kind: str, registered_by: str):
         self.kind = kind
-        self._builtins = builtins       # modules that register the built-in implementations
-        self._registered_by = registered_by  # the package whose import registers them, named when none is
-        self._loaded = not builtins
+        self._registered_by = registered_by  # the package whose import registers the built-ins, named when none is
         self._items: dict[str, T] = {}
 
     def register(self, name: str) -> Callable[[T], T]:
@@ -42,23 +41,15 @@ class Registry(Generic[T]):
 
         return deco
 
-    def _load(self) -> None:
-        if not self._loaded:
-            self._loaded = True
-            for module in self._builtins:
-                importlib.import_module(module)
-
     def names(self) -> list[str]:
-        self._load()
         return sorted(self._items)
 
     def get(self, name: str, field: str | None = None) -> T:
-        self._load()
         try:
             return self._items[name]
         except (KeyError, TypeError):
             where = f"{field}={name!r}" if field else repr(name)
-            if not self._items and self._registered_by:
+            if not self._items:
                 raise SpecError(f"unknown {self.kind} {where}: none is registered; import {self._registered_by} "
                                 "first") from None
             raise SpecError(
@@ -67,14 +58,13 @@ class Registry(Generic[T]):
             ) from None
 
     def __contains__(self, name: object) -> bool:
-        self._load()
         return name in self._items
 
 
-CONFIGURATION_POLICIES: Registry = Registry("configuration policy", builtins=("syncswitch.policies",))
-STRAGGLER_POLICIES: Registry = Registry("straggler policy", builtins=("syncswitch.policies",))
+CONFIGURATION_POLICIES: Registry = Registry("configuration policy", registered_by="syncswitch.policies")
+STRAGGLER_POLICIES: Registry = Registry("straggler policy", registered_by="syncswitch.policies")
 # Rules that time a scheduled switch out of BSP (syncswitch/policies/timing.py).
-SWITCH_RULES: Registry = Registry("switch rule", builtins=("syncswitch.policies",))
+SWITCH_RULES: Registry = Registry("switch rule", registered_by="syncswitch.policies")
 BACKENDS: Registry = Registry("backend", registered_by="syncswitch.backends")
 # Synchronization protocols: syncswitch/protocols/catalog.py Protocol entries (names, parameters, traits).
-PROTOCOLS: Registry = Registry("protocol", builtins=("syncswitch.protocols.catalog",))
+PROTOCOLS: Registry = Registry("protocol", registered_by="syncswitch.protocols")

@@ -8,7 +8,9 @@ import uuid
 import psutil
 import pytest
 
-import syncswitch.backends  # noqa: F401 - registers the backends the specs of every test name
+# Imported for their registrations: the backends, policies and protocols the specs of every test name.
+import syncswitch.backends
+import syncswitch.policies  # noqa: F401
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 EXAMPLES = os.path.join(ROOT, "examples")

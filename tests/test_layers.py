@@ -61,14 +61,40 @@ def _string_import(node: ast.AST) -> list[str] | None:
     return None
 
 
+def _imports_by_a_variable(tree: ast.AST) -> bool:
+    """Whether the module hands import_module (or __import__) anything but a string written at the call."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and node.args and _string_import(node) is None:
+            func = node.func
+            name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else None
+            if name in ("import_module", "__import__") and not (
+                    isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str)):
+                return True
+    return False
+
+
+def _module_names(tree: ast.AST):
+    """(line, dotted name) for every string constant of the module that names a syncswitch module: what a module
+    that imports by a variable may load (a table of module names, a registry's list of packages)."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value.startswith("syncswitch."):
+            parts = node.value.split(".")
+            if all(part.isidentifier() for part in parts) and (
+                    (PACKAGE.parent.joinpath(*parts).with_suffix(".py")).exists()
+                    or PACKAGE.parent.joinpath(*parts).is_dir()):
+                yield node.lineno, parts
+
+
 def _targets(tree: ast.AST, path: pathlib.Path):
     """(line, dotted target) for every import of syncswitch, at module level or inside functions, by statement or by
-    a string handed to import_module."""
+    a string handed to import_module; in a module that imports by a variable, every module it names in a string."""
     here = _dotted(path)
     package = here if path.name == "__init__.py" else here[:-1]
+    literal = set()
     for node in ast.walk(tree):
         by_string = _string_import(node)
         if by_string:
+            literal.add((node.lineno, tuple(by_string)))
             yield node.lineno, by_string
         if isinstance(node, ast.Import):
             for alias in node.names:
@@ -87,6 +113,8 @@ def _targets(tree: ast.AST, path: pathlib.Path):
                     yield node.lineno, base + [alias.name] if module else base
             else:
                 yield node.lineno, base
+    if _imports_by_a_variable(tree):
+        yield from ((line, parts) for line, parts in _module_names(tree) if (line, tuple(parts)) not in literal)
 
 
 def _violations():
@@ -130,6 +158,19 @@ def test_the_checker_sees_imports_by_string():
     found = list(_targets(ast.parse(source), PACKAGE / "registry.py"))
     assert found == [(2, ["syncswitch", "cli", "main"]), (3, ["syncswitch", "node", "task"])]
     assert [_floor_of(t)[1] for _, t in found] == [4, 3]
+
+
+def test_the_checker_sees_modules_named_for_an_import_by_a_variable():
+    # a registry that kept the names of the packages to load and imported them on the first lookup hid an upward
+    # import from a check that reads only the strings written at the call
+    source = ("import importlib\nBUILTINS = ('syncswitch.policies', 'syncswitch.protocols.catalog', 'not.ours')\n"
+              "def load():\n    for module in BUILTINS:\n        importlib.import_module(module)\n")
+    found = list(_targets(ast.parse(source), PACKAGE / "registry.py"))
+    assert found == [(2, ["syncswitch", "policies"]), (2, ["syncswitch", "protocols", "catalog"])]
+    assert [_floor_of(t)[1] for _, t in found] == [2, 2]
+    # without an import by a variable, a module's name in a string is only text (an error message, a command)
+    assert list(_targets(ast.parse("HINT = 'import syncswitch.policies'\nX = 'syncswitch.policies'\n"),
+                         PACKAGE / "registry.py")) == []
 
 
 def test_imports_run_downward_only():
@@ -195,16 +236,25 @@ def test_classes_combine_no_mixins():
     assert not mixed, "classes with several bases that are not interfaces:\n" + "\n".join(mixed)
 
 
-def test_the_registry_imports_no_backend():
-    """Backends register when the layer that uses them imports their package; a registry lookup never loads them."""
+def test_the_registry_imports_nothing_above_it():
+    """Backends, policies and protocols register when the layer that uses them imports their package; neither the
+    registry nor the spec loads them, and a lookup in an empty registry names the package to import."""
     import subprocess
     import sys
 
-    code = ("import sys\nfrom syncswitch import registry\nfrom syncswitch.errors import SpecError\n"
-            "try:\n    registry.BACKENDS.get('local')\nexcept SpecError as exc:\n    print(exc)\n"
-            "print('syncswitch.backends' in sys.modules)\n"
-            "import syncswitch.backends\nprint(sorted(registry.BACKENDS.names())[:2])\n")
+    code = ("import sys\nfrom syncswitch import registry, spec\nfrom syncswitch.errors import SpecError\n"
+            "for table, name in ((registry.BACKENDS, 'local'), (registry.PROTOCOLS, 'bsp'),\n"
+            "                    (registry.STRAGGLER_POLICIES, 'greedy'), (registry.SWITCH_RULES, 'loss')):\n"
+            "    try:\n        table.get(name)\n    except SpecError as exc:\n        print(exc)\n"
+            "print(sorted(m.split('.')[1] for m in sys.modules if m.count('.') == 1 and m.startswith('syncswitch.')))\n"
+            "import syncswitch.backends, syncswitch.policies\n"
+            "print(registry.BACKENDS.names()[:2], registry.PROTOCOLS.names()[:2], registry.SWITCH_RULES.names())\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          cwd=PACKAGE.parent).stdout.splitlines()
-    assert out == ["unknown backend 'local': none is registered; import syncswitch.backends first", "False",
-                   "['gce', 'local']"]
+    assert out[:4] == ["unknown backend 'local': none is registered; import syncswitch.backends first",
+                       "unknown protocol 'bsp': none is registered; import syncswitch.protocols first",
+                       "unknown straggler policy 'greedy': none is registered; import syncswitch.policies first",
+                       "unknown switch rule 'loss': none is registered; import syncswitch.policies first"]
+    loaded = eval(out[4])  # the top-level parts the ground floor pulled in
+    assert all(FLOORS[part] == 1 for part in loaded), loaded
+    assert out[5] == "['gce', 'local'] ['asp', 'b-fasgd'] ['fixed', 'loss']"

@@ -8,7 +8,10 @@ from __future__ import annotations
 
 import click
 
-import syncswitch.backends  # noqa: F401 - registers the backends a spec's cluster.backend names
+# Imported for their registrations: the backends, policies and protocols a spec names (before the commands, whose
+# options list the registered names).
+import syncswitch.backends
+import syncswitch.policies  # noqa: F401
 from syncswitch.cli.cluster import cluster
 from syncswitch.cli.experiment import experiment
 from syncswitch.cli.guard import guard

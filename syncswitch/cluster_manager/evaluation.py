@@ -10,6 +10,7 @@ import threading
 
 from syncswitch.cluster_manager.checkpoint_copies import CheckpointShipper
 from syncswitch.cluster_manager.events import EVALUATOR
+from syncswitch.cluster_manager.record import EvaluationResult
 from syncswitch.wire import agent_pb2 as pb
 from syncswitch.wire import codec
 from syncswitch.wire.forkclient import ForkedProcess
@@ -51,7 +52,7 @@ class Evaluations:
         self.feed = feed
         self.start_process = start_process
         self.proc: subprocess.Popen | None = None
-        self.results: list[dict] = []
+        self.results: list[EvaluationResult] = []
         self._outstanding: dict[str, float] = {}  # checkpoints (as the task reported them) still to be scored
         self._abandoned: set[str] = set()       # checkpoints of branches a rollback gave up
         self._submitted: dict[str, float] = {}  # path -> fraction, of the running branch
@@ -134,27 +135,27 @@ class Evaluations:
                 if self._shipper is None or path in self._sent:
                     self._write(pb.EvaluateRequest(path=self._sent.get(path, path), cancel=True))
 
-    def on_evaluation(self, evaluation: pb.Evaluation) -> dict | None:
+    def on_evaluation(self, evaluation: pb.Evaluation) -> EvaluationResult | None:
         """The result as a record, or None for a checkpoint of an abandoned branch."""
         written = self._copies.get(evaluation.checkpoint, evaluation.checkpoint)
         self._outstanding.pop(written, None)  # scored while its cancel was on the way: already not pending
         if written in self._abandoned:
             return None
-        record = dict(codec.to_dict(evaluation), written=written)  # written: the path the task reported
-        self.results.append(record)
-        return record
+        result = EvaluationResult.from_event(evaluation, written)
+        self.results.append(result)
+        return result
 
     def written(self, checkpoint: str) -> str:
         """The path the task reported for the checkpoint the evaluator read at `checkpoint`."""
         return self._copies.get(checkpoint, checkpoint)
 
-    def abandon_after(self, fraction: float) -> list[dict]:
+    def abandon_after(self, fraction: float) -> list[EvaluationResult]:
         """A rollback to `fraction`: later checkpoints, scored or not, leave the run's results."""
         self.cancel_after(fraction)
         self._abandoned |= {p for p, f in self._submitted.items() if f > fraction}
         self._submitted = {p: f for p, f in self._submitted.items() if f <= fraction}
-        gone = [r for r in self.results if r["written"] in self._abandoned]
-        self.results = [r for r in self.results if r["written"] not in self._abandoned]
+        gone = [r for r in self.results if r.written in self._abandoned]
+        self.results = [r for r in self.results if r.written not in self._abandoned]
         return gone
 
     def close_input(self) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import math
 
+from syncswitch.cluster_manager.record import EvaluationResult
 from syncswitch.policies.base import Verdict
 from syncswitch.policies.guard import DegradationGuard, GuardSettings
 from syncswitch.protocols.catalog import synchronous
@@ -99,23 +100,23 @@ class GuardRuntime:
         self.policy.watching = False
         return None
 
-    def replay(self, phases: list[tuple[str, float]], evaluations: list[dict], checkpoints: list) -> None:
+    def replay(self, phases: list[tuple[str, float]], evaluations: list[EvaluationResult], checkpoints: list) -> None:
         """A resumed run: what the dead manager's guard knew. `phases` ran before the resume point ((protocol,
         start fraction) each): an asynchronous phase resumed after a synchronous one is watched again; the
         evaluations give the best accuracy to compare with; `checkpoints` (durable, up to the resume point)
         are the branch's rollback targets, the scored ones with their accuracy. No verdict is drawn here."""
         for protocol, start in phases:
             self.on_phase(protocol, start)
-        scored = {e.get("written"): e for e in evaluations}
-        for e in sorted(evaluations, key=lambda e: e["fraction"]):
-            self.policy.on_evaluation(e["fraction"], e["accuracy"])
-            self.scores.append((e["fraction"], e["accuracy"]))
+        scored = {e.written: e for e in evaluations}
+        for e in sorted(evaluations, key=lambda e: e.fraction):
+            self.policy.on_evaluation(e.fraction, e.accuracy)
+            self.scores.append((e.fraction, e.accuracy))
         for c in checkpoints:
             if any(known.path == c.path for known in self.checkpoints):
                 continue
             e = scored.get(c.path)
             synchronous_phase = c.phase is not None and c.phase < len(phases) and synchronous(phases[c.phase][0])
-            self.checkpoints.append(Checkpoint(c.path, c.fraction, c.samples, accuracy=e and e["accuracy"],
+            self.checkpoints.append(Checkpoint(c.path, c.fraction, c.samples, accuracy=e and e.accuracy,
                                                before_async=c.kind == "switch" or synchronous_phase))
 
     # -- the rollback ---------------------------------------------------------------------------

@@ -7,7 +7,7 @@ import time
 from syncswitch.cluster_manager import events as ev
 from syncswitch.cluster_manager.lifecycle import JobState, TaskState
 from syncswitch.cluster_manager.recovery import SAVE_KINDS
-from syncswitch.registry import PROTOCOLS
+from syncswitch.protocols import PROTOCOLS
 from syncswitch.wire import agent_pb2 as pb
 from syncswitch.wire import codec
 
@@ -59,11 +59,10 @@ class EventRouter:
             ctx.outputs.append({"kind": "evaluation", "abandoned": result is None, **codec.event_record(event)})
             if result is None:
                 return  # it scored a checkpoint of a branch the guard rolled back
-            ctx.scalar("test/accuracy", result["accuracy"], result["fraction"], ctx.record.t_submit + result["time_s"])
-            ctx.bar.evaluated(result["fraction"], result["accuracy"])
+            ctx.scalar("test/accuracy", result.accuracy, result.fraction, ctx.record.t_submit + result.time_s)
+            ctx.bar.evaluated(result.fraction, result.accuracy)
             self.journal.save()
-            verdict = self.guard.on_evaluation(result["written"], result["fraction"], result["accuracy"],
-                                               result["loss"])
+            verdict = self.guard.on_evaluation(result.written, result.fraction, result.accuracy, result.loss)
             if verdict is not None:
                 self.repairs.abandon(verdict, time.time())
         elif name in ("evaluator_ready", "evaluator_done"):

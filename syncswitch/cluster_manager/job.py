@@ -26,6 +26,7 @@ from syncswitch.cluster_manager.progress import ProgressBar, summary_table
 from syncswitch.cluster_manager.record import RunRecord
 from syncswitch.cluster_manager.recovery import NodeFailure, Recovery
 from syncswitch.cluster_manager.repair import Repairs
+from syncswitch.cluster_manager.restart import Restart
 from syncswitch.cluster_manager.resume import Resumer
 from syncswitch.cluster_manager.stragglers import StragglerController, StragglerResponder
 from syncswitch.cluster_manager.summary import build_summary
@@ -88,12 +89,10 @@ class JobRun:
         self.launcher = Launcher(ctx, nodes, on_relaunched=self.responder.reapply)
         self.phases = PhaseDriver(ctx, nodes, self.launcher, self.guard, self.stragglers, self.evaluations,
                                   self.timing)
-        self.repairs = Repairs(ctx, nodes, self.launcher, self.phases, self.guard, self.evaluations, self.durable,
-                               self.journal, self.stragglers)
-        self.recovery = Recovery(ctx, nodes, self.launcher, self.phases, self.guard, self.evaluations, self.durable,
-                                 self.journal)
-        self.resumer = Resumer(ctx, self.launcher, self.phases, self.guard, self.evaluations, self.durable,
-                               self.recovery, self.journal, self.stragglers)
+        restart = Restart(ctx, self.launcher, self.phases, self.guard, self.evaluations, self.durable, self.journal)
+        self.repairs = Repairs(restart, nodes, self.stragglers)
+        self.recovery = Recovery(restart, nodes)
+        self.resumer = Resumer(restart, self.recovery, self.stragglers)
         self.events = EventRouter(ctx, nodes, self.launcher, self.phases, self.repairs, self.recovery, self.guard,
                                   self.evaluations, self.durable, self.stragglers, self.responder, self.journal,
                                   self.timing)

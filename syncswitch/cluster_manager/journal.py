@@ -27,7 +27,9 @@ def save_job(spec, run_dir: str) -> None:
 
 def load_job(run_dir: str):
     """The spec a run folder was submitted with; SyncSwitchError naming the folder when it has none."""
-    import syncswitch.backends  # noqa: F401 - the spec names its backend, which validates its options
+    # Imported for their registrations: the backends (which validate their options), policies and protocols it names.
+    import syncswitch.backends
+    import syncswitch.policies  # noqa: F401
     from syncswitch import spec as specmod
 
     doc = read_json(run_dir, JOB_FILE)
@@ -58,7 +60,7 @@ class RunJournal:
         if ctx.outputs is None:
             return
         write_json_atomic(os.path.join(ctx.run_dir, RUN_FILE), {
-            **ctx.record.kept(), "evaluations": self.evaluations.results,
+            **ctx.record.kept(), "evaluations": [e.as_dict() for e in self.evaluations.results],
             "reached": max(ctx.reached(), ctx.reached_before),
             # The plan as it stands (a rollback's fallback rung, greedy's interruptions): checkpoints name its phases.
             "plan": ctx.plan.describe_phases(),

@@ -112,8 +112,8 @@ class PhaseDriver:
         if guard.verdict is not None:
             return False
         evaluations.close_input()
-        final = [e for e in evaluations.results if e["fraction"] >= 1.0]
-        short = final and guard.shortfall(final[-1]["fraction"], final[-1]["accuracy"])  # None if unrepaired
+        final = [e for e in evaluations.results if e.fraction >= 1.0]
+        short = final and guard.shortfall(final[-1].fraction, final[-1].accuracy)  # None if unrepaired
         if short:
             ctx.note("guard", time.time(), **short)
             ctx.bar.message(f"guard: the repaired run ends at accuracy {short['values']['accuracy']:.4g}, below "

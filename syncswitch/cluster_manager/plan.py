@@ -5,9 +5,9 @@ from __future__ import annotations
 import dataclasses
 import enum
 
-from syncswitch.policies import CONFIGURATION_POLICIES, PhaseConfig
+from syncswitch.policies import CONFIGURATION_POLICIES, STRAGGLER_POLICIES, PhaseConfig
+from syncswitch.protocols import PROTOCOLS
 from syncswitch.protocols.catalog import synchronous
-from syncswitch.registry import PROTOCOLS, STRAGGLER_POLICIES
 from syncswitch.spec import NONBLOCKING_SWITCH_TO, Phase, parse_schedule, switch_target
 
 

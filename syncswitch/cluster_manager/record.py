@@ -31,6 +31,39 @@ class PolicyActionRecord:
         return {k: v for k, v in entry.items() if v is not None or k not in ("group_size", "at_fraction")}
 
 
+@dataclasses.dataclass(frozen=True)
+class EvaluationResult:
+    """One checkpoint the evaluator scored, as the run keeps it (run.json, summary.json `evaluations`)."""
+
+    fraction: float                     # of the workload, when the checkpoint was written
+    time_s: float                       # written at, from the first training step
+    accuracy: float
+    loss: float
+    written: str                        # the checkpoint as the task reported it (rollback targets are named so)
+    checkpoint: str = ""                # the path the evaluator read (a local copy without a shared filesystem)
+    examples: int = 0
+    eval_s: float = 0.0
+
+    SUMMARY = ("fraction", "time_s", "accuracy", "loss")  # what summary.json keeps of it
+
+    @classmethod
+    def from_event(cls, evaluation: pb.Evaluation, written: str) -> EvaluationResult:
+        return cls(evaluation.fraction, evaluation.time_s, evaluation.accuracy, evaluation.loss, written,
+                   evaluation.checkpoint, evaluation.examples, evaluation.eval_s)
+
+    @classmethod
+    def from_dict(cls, entry: dict) -> EvaluationResult:
+        """One as run.json kept it; a record of an older run folder without `written` names what was read."""
+        names = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{"written": entry.get("checkpoint", ""), **{k: v for k, v in entry.items() if k in names}})
+
+    def as_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    def summary(self) -> dict:
+        return {k: getattr(self, k) for k in self.SUMMARY}
+
+
 @dataclasses.dataclass
 class PhaseRun:
     """The manager's view of one phase while it runs: who started, who paused, what was done for it."""
@@ -130,8 +163,8 @@ class RunRecord:
     total_samples: int | None = None
     phase_log: list[PhaseLogEntry] = dataclasses.field(default_factory=list)
     switches: list[dict] = dataclasses.field(default_factory=list)
-    evaluations: list[dict] = dataclasses.field(default_factory=list)
-    abandoned_evaluations: list[dict] = dataclasses.field(default_factory=list)  # of branches rolled back
+    evaluations: list[EvaluationResult] = dataclasses.field(default_factory=list)
+    abandoned_evaluations: list[EvaluationResult] = dataclasses.field(default_factory=list)  # of abandoned branches
     states: list[dict] = dataclasses.field(default_factory=list)   # the lifecycle's transitions
     failures: list[dict] = dataclasses.field(default_factory=list)  # one per node recovery (summary `failures`)
     resumes: list[dict] = dataclasses.field(default_factory=list)   # one per `syncswitch resume` of this run
@@ -140,6 +173,7 @@ class RunRecord:
         """The part of the record run.json keeps for a resume, as JSON."""
         out = {k: getattr(self, k) for k in KEPT}
         out["phase_log"] = [e.as_dict() for e in self.phase_log]
+        out["abandoned_evaluations"] = [e.as_dict() for e in self.abandoned_evaluations]
         return out
 
     def take_over(self, saved: dict) -> None:
@@ -148,6 +182,7 @@ class RunRecord:
             if key in saved:
                 setattr(self, key, saved[key])
         self.phase_log = [PhaseLogEntry.from_dict(e) for e in saved.get("phase_log", [])]
+        self.abandoned_evaluations = [EvaluationResult.from_dict(e) for e in saved.get("abandoned_evaluations", [])]
 
     def restarted_from(self, fraction: float) -> None:
         for entry in self.phase_log:

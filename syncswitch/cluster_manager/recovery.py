@@ -11,6 +11,8 @@ import time
 from syncswitch.cluster_manager import events as ev
 from syncswitch.cluster_manager.checkpoints import DurableCheckpoint, DurableCheckpoints, complete
 from syncswitch.cluster_manager.lifecycle import JobState, RunStatus, TaskState
+from syncswitch.cluster_manager.nodes import Nodes
+from syncswitch.cluster_manager.restart import Restart
 from syncswitch.errors import ClusterError
 from syncswitch.wire import agent_pb2 as pb
 from syncswitch.wire import codec, saved
@@ -42,15 +44,12 @@ class Recovery:
     """Node recovery: keeps the durable checkpoints as they are reported, notices a node's death from its events,
     and restarts every node from the last durable checkpoint. Owns when each node was last heard from."""
 
-    def __init__(self, ctx, nodes, launcher, phases, guard, evaluations, durable, journal):
-        self.ctx = ctx
+    def __init__(self, restart: Restart, nodes: Nodes):
+        self.restart = restart
+        self.ctx = restart.ctx
+        self.guard = restart.guard
+        self.durable = restart.durable
         self.nodes = nodes
-        self.launcher = launcher
-        self.phases = phases
-        self.guard = guard
-        self.evaluations = evaluations
-        self.durable = durable
-        self.journal = journal
         self.last_heard: dict = {}  # source -> when its last event arrived
 
     def heard(self, source, received: float) -> None:
@@ -188,14 +187,11 @@ class Recovery:
     def _rewind(self, fraction: float, k: int) -> None:
         """Forget what the lost branch did past `fraction`; the new branch starts in phase k."""
         ctx = self.ctx
-        ctx.record.abandoned_evaluations += self.evaluations.abandon_after(fraction)
         self.guard.forget_after(fraction)
-        self.durable.drop_after(fraction)
         ctx.record.restarted_from(fraction)
         ctx.phase_runs = {i: r for i, r in ctx.phase_runs.items() if i < k}
         ctx.latest.clear()
-        ctx.checkpoint_name = f"model-f{len(ctx.record.failures) + 1}.ckpt"  # the lost branch keeps its names
-        self.journal.save()  # before the new branch saves anything: a resume adopts only the running branch's saves
+        self.restart.new_branch(f"model-f{len(ctx.record.failures) + 1}.ckpt", forget_after=fraction)
 
     def recover(self, failure: NodeFailure) -> int:
         """Replace what died, restore every node from the last durable checkpoint; returns the phase running."""
@@ -220,16 +216,16 @@ class Recovery:
         ctx.lifecycle.to(JobState.RECOVERING, ctx.lifecycle.phase)
         fraction = checkpoint.fraction if checkpoint else 0.0
         k = rollback_phase if rollback is not None else self.phase_of(checkpoint)
-        with self.launcher.relaunching(TaskState.REPLACING):
+        launcher = self.restart.launcher
+        with launcher.relaunching(TaskState.REPLACING):
             if failure.agent_lost:
                 reason = self.nodes.backend.lost_reason(failure.node)
                 if reason:
                     failure.what = f"{failure.what}: {reason}"
                 self.nodes.replace(failure.node)
             self._rewind(fraction, k)
-            self.launcher.launch_all(start_phase=k, restore_from=checkpoint.path if checkpoint else "")
-        ctx.phase_run(k).start_fraction = fraction
-        self.phases.start(k)
+            launcher.launch_all(start_phase=k, restore_from=checkpoint.path if checkpoint else "")
+        self.restart.started(k, fraction)
         entry = self._log_failure(failure, state, reached, checkpoint, k, adopted)
         if rollback is not None and self.guard.verdict is rollback:
             done = self.guard.log_repair(rollback, f"rollback to {fraction * 100:.1f}%, continue with "

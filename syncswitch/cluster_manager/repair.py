@@ -6,7 +6,10 @@ import time
 
 from syncswitch.cluster_manager import events as ev
 from syncswitch.cluster_manager.lifecycle import JobState
+from syncswitch.cluster_manager.nodes import Nodes
 from syncswitch.cluster_manager.plan import SwitchMode
+from syncswitch.cluster_manager.restart import Restart
+from syncswitch.cluster_manager.stragglers import StragglerController
 from syncswitch.wire import agent_pb2 as pb
 
 EVAL_WAIT_S = 15.0  # how long a rollback waits for the evaluation of a later candidate checkpoint
@@ -15,15 +18,12 @@ EVAL_WAIT_S = 15.0  # how long a rollback waits for the evaluation of a later ca
 class Repairs:
     """Pauses the phase the guard condemned (`abandon`) and repairs it once every worker has paused (`repair`)."""
 
-    def __init__(self, ctx, nodes, launcher, phases, guard, evaluations, durable, journal, stragglers):
-        self.ctx = ctx
+    def __init__(self, restart: Restart, nodes: Nodes, stragglers: StragglerController):
+        self.restart = restart
+        self.ctx = restart.ctx
+        self.guard = restart.guard
+        self.journal = restart.journal
         self.nodes = nodes
-        self.launcher = launcher
-        self.phases = phases
-        self.guard = guard
-        self.evaluations = evaluations
-        self.durable = durable
-        self.journal = journal
         self.stragglers = stragglers
 
     def abandon(self, verdict, received: float) -> None:
@@ -46,7 +46,7 @@ class Repairs:
         # paused) the fall-back still runs: a phase with no workload left, which ends the run as the verdict found it.
         if self.guard.rolls_back(reached=self.ctx.phase_run(k - 1).end_fraction):
             # A rollback goes to a checkpoint at or before the onset: the evaluator's time goes to those next.
-            self.evaluations.cancel_after(self.guard.verdict.onset)
+            self.restart.evaluations.cancel_after(self.guard.verdict.onset)
             self._rollback(k)
         else:
             self._fall_back_here(k)
@@ -60,7 +60,7 @@ class Repairs:
         protocol = guard.plan_fall_back()
         ctx.plan.fall_back(k, protocol, at=reached)
         self.journal.save()
-        self.phases.switch(k, reason="guard")
+        self.restart.phases.switch(k, reason="guard")
         resumed = ctx.phase_run(k).last_start_time
         entry = guard.log_repair(verdict, f"fall back at {reached * 100:.1f}%, continue with {protocol}",
                                  checkpoint=None, checkpoint_fraction=None, continued_at=reached, samples_lost=0,
@@ -88,18 +88,14 @@ class Repairs:
         ctx.lifecycle.to(JobState.ROLLING_BACK, k)
         abandoned = ctx.phase_run(k - 1)
         ctx.plan.fall_back(k, protocol)
-        ctx.checkpoint_name = f"model-r{guard.rollbacks}.ckpt"
-        self.journal.save()  # before the new branch saves anything: a resume adopts only the running branch's saves
-        ctx.record.abandoned_evaluations += self.evaluations.abandon_after(checkpoint.fraction)
+        self.restart.new_branch(f"model-r{guard.rollbacks}.ckpt", forget_after=checkpoint.fraction)
         ctx.bar.rolled_back()
-        self.durable.drop_after(checkpoint.fraction)
         if ctx.plan.mode is SwitchMode.IN_PLACE:
             self.nodes.send(0, restore=pb.Restore(path=checkpoint.path, checkpoint_name=ctx.checkpoint_name))
             ctx.feed.wait_until(lambda: abandoned.restored is not None, "the rollback's restore", timeout_s=120)
         else:
-            self.launcher.relaunch(k, restore_from=checkpoint.path)
-        ctx.phase_run(k).start_fraction = checkpoint.fraction
-        self.phases.start(k)
+            self.restart.launcher.relaunch(k, restore_from=checkpoint.path)
+        self.restart.started(k, checkpoint.fraction)
         resumed = ctx.phase_run(k).last_start_time
         lost = abandoned.end_fraction - checkpoint.fraction
         entry = guard.log_repair(verdict, f"rollback to {checkpoint.fraction * 100:.1f}%, continue with {protocol}",

@@ -7,6 +7,10 @@ import time
 
 from syncswitch.cluster_manager.checkpoints import DurableCheckpoint, DurableCheckpoints
 from syncswitch.cluster_manager.journal import load_run
+from syncswitch.cluster_manager.record import EvaluationResult
+from syncswitch.cluster_manager.recovery import Recovery
+from syncswitch.cluster_manager.restart import Restart
+from syncswitch.cluster_manager.stragglers import StragglerController
 from syncswitch.errors import ClusterError, SyncSwitchError
 from syncswitch.runfolder import RUN_FILE, metrics_reached
 
@@ -15,15 +19,13 @@ class Resumer:
     """Takes the folder's record, checkpoints and results over (`prepare`), then launches every node from the resume
     checkpoint in the phase it was taken in (`start`)."""
 
-    def __init__(self, ctx, launcher, phases, guard, evaluations, durable, recovery, journal, stragglers):
-        self.ctx = ctx
-        self.launcher = launcher
-        self.phases = phases
-        self.guard = guard
-        self.evaluations = evaluations
-        self.durable = durable
+    def __init__(self, restart: Restart, recovery: Recovery, stragglers: StragglerController):
+        self.restart = restart
+        self.ctx = restart.ctx
+        self.guard = restart.guard
+        self.evaluations = restart.evaluations
+        self.durable = restart.durable
         self.recovery = recovery
-        self.journal = journal
         self.stragglers = stragglers
         self.point: DurableCheckpoint | None = None  # the checkpoint the resumed run starts from
         self.info: dict | None = None
@@ -58,13 +60,14 @@ class Resumer:
                      "down_s": time.time() - previous.get("saved_at", time.time()),
                      "adopted": [c.path for c in adopted]}
 
-    def _keep_results_up_to(self, evaluations: list[dict], fraction: float, store: DurableCheckpoints) -> None:
+    def _keep_results_up_to(self, kept: list[dict], fraction: float, store: DurableCheckpoints) -> None:
         """What was trained or scored past the checkpoint is lost with the old manager; evaluation checkpoints its
         evaluator had not scored yet are scored now."""
         ctx = self.ctx
-        self.evaluations.results = [e for e in evaluations if e["fraction"] <= fraction + 1e-9]
-        ctx.record.abandoned_evaluations += [e for e in evaluations if e["fraction"] > fraction + 1e-9]
-        scored = {e.get("written") for e in self.evaluations.results}
+        evaluations = [EvaluationResult.from_dict(e) for e in kept]
+        self.evaluations.results = [e for e in evaluations if e.fraction <= fraction + 1e-9]
+        ctx.record.abandoned_evaluations += [e for e in evaluations if e.fraction > fraction + 1e-9]
+        scored = {e.written for e in self.evaluations.results}
         for entry in store.entries:
             if entry.kind == "evaluation" and entry.fraction <= fraction + 1e-9 and entry.path not in scored:
                 self.durable.pinned.add(entry.path)
@@ -83,11 +86,9 @@ class Resumer:
         starts = [0.0] + [p.until for p in ctx.plan][:k]
         self.guard.replay([(ctx.plan[j].protocol, starts[j]) for j in range(k)], self.evaluations.results,
                           [c for c in self.durable.entries if c.fraction <= fraction + 1e-9])
-        ctx.checkpoint_name = f"model-m{len(ctx.record.resumes) + 1}.ckpt"  # the lost branch keeps its names
-        self.journal.save()  # before the new branch saves anything: a resume adopts only the running branch's saves
-        self.launcher.launch_all(start_phase=k, restore_from=checkpoint.path if checkpoint else "")
-        ctx.phase_run(k).start_fraction = fraction
-        self.phases.start(k)
+        self.restart.new_branch(f"model-m{len(ctx.record.resumes) + 1}.ckpt")  # taken over up to `fraction` already
+        self.restart.launcher.launch_all(start_phase=k, restore_from=checkpoint.path if checkpoint else "")
+        self.restart.started(k, fraction)
         ctx.record.resumes.append({**self.info, "phase": k,
                                    "training_again_s": ctx.phase_run(k).last_start_time - ctx.record.t_submit})
         ctx.outputs.append({"kind": "resume", **ctx.record.resumes[-1]})

@@ -7,8 +7,9 @@ import datetime
 import time
 
 from syncswitch import __version__
+from syncswitch.cluster_manager.lifecycle import RunStatus
 from syncswitch.metrics import converged_accuracy, time_to_accuracy
-from syncswitch.registry import PROTOCOLS
+from syncswitch.protocols.catalog import synchronous
 
 
 def planned_switch_at(schedule) -> float | None:
@@ -19,19 +20,19 @@ def planned_switch_at(schedule) -> float | None:
         return 1.0
     if protocols == ["asp"]:
         return 0.0
-    if len(protocols) == 2 and protocols[0] == "bsp" and not PROTOCOLS.get(protocols[1]).synchronous:
+    if len(protocols) == 2 and protocols[0] == "bsp" and not synchronous(protocols[1]):
         return schedule[0].until
     return None
 
 
 def build_summary(spec, record, policies: dict) -> dict:
     """summary.json of a run from its `record` (a RunRecord), whatever state it ended in."""
-    evaluations = sorted(record.evaluations, key=lambda e: e["fraction"])
+    evaluations = [e.summary() for e in sorted(record.evaluations, key=lambda e: e.fraction)]
     accuracies = [e["accuracy"] for e in evaluations]
     converged, stable = converged_accuracy(accuracies)
     target = spec.evaluation.target_accuracy
     start, end = record.first_step_time, record.t_end
-    completed = record.status == "completed"
+    completed = record.status is RunStatus.COMPLETED
     switch_at = planned_switch_at(spec.policy.schedule)  # as planned: a straggler policy may split phases
     return {
         "job": spec.name, "job_id": record.job_id, "spec": spec.path, "run_dir": record.run_dir,
@@ -50,11 +51,10 @@ def build_summary(spec, record, policies: dict) -> dict:
         "converged": stable,  # False: the last five evaluations were not within 0.1%
         "time_to_accuracy_s": time_to_accuracy(evaluations, target),
         "target_accuracy": target,
-        "evaluations": [{k: e[k] for k in ("fraction", "time_s", "accuracy", "loss")} for e in evaluations],
+        "evaluations": evaluations,
         "hyperparameters": dataclasses.asdict(spec.hyperparameters),
         "configuration_policy": spec.policy.configuration,
-        "abandoned_evaluations": [{k: e[k] for k in ("fraction", "time_s", "accuracy", "loss")}
-                                  for e in record.abandoned_evaluations],
+        "abandoned_evaluations": [e.summary() for e in record.abandoned_evaluations],
         **policies,  # what the straggler and guard policies saw and did
         "states": record.states,
         "started_at": datetime.datetime.fromtimestamp(record.t_submit).isoformat(timespec="seconds"),

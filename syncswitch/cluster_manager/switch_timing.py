@@ -14,7 +14,7 @@ import dataclasses
 
 from syncswitch.policies.timing import STAY, SWITCH, SwitchTimingPolicy, TimingSettings
 from syncswitch.protocols.catalog import synchronous
-from syncswitch.registry import SWITCH_RULES
+from syncswitch.policies import SWITCH_RULES
 
 # How often (in workload) a deferred switch says so again on the progress line.
 REPEAT_EVERY = 0.1

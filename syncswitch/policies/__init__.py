@@ -1,4 +1,7 @@
-"""Policies by name: configuration and straggler policies register here into the ground floor's registries."""
+"""Policies by name: configuration and straggler policies and switch rules register here into the ground floor's
+registries when this package is imported (the spec looks them up there by name)."""
+
+import syncswitch.protocols  # noqa: F401 - registers the protocols the configuration policies look up
 
 from syncswitch.policies.base import Action, ConfigurationPolicy, PhaseConfig, PolicyContext, StragglerPolicy
 from syncswitch.policies.configuration import (AsyncMomentumConfiguration, CompensatedConfiguration,

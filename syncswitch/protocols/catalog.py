@@ -1,7 +1,7 @@
 """The protocol catalog, free of TensorFlow: each protocol's name, parameters and traits, checked at spec load.
 
-The spec (floor 1) reaches it through `syncswitch.registry.PROTOCOLS`, which imports this module on
-first lookup; the node's engines (syncswitch/protocols/engines/) are built from the same names.
+Importing it registers every protocol in the ground floor's `syncswitch.registry.PROTOCOLS`, where the spec
+(floor 1) looks them up; the node's engines (syncswitch/protocols/engines/) are built from the same names.
 """
 
 from __future__ import annotations

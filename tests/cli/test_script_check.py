@@ -65,7 +65,7 @@ def test_tensorflow_is_not_imported(tmp_path):
     import sys
 
     path = _spec(tmp_path, GOOD + "def num_examples(split, params):\n    return 1\n")
-    code = (f"import sys; import syncswitch.backends; from syncswitch import spec; spec.load({path!r}); "
-            "assert 'tensorflow' not in sys.modules, 'TF imported'")
+    code = ("import sys; import syncswitch.backends, syncswitch.policies; from syncswitch import spec; "
+            f"spec.load({path!r}); assert 'tensorflow' not in sys.modules, 'TF imported'")
     env = {**os.environ, "PYTHONPATH": os.getcwd()}
     subprocess.run([sys.executable, "-c", code], check=True, env=env)

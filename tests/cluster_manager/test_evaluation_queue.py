@@ -54,7 +54,7 @@ def test_a_rollback_cancels_what_it_abandons_and_sets_its_results_apart():
     evaluations, proc = _evaluations()
     assert evaluations.on_evaluation(_result("ckpt-3", 0.5)) is not None  # newest first, before the verdict
     gone = evaluations.abandon_after(0.3)
-    assert [r["written"] for r in gone] == ["ckpt-3"] and evaluations.results == []
+    assert [r.written for r in gone] == ["ckpt-3"] and evaluations.results == []
     assert [r.path for r in proc.requests() if r.cancel] == ["ckpt-2"]
     assert evaluations.on_evaluation(_result("ckpt-2", 0.4)) is None  # scored before the cancel arrived
     assert evaluations.pending == 2
