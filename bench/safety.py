@@ -38,6 +38,8 @@ VARIANTS = {
     "asp": ("asp", GUARD_OFF),
     "in-place": ("switch", ["policy.switch_mode=in-place"] + GUARD_OFF),
     "in-place+guard": ("switch", ["policy.switch_mode=in-place"]),
+    # the schedule's boundary as it stands, without the switch rule: what the rule is measured against
+    "in-place@fixed+guard": ("switch", ["policy.switch_mode=in-place", "policy.switch_rule=fixed"]),
     "relaunch": ("switch", ["policy.switch_mode=relaunch"] + GUARD_OFF),
     "relaunch+guard": ("switch", ["policy.switch_mode=relaunch"]),
 }

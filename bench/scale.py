@@ -16,22 +16,27 @@ import os
 import sys
 import time
 
-from bench.common import ROOT, log, main_of, spread
+from bench.common import ROOT, load_spec, log, main_of, spread, write_json
 
 PROTOCOLS = ["bsp", "asp", "ssp", "dc-asgd", "fasgd", "b-fasgd", "specsync", "lookahead", "local-sgd"]
 SWITCH = "switch"  # the job's own schedule: BSP, then the default switch target for N workers
 
 
-def run_one(job_path: str, variant: str, workers: int, seed: int, arrivals: str, out: str, sets=()) -> dict:
-    """One simulated run; its final accuracy, the schedule it ran and the guard's verdicts."""
-    from syncswitch import spec as specmod
+def run_one(job_path: str, variant: str, workers: int, seed: int, arrivals: str, out: str, sets=(),
+            grow: float = 1.0) -> dict:
+    """One simulated run; its final accuracy, the schedule it ran and the guard's verdicts. `grow` multiplies the
+    workload (weak scaling: every worker as many steps at every size)."""
     from syncswitch.simulator.arrivals import arrival_model
     from syncswitch.simulator.run import Options, Simulation
 
     overrides = [f"cluster.workers={workers}", f"seed={seed}", *sets]
+    if grow != 1.0:
+        workload = load_spec(job_path, list(sets)).workload
+        overrides.append(f"workload.epochs={workload.epochs * grow:g}" if workload.epochs
+                         else f"workload.samples={int(workload.samples * grow)}")
     if variant != SWITCH:
         overrides.append(f"policy.schedule=[{{protocol: {variant}}}]")
-    job = specmod.load(job_path, overrides)
+    job = load_spec(job_path, overrides)
     began = time.time()
     sim = Simulation(job, Options(workers, arrival_model(arrivals, workers, seed), seed, out))
     summary = sim.run()
@@ -112,6 +117,9 @@ def add_options(parser) -> None:
     parser.add_argument("--arrivals", default="speeds:0.2")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
     parser.add_argument("--runs-dir", help="where the simulated run folders go (default: beside --out)")
+    parser.add_argument("--weak", action="store_true",
+                        help="weak scaling: the workload grows with the workers (x N / the fewest --workers), so every "
+                             "worker takes as many steps at every size and BSP makes as many updates")
     parser.add_argument("--table-from", help="print the tables of an earlier result JSON (and rewrite them in it)")
 
 
@@ -130,9 +138,13 @@ def run_part(args, root) -> dict:
             for n in sizes:
                 for variant in args.variants.split(","):
                     out = os.path.join(runs_dir, f"{job}-{variant}-{n}w-s{seed}")
-                    runs.append(run_one(path, variant, n, seed, args.arrivals, out, args.set))
+                    grow = n / min(sizes) if args.weak else 1.0
+                    runs.append(run_one(path, variant, n, seed, args.arrivals, out, args.set, grow))
                     log(json.dumps({k: runs[-1][k] for k in ("variant", "workers", "seed", "final_accuracy",
                                                              "host_s")}))
+                    # What is done so far, so a run stopped early still leaves its finished seeds.
+                    write_json(os.path.join(runs_dir, "partial.json"), {**result, "jobs": {**result["jobs"],
+                                                                                         job: {"runs": runs}}})
         text, cells = table(job, runs, sizes)
         log("\n" + text)
         result["jobs"][job] = {"runs": runs, **cells, "table": text}

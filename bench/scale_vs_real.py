@@ -1,10 +1,15 @@
-"""Simulated against real: each protocol's simulated accuracy at 4 workers against the real runs' seed spread.
+"""Simulated against real: each protocol's simulated accuracy against the real runs' seed spread, same workers.
 
-The real side is what earlier protocol benchmarks recorded (bench/results/protocols-*.json, 5 seeds, 4 local
-workers on 2 cores, guard off); the simulated side a `bench.scale` result at the same worker count. A protocol
-agrees when the simulated median lies within the real runs' [min, max].
+The real side is a `bench protocols` result (each protocol alone, 5 seeds, local workers, guard off); the simulated
+side runs here: the same job, protocol, worker count and seeds, guard off, in the simulator. The real workers
+share this machine's cores (2, and one CPU slot of them under `heavy`), so they are less stale than as many
+machines would be: the simulated workers share `--cores` cores, time-sliced in the slice at which simulated ASP
+is as stale as the real ASP runs measured (median); one calibration per job and worker count, the same for every
+protocol. A protocol agrees when the simulated median lies within the real runs' [min, max]. `--own-cores` also
+runs every simulated worker on a core of its own (the arrival model alone), for contrast.
 
-    python -m bench.scale_vs_real --sim bench/results/scale-sim-4workers-quickstart-2026-11-25.json
+    python -m bench scale-vs-real --real bench/results/protocols-quickstart-digits-2workers-2026-11-26.json \\
+        --real bench/results/protocols-quickstart-digits-4workers-2026-11-26.json --out RESULT.json
 """
 
 from __future__ import annotations
@@ -12,63 +17,115 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import sys
 
-from bench.common import ROOT
+from bench.common import ROOT, load_spec, log, spread
+from bench.protocols import PROTOCOLS
 
-# (real result file, the job's name there) -> the variants taken from it; a protocol alone is its own variant.
-REAL = {
-    "protocols-quickstart-digits-4workers-5seeds-2026-11-24.json": ["bsp", "asp", "ssp", "dc-asgd", "fasgd",
-                                                                    "specsync"],
-    "protocols-bfasgd-quickstart-digits-4workers-2026-11-25.json": ["b-fasgd"],
-    "protocols-local-sgd-quickstart-digits-4workers-2026-11-25.json": ["lookahead", "local-sgd"],
-}
-NAMES = {"quickstart": "quickstart", "digits_cnn": "digits-cnn"}
+SIGMA = "speeds:0.2"
 
 
-def real_cells(job: str) -> dict:
-    out = {}
-    for name, variants in REAL.items():
-        with open(os.path.join(ROOT, "bench", "results", name), encoding="utf-8") as fh:
-            doc = json.load(fh)
-        found = doc["jobs"].get(NAMES[job], {}).get("variants", {})
-        for v in variants:
-            if v in found:
-                out[v] = {**found[v]["final_accuracy"], "file": name}
+def real_side(arg: str) -> list[dict]:
+    """(job, workers, protocol, real accuracies, staleness) of each protocol alone in a protocols result;
+    `FILE#p1,p2` takes only those protocols from it."""
+    path, _, only = arg.partition("#")
+    with open(path, encoding="utf-8") as fh:
+        doc = json.load(fh)
+    out = []
+    for name, job in doc["jobs"].items():
+        for variant, stats in job["variants"].items():
+            done = [r for r in stats["runs"] if r["status"] == "completed" and r["final_accuracy"] is not None]
+            if not done or variant not in PROTOCOLS or (only and variant not in only.split(",")):
+                continue
+            out.append({"job": name, "spec": os.path.join(ROOT, job["job"]), "workers": doc["workers"],
+                        "protocol": variant, "seeds": [r["seed"] for r in stats["runs"]],
+                        "overrides": doc.get("overrides") or [], "accuracy": [r["final_accuracy"] for r in done],
+                        "staleness": [r["staleness_mean"] for r in done if r["staleness_mean"] is not None]})
     return out
+
+
+def simulate(cell: dict, arrivals: str, seed: int) -> dict:
+    from syncswitch.simulator.arrivals import arrival_model
+    from syncswitch.simulator.run import Options, Simulation
+
+    n = cell["workers"]
+    job = load_spec(cell["spec"], [*cell["overrides"], f"cluster.workers={n}", f"seed={seed}",
+                                      f"policy.schedule=[{{protocol: {cell['protocol']}}}]"])
+    summary = Simulation(job, Options(n, arrival_model(arrivals, n, seed), seed, cell["out"] + f"-s{seed}")).run()
+    measured = summary["schedule"][0].get("measured") or {}
+    return {"seed": seed, "status": summary["status"], "final_accuracy": summary["final_accuracy"] or 0.0,
+            "staleness_mean": measured.get("staleness_mean"), "quantum": summary["simulation"]["arrivals"].get(
+                "quantum")}
+
+
+def compare(cells: list[dict], runs_dir: str, cores: int, own_cores: bool, only=None) -> list[dict]:
+    rows = []
+    asp = {(c["job"], c["workers"]): statistics.median(c["staleness"]) for c in cells
+           if c["protocol"] == "asp" and c["staleness"]}
+    for cell in [c for c in cells if not only or c["protocol"] in only]:
+        target = asp.get((cell["job"], cell["workers"]))
+        models = {"shared": f"{SIGMA}+cores:{cores}:staleness={target:.4f}"} if target else {}
+        if own_cores:
+            models["own"] = SIGMA
+        real = spread(cell["accuracy"])
+        for kind, arrivals in models.items():
+            cell["out"] = os.path.join(runs_dir, f"{cell['job']}-{cell['workers']}w-{cell['protocol']}-{kind}")
+            sims = [simulate(cell, arrivals, seed) for seed in cell["seeds"]]
+            sim = spread([s["final_accuracy"] for s in sims])
+            stale = [s["staleness_mean"] for s in sims if s["staleness_mean"] is not None]
+            rows.append({"job": cell["job"], "workers": cell["workers"], "protocol": cell["protocol"],
+                         "arrivals": arrivals, "cores": kind, "quantum": sims[0]["quantum"], "sim": sim, "real": real,
+                         "sim_staleness": statistics.median(stale) if stale else None,
+                         "real_staleness": statistics.median(cell["staleness"]) if cell["staleness"] else None,
+                         "within_real_spread": real["min"] <= sim["median"] <= real["max"], "runs": sims})
+            log(f"{cell['job']} {cell['workers']}w {cell['protocol']:>9} {kind:>6}: sim {sim['median']:.3f} "
+                f"[{sim['min']:.3f}-{sim['max']:.3f}] real {real['median']:.3f} [{real['min']:.3f}-{real['max']:.3f}]")
+    return rows
+
+
+def markdown(rows: list[dict]) -> list[str]:
+    def stale(v):
+        return "-" if v is None else f"{v:.2f}"
+
+    lines = ["| job | workers | protocol | cores | simulated median [min-max] | real median [min-max] (n) | "
+             "staleness sim / real | within |", "|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        s, q = r["sim"], r["real"]
+        lines.append(f"| {r['job']} | {r['workers']} | {r['protocol']} | {r['cores']} | {s['median']:.3f} "
+                     f"[{s['min']:.3f}-{s['max']:.3f}] | {q['median']:.3f} [{q['min']:.3f}-{q['max']:.3f}] "
+                     f"({q['n']}) | "
+                     f"{stale(r['sim_staleness'])} / {stale(r['real_staleness'])} | "
+                     f"{'yes' if r['within_real_spread'] else 'no'} |")
+    return lines
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--sim", action="append", required=True, help="a bench.scale result JSON (repeatable)")
+    parser.add_argument("--real", action="append", required=True,
+                        help="a bench protocols result JSON, FILE#p1,p2 for some of its protocols (repeatable)")
+    parser.add_argument("--cores", type=int, default=1, help="cores the simulated workers share (default 1: the "
+                                                             "CPU slot a real run under heavy holds)")
+    parser.add_argument("--own-cores", action="store_true", help="also simulate each worker on its own core")
+    parser.add_argument("--jobs", help="only these jobs (names as in the real result, comma-separated)")
+    parser.add_argument("--protocols", help="simulate only these (comma-separated; the real ASP runs still calibrate)")
+    parser.add_argument("--runs-dir", default="/tmp/scale-vs-real")
     parser.add_argument("--out")
     args = parser.parse_args(argv)
-    rows = []
-    for path in args.sim:
-        with open(path, encoding="utf-8") as fh:
-            sim = json.load(fh)
-        for job, doc in sim["jobs"].items():
-            real = real_cells(job)
-            for key, cell in doc["cells"].items():
-                variant, workers = key.rsplit("@", 1)
-                r = real.get(variant)
-                if r is None:
-                    continue
-                inside = r["min"] <= cell["median"] <= r["max"]
-                rows.append({"job": job, "variant": variant, "workers": int(workers), "sim": cell,
-                             "real": r, "within_real_spread": inside})
-    print("| job | protocol | simulated median [min-max] | real median [min-max] (n) | within the real spread |")
-    print("|---|---|---|---|---|")
-    for r in rows:
-        s, q = r["sim"], r["real"]
-        print(f"| {r['job']} | {r['variant']} | {s['median']:.3f} [{s['min']:.3f}-{s['max']:.3f}] | "
-              f"{q['median']:.3f} [{q['min']:.3f}-{q['max']:.3f}] ({q['n']}) | "
-              f"{'yes' if r['within_real_spread'] else 'no'} |")
-    agree = sum(r["within_real_spread"] for r in rows)
-    print(f"\n{agree} of {len(rows)} protocol cells within the real runs' seed spread")
+    cells = [c for path in args.real for c in real_side(path)
+             if not args.jobs or c["job"] in args.jobs.split(",")]
+    rows = compare(cells, args.runs_dir, args.cores, args.own_cores,
+                   args.protocols.split(",") if args.protocols else None)
+    print("\n".join(markdown(rows)))
+    agree = {kind: sum(r["within_real_spread"] for r in rows if r["cores"] == kind) for kind in ("shared", "own")}
+    total = {kind: sum(r["cores"] == kind for r in rows) for kind in ("shared", "own")}
+    for kind in ("shared", "own"):
+        if total[kind]:
+            print(f"{kind} cores: {agree[kind]} of {total[kind]} protocol cells within the real runs' seed spread")
     if args.out:
         with open(args.out, "w", encoding="utf-8") as fh:
-            json.dump({"rows": rows, "agree": agree, "cells": len(rows)}, fh, indent=1)
+            json.dump({"args": vars(args), "real": args.real, "rows": rows, "agree": agree, "cells": total}, fh,
+                      indent=1)
     return 0
 
 

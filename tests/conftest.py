@@ -71,6 +71,24 @@ workload: {epochs: 1}
 """
 
 
+# The digits MLP job of the protocol conformance suite (2 local workers, 4 epochs); the simulator's tests run the same
+# job, with their own overrides, so a simulated run and a real one are of one job.
+DIGITS_JOB = """
+name: digits
+script: EXAMPLES/digits_mlp.py
+hyperparameters: {batch_size: 16, learning_rate: 0.05, momentum: 0.9, lr_decay: {boundaries: [0.5], factors: [0.5]}}
+workload: {epochs: 4}
+cluster: {backend: local, workers: 2}
+evaluation: {every: 0.25}
+"""
+
+
+@pytest.fixture
+def digits_job(write_spec):
+    """The path of the conformance suite's digits job, written into the test's folder."""
+    return write_spec(DIGITS_JOB, "digits.yaml")
+
+
 def real_cpu_hierarchy():
     """(this machine's cgroup cpu hierarchy, None) when syncswitch may write it, else (None, why not).
 

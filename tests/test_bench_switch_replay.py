@@ -3,7 +3,7 @@
 import json
 import math
 
-from bench.switch_replay import losses, main, replay
+from bench.switch_replay import losses, main, observe, replay
 from syncswitch.policies.timing import TimingSettings
 
 
@@ -29,3 +29,12 @@ def test_a_plateau_is_deferred_and_a_settled_run_switches_at_the_earliest(tmp_pa
     assert main([str(plateau), str(settled), "--set", "latest=0.35"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert [d["action"] for d in out["replays"][0]["decisions"].values()] == ["stay", "switch"]
+
+
+def test_observe_reads_the_plateau_where_asked(tmp_path, capsys):
+    plateau = _write_run(tmp_path / "plateau", lambda f: 2.3 if f < 0.4 else 0.1 + 2.2 * math.exp(-(f - 0.4) / 0.03))
+    seen = observe(losses(str(plateau)), TimingSettings(), 0.25)
+    assert seen["initial_loss"] == 2.3 and seen["loss"] == 2.3 and seen["drop"] == 0.0
+    assert observe(losses(str(plateau)), TimingSettings(), 0.6)["drop"] > 0.9
+    assert main([str(plateau), "--observe", "0.25"]) == 0
+    assert json.loads(capsys.readouterr().out)["runs"][str(plateau)]["drop"] == 0.0

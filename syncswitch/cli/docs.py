@@ -86,6 +86,8 @@ FIELDS: tuple[Section, ...] = (
         "action": "`auto` (fall back where the training loss held, else roll back), `rollback` or `fall-back`",
         "reference": "earlier runs (folders or `summary.json`) whose median evaluations are a second floor",
         "forecast": "also flag an asynchronous phase whose loss stops falling while BSP's was still falling",
+        "accuracy_forecast": "also hold the phase to BSP's accuracy trend before the switch, carried on for 0.1 of "
+                             "the workload (with `reference`: the lower edge of the band they span); off by default",
     }),
     ("evaluation", "evaluation", model.EvaluationSpec, (), {
         "every": "fraction of the workload between evaluations (and evaluation checkpoints)",

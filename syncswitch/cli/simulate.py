@@ -17,7 +17,9 @@ from syncswitch.cli.errors import friendly_errors
 @click.option("--switch-to", help="The asynchronous protocol a switch goes to.")
 @click.option("--arrivals", default="round-robin", show_default=True,
               help="round-robin | speeds[:SIGMA] (random per-worker speeds, stragglers) | replay:RUN_DIR "
-                   "(each worker's measured step times from a real run).")
+                   "(each worker's measured step times from a real run); any with +cores:C[:q=QUANTUM|:staleness=S] "
+                   "(the workers share C cores, time-sliced; the slice in mean steps, or calibrated to ASP's "
+                   "staleness S; on a replay, by default to the staleness the run measured).")
 @click.option("--step-time", type=click.FloatRange(min=0, min_open=True), default=1.0, show_default=True,
               help="Seconds of one step on the simulated cluster (the time scale of round-robin and speeds).")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seeds the model, the arrivals and the draws.")

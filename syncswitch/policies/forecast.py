@@ -4,6 +4,10 @@ run's past is no yardstick (a model switched during its steep early fall has no 
 The training loss before the switch is fitted as log-linear in the workload fraction over its last stretch; the
 fit says how fast BSP's loss was still falling. An asynchronous phase whose smoothed loss stops falling while the
 forecast says BSP's would have gone on falling has lost what BSP was gaining: a verdict, whatever the accuracy.
+
+The evaluations before the switch are fitted as linear in the fraction: where BSP's accuracy was still rising,
+the best accuracy so far understates what BSP would have reached a little later, and the forecast carries the
+rise on for a short horizon (curves bend: a longer extrapolation would be a guess), then holds it.
 Pure: every value comes with its fraction of the workload.
 """
 
@@ -20,6 +24,11 @@ FALLING = 0.1         # BSP counts as still falling where its forecast drops thi
 STALL_SPAN = 0.1      # how long the phase's loss may stay at or above its switch value
 STALL_MARGIN = 0.02   # "stopped falling": not more than this share below the loss at the switch ...
 STALL_RISE = 0.1      # ... nor more than this share above it (guard.LOSS_HELD: a loss that held)
+ACCURACY_FIT_WINDOW = 0.2   # the stretch of evaluations before the switch the accuracy trend is fitted over
+MIN_EVALUATIONS = 3         # fewer evaluations there: no accuracy forecast
+ACCURACY_HORIZON = 0.1      # the rise before the switch is carried on this far past it, then held
+PREDICTION_T = 2.0          # the band's half-width in standard errors of a new evaluation
+MIN_NOISE = 0.01            # an evaluation's scatter is at least this (a test set of 1000: about 1.4 points)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -70,3 +79,62 @@ def holding(forecast: LossForecast | None, smoothed: float | None) -> bool:
     if forecast is None or smoothed is None:
         return False
     return forecast.loss_at_start * (1 - STALL_MARGIN) <= smoothed <= forecast.loss_at_start * (1 + STALL_RISE)
+
+
+@dataclasses.dataclass(frozen=True)
+class AccuracyForecast:
+    """BSP's test accuracy after `start`: `level` rising by `slope` per unit of workload for ACCURACY_HORIZON, then
+    held (never falling: a falling trend before the switch forecasts nothing better than its level), at most 1.
+    The band's lower edge is the forecast less PREDICTION_T times the standard error of a new evaluation there
+    (the scatter `noise` about the line, widened by the fit's own uncertainty, which grows with the distance from
+    the evaluations it was fitted on): a line through three or four noisy evaluations is a rough guess, and the
+    band says how rough."""
+
+    start: float
+    level: float
+    slope: float
+    noise: float
+    n: int          # evaluations fitted
+    mean_x: float   # their mean fraction
+    sxx: float      # sum of squared deviations of their fractions
+
+    def at(self, fraction: float) -> float:
+        return min(1.0, self.level + max(0.0, self.slope) * self._ahead(fraction))
+
+    def low(self, fraction: float) -> float:
+        x = self.start + self._ahead(fraction)
+        error = self.noise * math.sqrt(1 + 1 / self.n + (x - self.mean_x) ** 2 / self.sxx)
+        return self.at(fraction) - PREDICTION_T * error
+
+    def _ahead(self, fraction: float) -> float:
+        return min(max(0.0, fraction - self.start), ACCURACY_HORIZON)
+
+    def within(self, fraction: float) -> bool:
+        """Whether `fraction` lies in the stretch the rise is extrapolated over."""
+        return self.start < fraction <= self.start + ACCURACY_HORIZON
+
+    @classmethod
+    def fit(cls, points: list[tuple[float, float]], start: float) -> AccuracyForecast | None:
+        """The trend of the (fraction, accuracy) evaluations in (start - ACCURACY_FIT_WINDOW, start]; None with
+        fewer than MIN_EVALUATIONS there."""
+        chosen = [(f, a) for f, a in points if start - ACCURACY_FIT_WINDOW < f <= start and math.isfinite(a)]
+        xs, ys = [f for f, _ in chosen], [a for _, a in chosen]
+        if len(xs) < MIN_EVALUATIONS or max(xs) - min(xs) <= 0:
+            return None
+        mx, my = statistics.fmean(xs), statistics.fmean(ys)
+        sxx = sum((x - mx) ** 2 for x in xs)
+        slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sxx
+        residuals = [y - (my + slope * (x - mx)) for x, y in zip(xs, ys)]
+        noise = max(MIN_NOISE, math.sqrt(sum(r * r for r in residuals) / (len(xs) - 2)))
+        return cls(start, my + slope * (start - mx), slope, noise, len(xs), mx, sxx)
+
+
+def expected_accuracy(forecast: AccuracyForecast | None, reference: float | None, fraction: float) -> float | None:
+    """What BSP would have reached at `fraction`: the lower edge of the band the accuracy forecast and the earlier
+    runs' reference span there, so neither one's optimism alone sets the bar. The forecast counts within its
+    horizon where a reference exists (past it, measured runs of the job beat a rise held flat) and everywhere
+    after the switch without one. None with neither."""
+    low = forecast.low(fraction) if forecast is not None and fraction > forecast.start else None
+    if low is not None and reference is not None:
+        return min(low, reference) if forecast.within(fraction) else reference
+    return low if low is not None else reference

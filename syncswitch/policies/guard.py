@@ -8,7 +8,7 @@ import math
 import statistics
 
 from syncswitch.policies.base import GuardPolicy, Verdict
-from syncswitch.policies.forecast import LossForecast, holding, stalled
+from syncswitch.policies.forecast import AccuracyForecast, LossForecast, expected_accuracy, holding, stalled
 from syncswitch.spec.reference import interpolate
 
 # How far the training loss may rise over an asynchronous phase for its accuracy verdict to be repaired from the
@@ -66,9 +66,15 @@ class GuardSettings:
     # (policies/forecast.py). An asynchronous phase whose loss stops falling while BSP's was still falling is
     # degraded ("loss stalled"), even where the best accuracy before the switch was chance.
     forecast: bool = True
+    # BSP's accuracy trend before the switch, carried on a little (forecast.AccuracyForecast): an asynchronous phase
+    # more than accuracy_drop below the lower edge of its band is degraded. Off: replayed over 20 stored BSP runs
+    # with a pretend switch at 0.25, the forecast said BSP would reach more than BSP itself then reached in 6 (the
+    # curves bend, the ResNet's evaluations swing), and over 35 stored switches it found no degraded phase the best
+    # accuracy before the switch missed (bench/notebook/2026-11-26-switch-timing.md).
+    accuracy_forecast: bool = False
     # (fraction, accuracy): what earlier runs of the job had reached where (policy.guard.reference); an
     # asynchronous phase more than accuracy_drop behind it is degraded too, even if it never fell below
-    # its own best.
+    # its own best. With the accuracy forecast on, the lower edge of the band the two span is the bar.
     reference: tuple[tuple[float, float], ...] = ()
 
     @classmethod
@@ -180,9 +186,23 @@ class DegradationGuard(GuardPolicy):
 
     def floor(self, fraction: float, best: float | None) -> float | None:
         """The accuracy below which an evaluation at `fraction` is degraded: `accuracy_drop` below the best
-        reached so far (`best`), or below the reference there when that is higher; None without either."""
-        candidates = [v for v in (best, interpolate(self.settings.reference, fraction)) if v is not None]
+        reached so far (`best`), or below what BSP would have reached there (`expected`) when that is higher; None
+        without either."""
+        candidates = [v for v in (best, self.expected(fraction)) if v is not None]
         return max(candidates) - self.settings.accuracy_drop if candidates else None
+
+    def expected(self, fraction: float) -> float | None:
+        """What BSP would have reached at `fraction` of the watched phase: the band of the forecast from the
+        evaluations before the switch and the earlier runs' reference (forecast.expected_accuracy)."""
+        reference = interpolate(self.settings.reference, fraction)
+        return expected_accuracy(self.accuracy_forecast(), reference, fraction)
+
+    def accuracy_forecast(self) -> AccuracyForecast | None:
+        """BSP's accuracy trend from the evaluations before the watched phase. Fitted when asked, not at the phase
+        start: the evaluator scores the checkpoints just before a switch after the switch."""
+        if not self.watching or not self.settings.accuracy_forecast:
+            return None
+        return AccuracyForecast.fit([(f, a) for f, a in self._scores if f <= self.phase_start], self.phase_start)
 
     def on_evaluation(self, fraction: float, accuracy: float) -> Verdict | None:
         bisect.insort(self._scores, (fraction, accuracy))
@@ -210,6 +230,9 @@ class DegradationGuard(GuardPolicy):
         reference = interpolate(self.settings.reference, latest)
         if reference is not None:
             values["reference_accuracy"] = reference
+        forecast = self.accuracy_forecast()
+        if forecast is not None:
+            values["forecast_accuracy"] = forecast.at(latest)
         return Verdict("accuracy", latest, bad[0], values)
 
     def on_divergence(self, fraction: float, loss: float) -> Verdict:

@@ -8,6 +8,11 @@ model is a pure function of (worker, its step number) and the seed: the same see
                        each step jittered around it (log-normal, sigma SIGMA / 2)
     replay:RUN         each worker's measured step times from a real run's metrics.jsonl, in order, cycled;
                        simulated worker i replays real worker i mod (the run's workers)
+
+Any of them takes a suffix `+cores:C[:q=QUANTUM | :staleness=S]`: the workers share C cores of one machine
+(syncswitch/simulator/cores.py), time-sliced in slices of QUANTUM mean steps (default 1), or in the slice at
+which ASP's staleness is S (calibrated); on a replayed run, with neither given, the staleness its asynchronous
+phases measured. Without it every worker has a core of its own.
 """
 
 from __future__ import annotations
@@ -19,8 +24,10 @@ import os
 import numpy as np
 
 from syncswitch.errors import SpecError
+from syncswitch.simulator.cores import calibrate_quantum
 
 NAMES = ("round-robin", "speeds[:SIGMA]", "replay:RUN_DIR")
+CORES = "+cores:C[:q=QUANTUM|:staleness=S]"
 
 
 class ArrivalModel(abc.ABC):
@@ -30,13 +37,17 @@ class ArrivalModel(abc.ABC):
 
     def __init__(self, workers: int, seed: int, unit: float = 1.0):
         self.workers, self.seed, self.unit = workers, seed, unit
+        self.cores: int | None = None  # shared cores (None: each worker its own) and their slice, in mean steps
+        self.quantum = 1.0
 
     @abc.abstractmethod
     def step_time(self, worker: int, step: int) -> float:
         """Seconds worker `worker`'s step number `step` (counted over the run) takes."""
 
     def describe(self) -> dict:
-        return {"model": self.name, "unit_s": self.unit}
+        shared = {} if self.cores is None else {"cores": self.cores, "quantum": self.quantum,
+                                                "calibrated_to_staleness": getattr(self, "calibrated_to", None)}
+        return {"model": self.name, "unit_s": self.unit, **shared}
 
 
 class RoundRobin(ArrivalModel):
@@ -87,9 +98,9 @@ class Replay(ArrivalModel):
 
 
 def replayed_step_times(run_dir: str) -> dict[int, np.ndarray]:
-    """Each worker's busy time per step from a run's metrics reports (busy_s and local_steps are cumulative
-    per phase, so a report's step time is its growth over the previous report's); waits at a barrier are not a
-    worker's speed and are left out."""
+    """Each worker's busy time per step from a run's metrics reports (busy_s and local_steps are the worker
+    process's counters, so a report's step time is their growth since its previous report; counters that went
+    back started anew, in a relaunched process); waits at a barrier are not a worker's speed and are left out."""
     path = os.path.join(run_dir, "metrics.jsonl")
     if not os.path.isfile(path):
         raise SpecError(f"--arrivals replay:{run_dir}: {path} not found; give a finished run folder")
@@ -103,24 +114,67 @@ def replayed_step_times(run_dir: str) -> dict[int, np.ndarray]:
             if r.get("kind") != "metrics" or r.get("worker") is None:
                 continue
             w, steps, busy = int(r["worker"]), r.get("local_steps"), r.get("busy_s")
-            prev = last.get(w)
-            last[w] = (r.get("phase"), steps, busy)
             if steps is None or busy is None:
                 if r.get("step_time_s"):
                     out.setdefault(w, []).append(float(r["step_time_s"]))
                 continue
-            if prev is not None and prev[0] == r.get("phase") and steps > prev[1] and busy >= prev[2]:
-                per = (busy - prev[2]) / (steps - prev[1])
-                out.setdefault(w, []).extend([per] * min(steps - prev[1], 64))
+            prev_steps, prev_busy = last.get(w, (0, 0.0))
+            if steps < prev_steps or busy < prev_busy:
+                prev_steps, prev_busy = 0, 0.0
+            last[w] = (steps, busy)
+            if steps > prev_steps:
+                per = (busy - prev_busy) / (steps - prev_steps)
+                out.setdefault(w, []).extend([per] * min(steps - prev_steps, 64))
     out = {w: np.asarray(t) for w, t in out.items() if t and np.all(np.isfinite(t)) and np.sum(t) > 0}
     if not out:
         raise SpecError(f"--arrivals replay:{run_dir}: {path} holds no worker step times")
     return {w: np.maximum(t, 1e-6) for w, t in out.items()}
 
 
+def measured_staleness(run_dir: str) -> float | None:
+    """The mean staleness a run's asynchronous phases measured (summary.json), weighted by their updates."""
+    path = os.path.join(run_dir, "summary.json")
+    if not os.path.isfile(path):
+        return None
+    with open(path, encoding="utf-8") as fh:
+        phases = json.load(fh).get("schedule") or []
+    seen = [(p["measured"]["staleness_mean"], p["measured"].get("updates") or 1) for p in phases
+            if (p.get("measured") or {}).get("staleness_mean") is not None]
+    return sum(s * n for s, n in seen) / sum(n for _, n in seen) if seen else None
+
+
 def arrival_model(text: str, workers: int, seed: int, unit: float = 1.0) -> ArrivalModel:
     """The model `text` names (see the module's docstring); a clear error names the valid ones."""
-    kind, _, arg = (text or "round-robin").partition(":")
+    text = text or "round-robin"
+    base, plus, shared = text.rpartition("+cores:")
+    model = _base_model(base if plus else text, text, workers, seed, unit)
+    if plus:
+        _share_cores(model, shared, text)
+    return model
+
+
+def _share_cores(model: ArrivalModel, arg: str, text: str) -> None:
+    count, _, rest = arg.partition(":")
+    key, _, value = rest.partition("=")
+    try:
+        model.cores = int(count)
+        number = float(value) if rest else None
+    except ValueError:
+        raise SpecError(f"--arrivals {text}: {CORES} takes whole cores and a number, e.g. +cores:2:q=0.5") from None
+    if model.cores < 1 or (rest and key not in ("q", "staleness")) or (number is not None and number <= 0):
+        raise SpecError(f"--arrivals {text}: expected {CORES} with C >= 1 and a positive QUANTUM or S")
+    if key == "q":
+        model.quantum = number
+        return
+    target = number if key == "staleness" else \
+        measured_staleness(model.run_dir) if isinstance(model, Replay) else None
+    if target is not None:
+        model.quantum = calibrate_quantum(model, model.workers, model.cores, target)
+        model.calibrated_to = target
+
+
+def _base_model(kind_arg: str, text: str, workers: int, seed: int, unit: float) -> ArrivalModel:
+    kind, _, arg = kind_arg.partition(":")
     if kind == "round-robin" and not arg:
         return RoundRobin(workers, seed, unit)
     if kind == "speeds":
@@ -133,4 +187,4 @@ def arrival_model(text: str, workers: int, seed: int, unit: float = 1.0) -> Arri
         return Speeds(workers, seed, unit, sigma)
     if kind == "replay" and arg:
         return Replay(workers, seed, unit, arg)
-    raise SpecError(f"--arrivals {text!r}: unknown arrival model; valid: {', '.join(NAMES)}")
+    raise SpecError(f"--arrivals {text!r}: unknown arrival model; valid: {', '.join(NAMES)} (each with {CORES})")

@@ -8,47 +8,47 @@ sample budget is spent or a verdict came in.
 
 from __future__ import annotations
 
-import heapq
-
 
 def run_async(sim, rule, until_samples: int):
-    """Each worker reads, computes for its step time and pushes; the earliest push is applied next."""
-    start = sim.now
-    queue, reads = [], {}
+    """Each worker reads when its step gets a core, computes and pushes; pushes are applied in time order."""
+    cpu = sim.cores()
+    began, reads = {}, {}
     for c in range(sim.workers):
-        reads[c] = rule.fetch(c)
-        heapq.heappush(queue, (start + sim.step_time(c), c, start))
+        cpu.start(sim.now, c, sim.step_time(c))
     parked: list[int] = []
-    while queue and rule.s.samples < until_samples:
-        t, c, began = heapq.heappop(queue)
+    while rule.s.samples < min(until_samples, sim.until):
+        event = cpu.next()
+        if event is None:
+            break
+        kind, t, c = event
         sim.now = rule.now = t
+        if kind == "read":
+            began[c], reads[c] = t, rule.fetch(c)
+            continue
         point, stamp = reads[c]
         g, loss = sim.gradient(point, sim.batch(c))
         sim.before_update(rule)
         rule.apply_update(g, stamp, c)
-        verdict = sim.after_update(rule, c, loss, t - began, 0.0)
+        verdict = sim.after_update(rule, c, loss, t - began[c], 0.0)
         if verdict is not None:
             return verdict
         if rule.blocked(c):
             parked.append(c)
         else:
-            reads[c] = rule.fetch(c)
-            heapq.heappush(queue, (t + sim.step_time(c), c, t))
+            cpu.start(t, c, sim.step_time(c))
         for w in [w for w in parked if not rule.blocked(w)]:  # the slowest moved on: SSP's waiters go
             parked.remove(w)
-            reads[w] = rule.fetch(w)
-            heapq.heappush(queue, (t + sim.step_time(w), w, t))
+            cpu.start(t, w, sim.step_time(w))
     return None
 
 
 def run_rounds(sim, rule, until_samples: int):
     """Every worker reads at the round's start and takes `round_steps` steps; under BSP the first m to finish are
     aggregated (the rest dropped, their gradients never computed), under local SGD all average at the end."""
-    while rule.s.samples < until_samples:
+    while rule.s.samples < min(until_samples, sim.until):
         start = sim.now
-        finish = {}
-        for c in range(sim.workers):
-            finish[c] = sum(sim.step_time(c) for _ in range(rule.round_steps))
+        finish = sim.cores().finish_times([sum(sim.step_time(c) for _ in range(rule.round_steps))
+                                           for c in range(sim.workers)])
         order = sorted(range(sim.workers), key=lambda c: (finish[c], c))
         if rule.name == "bsp":
             order = order[:rule.needed]

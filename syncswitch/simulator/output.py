@@ -98,7 +98,7 @@ class RunFolder:
             "hyperparameters": dataclasses.asdict(job.hyperparameters),
             "configuration_policy": job.policy.configuration, "abandoned_evaluations": [],
             "straggler_policy": "none", "straggler_events": [], "policy_actions": [], "injected_stragglers": [],
-            **sim.guard.summary(), "failures": [], "resumes": [],
+            **sim.guard.summary(), **sim.timing.summary(), "failures": [], "resumes": [],
             "goodput": {"useful_samples": shared.samples, "trained_samples": shared.samples, "wall_s": sim.now},
             "simulation": {"seed": sim.options.seed, "arrivals": sim.arrivals.describe(), "host_s": host_s,
                            "final_samples": shared.samples, "updates": shared.step},

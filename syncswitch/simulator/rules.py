@@ -262,9 +262,9 @@ class SpecSync(Asp):
 @register
 class BFasgd(Asp):
     """Each worker steps on its own copy; a push (probability `transmit_probability(c_push, v)`) applies the
-    gradient to the shared model staleness-scaled from the copy's fetch; after a step the copy is refreshed with
-    probability `transmit_probability(c_fetch, v)`; v is the worker's bias-corrected gradient noise, in units of
-    the largest it has seen."""
+    gradient to the shared model staleness-scaled from the copy's fetch; the copy is refreshed before a step with
+    probability `transmit_probability(c_fetch, v)` drawn at the end of the previous one; v is the worker's
+    bias-corrected gradient noise, in units of the largest it has seen."""
 
     name = "b-fasgd"
 
@@ -273,10 +273,17 @@ class BFasgd(Asp):
         self.copies = [self.s.w] * self.n
         self.fetched = [self.s.step] * self.n
         self.pushing = [True] * self.n
+        self.refresh = [False] * self.n  # the fetch each worker's last step drew, run as its next step starts
         self.moments: list = [None] * self.n  # (t, mean, square, v_max)
         self.counts = {"steps": 0, "fetches": 0, "pushes": 0}
 
     def fetch(self, client):
+        # The fetch the last step drew runs as the next step starts (the engine's fetch before its step): on
+        # shared cores that is when the worker next gets a core, not when it pushed.
+        if self.refresh[client]:
+            self.refresh[client] = False
+            self.counts["fetches"] += 1
+            self.copies[client], self.fetched[client] = self.s.w, self.s.step
         return self.copies[client], self.fetched[client]
 
     def _noise(self, client, g):
@@ -304,11 +311,8 @@ class BFasgd(Asp):
             self.step_momentum(grads * np.float32(staleness_scale(staleness, float(self.params["power"]))))
         self.s.samples += self.batch
         v = self._noise(client, grads.astype(np.float64))
-        fetch = self.rng.uniform() < transmit_probability(float(self.params["fetch"]), v)
+        self.refresh[client] = bool(self.rng.uniform() < transmit_probability(float(self.params["fetch"]), v))
         self.pushing[client] = bool(self.rng.uniform() < transmit_probability(float(self.params["push"]), v))
-        if fetch:
-            self.counts["fetches"] += 1
-            self.copies[client], self.fetched[client] = self.s.w, self.s.step
         return applied
 
     def stats(self):

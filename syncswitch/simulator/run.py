@@ -7,6 +7,7 @@ what is simulated is the cluster: N workers whose updates land in the order the 
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import time
 
@@ -14,12 +15,17 @@ import numpy as np
 
 from syncswitch.cluster_manager.guarding import GuardRuntime
 from syncswitch.cluster_manager.plan import RunPlan
+from syncswitch.cluster_manager.switch_timing import SwitchTiming
 from syncswitch.errors import SpecError
 from syncswitch.policies.guard import GuardSettings
 from syncswitch.simulator import drive
+from syncswitch.simulator.cores import Cores
 from syncswitch.simulator.model import GradientModel, Shards
 from syncswitch.simulator.output import RunFolder
 from syncswitch.simulator.rules import Shared, rule_for
+
+
+REPORT_WINDOW = 20  # the steps a worker's reported loss is the mean of (MetricsHook's window)
 
 
 @dataclasses.dataclass
@@ -47,10 +53,14 @@ class Simulation:
         self.total = int(job.workload.samples or job.workload.epochs * examples)
         self.plan = RunPlan(job, job.policy.fallback)
         self.guard = GuardRuntime(GuardSettings.from_spec(job.policy.guard), job.policy.fallback, self.workers)
+        # The switch rule as a live run applies it (greedy straggler policies move the switch themselves).
+        self.timing = SwitchTiming(job.policy.switch_rule, self._say, enabled=job.stragglers.policy != "greedy")
+        self.until = 0  # samples at which the running phase ends (the switch rule may end BSP earlier)
         self.folder = RunFolder(options.out_dir, job, self)
         self.now = 0.0
         self._steps = [0] * self.workers   # each worker's step count (the arrival model's index)
-        self._local = [0] * self.workers   # each worker's steps in the running phase
+        # Each worker's steps, busy and waiting seconds so far (a worker process's counters: kept across phases).
+        self._local, self._busy, self._wait = [0] * self.workers, [0.0] * self.workers, [0.0] * self.workers
         self._shards: dict[int, Shards] = {}
         self.snapshots: dict[str, tuple] = {}
         every = job.evaluation.every
@@ -61,6 +71,10 @@ class Simulation:
     def step_time(self, worker: int) -> float:
         self._steps[worker] += 1
         return self.arrivals.step_time(worker, self._steps[worker] - 1)
+
+    def cores(self) -> Cores:
+        """The machine the workers step on: their own cores, or C shared ones time-sliced (the arrival model's)."""
+        return Cores(self.arrivals.cores, self.arrivals.quantum, self.arrivals.unit)
 
     def batch(self, worker: int):
         return self._shards[self.config.per_worker_batch].next(worker)
@@ -85,13 +99,22 @@ class Simulation:
         self._busy[worker] += step_s
         self._wait[worker] += wait_s
         fraction = rule.s.samples / self.total
-        # As a worker reports: its steps, busy and waiting seconds so far in the phase, and this step's time.
+        if not np.isfinite(loss):  # a worker's step found a non-finite loss: the guard repairs or the run ends
+            verdict = self.guard.on_divergence(fraction, loss)
+            if verdict is None:
+                raise FloatingPointError(f"the loss is {loss} at {fraction:.1%} of the workload (diverged)")
+            return verdict
+        # A worker reports the mean loss of its last REPORT_WINDOW steps in the phase (the metrics hook's window),
+        # with its steps, busy and waiting seconds so far, and this step's time.
+        window = self._losses[worker]
+        window.append(loss)
+        reported = float(np.mean(window))
         self.folder.metrics(self.now, worker, self.protocol, self.phase, rule.s.samples, fraction,
-                            self._local[worker], step_s + wait_s, self._busy[worker], self._wait[worker], loss)
-        verdict = self.guard.on_loss(fraction, loss) if np.isfinite(loss) else \
-            self.guard.on_divergence(fraction, loss)
-        if not np.isfinite(loss) and verdict is None:
-            raise FloatingPointError(f"the loss is {loss} at {fraction:.1%} of the workload (diverged)")
+                            self._local[worker], step_s + wait_s, self._busy[worker], self._wait[worker], reported)
+        cut = self.timing.on_loss(self.plan, self.phase, fraction, reported, fraction)
+        if cut is not None:  # the switch rule ends BSP here, as the manager's set_boundary does
+            self.until = min(self.until, int(np.ceil(cut * self.total - 1e-9)))
+        verdict = self.guard.on_loss(fraction, reported)
         if verdict is None and self._points and fraction >= self._points[0] - 1e-12:
             while self._points and fraction >= self._points[0] - 1e-12:  # one update may pass several (a round)
                 self._points.pop(0)
@@ -129,13 +152,14 @@ class Simulation:
         return self.folder.finish(status, message, shared, time.time() - began)
 
     def _phase(self, k: int, shared: Shared):
+        self.timing.on_phase(self.plan, k)  # a switch out of BSP waits for the switch rule: BSP may run on
         planned = self.plan[k]
         self.phase, self.protocol, self.config = k, planned.protocol, planned.config
         self.ramp_start = shared.samples
         batch = planned.config.per_worker_batch
         if batch not in self._shards:
             self._shards[batch] = Shards(self.model, self.workers, batch)
-        self._local, self._busy, self._wait = [0] * self.workers, [0.0] * self.workers, [0.0] * self.workers
+        self._losses = [collections.deque(maxlen=REPORT_WINDOW) for _ in range(self.workers)]
         rule = rule_for(planned.protocol, shared, self.workers, planned.params, batch,
                         self.options.seed * 1009 + k)
         start = (self.now, shared.samples, shared.step)
@@ -145,20 +169,25 @@ class Simulation:
         path = f"sim://checkpoints/switch-{k}"
         self.snapshots[path] = (shared.w, shared.v, shared.step, shared.samples)
         self.guard.on_checkpoint(path, shared.samples / self.total, shared.samples)
-        until = int(np.ceil(planned.until * self.total - 1e-9))
+        self.until = until = int(np.ceil(planned.until * self.total - 1e-9))
         epochs = [until] if planned.protocol != "specsync" or not planned.params.get("adaptive") else \
             list(range(shared.samples + self.per_epoch, until, self.per_epoch)) + [until]
         verdict = None
         for end in epochs:  # specsync's adaptive variant retunes after every epoch
             run = drive.run_rounds if rule.rounds else drive.run_async
             verdict = run(self, rule, end)
-            if verdict is not None:
+            if verdict is not None or shared.samples >= self.until:
                 break
-            if hasattr(rule, "retune") and end < until:
+            if hasattr(rule, "retune"):
                 rule.retune()
         rule.leave()
+        planned = self.plan[k]  # the switch rule may have moved its end
         self.folder.phase_done(k, planned, start, (self.now, shared.samples, shared.step), self.total, rule.stats())
         return verdict
+
+    def _say(self, line: str) -> None:
+        if self.options.progress:
+            print(f"  {line}", flush=True)
 
     def _repair(self, k: int, verdict, shared: Shared) -> Shared:
         """What the live guard does with a verdict: roll back to its checkpoint, or fall back from here."""

@@ -91,6 +91,7 @@ class GuardSpec:
     max_rollbacks: int | None = None
     action: str | None = None
     forecast: bool | None = None
+    accuracy_forecast: bool | None = None
     # (fraction, accuracy) of earlier runs' evaluations (policy.guard.reference): the accuracy to keep up with
     reference: tuple[tuple[float, float], ...] = ()
 

@@ -169,15 +169,16 @@ def guard_section(value: Any, base: str = ".") -> GuardSpec:
         return GuardSpec(enabled=value)
     doc = mapping(value, field)
     keys = ("enabled", "loss_rule", "loss_rise", "loss_margin", "accuracy_drop", "window", "long_window",
-            "smoothing", "max_rollbacks", "action", "reference", "forecast")
+            "smoothing", "max_rollbacks", "action", "reference", "forecast", "accuracy_forecast")
     check_keys(doc, keys, f"{field}.")
     enabled = doc.get("enabled", True)
     if not isinstance(enabled, bool):
         raise fail(f"{field}.enabled", enabled, "must be true or false")
 
-    forecast = doc.get("forecast")
-    if forecast is not None and not isinstance(forecast, bool):
-        raise fail(f"{field}.forecast", forecast, "must be true or false")
+    forecast, accuracy_forecast = doc.get("forecast"), doc.get("accuracy_forecast")
+    for key, flag in (("forecast", forecast), ("accuracy_forecast", accuracy_forecast)):
+        if flag is not None and not isinstance(flag, bool):
+            raise fail(f"{field}.{key}", flag, "must be true or false")
     loss_rule = doc.get("loss_rule")
     if loss_rule is not None and not isinstance(loss_rule, bool):
         raise fail(f"{field}.loss_rule", loss_rule, "must be true or false")
@@ -195,6 +196,7 @@ def guard_section(value: Any, base: str = ".") -> GuardSpec:
                      max_rollbacks=given("max_rollbacks", lo=0, hi=100, integer=True),
                      action=None if doc.get("action") is None else choice(doc["action"], f"{field}.action",
                                                                           GUARD_ACTIONS), forecast=forecast,
+                     accuracy_forecast=accuracy_forecast,
                      reference=load_reference(doc.get("reference"), base, f"{field}.reference"))
 
 

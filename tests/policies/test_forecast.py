@@ -1,9 +1,15 @@
-"""The guard's BSP forecast on deterministic streams: a phase whose loss stalls while BSP's was falling is a verdict."""
+"""The guard's BSP forecast on deterministic streams: a phase whose loss stalls while BSP's was falling is a verdict;
+with the accuracy forecast on, one that falls behind where BSP's accuracy was heading."""
 
 import math
 
-from syncswitch.policies.forecast import LossForecast
+import pytest
+
+from syncswitch.errors import SpecError
+from syncswitch.policies.forecast import (ACCURACY_HORIZON, MIN_NOISE, AccuracyForecast, LossForecast,
+                                          expected_accuracy)
 from syncswitch.policies.guard import DegradationGuard, GuardSettings
+from syncswitch.spec.policy import guard_section
 
 STEP = 0.005
 
@@ -72,3 +78,78 @@ def test_a_rising_loss_is_left_to_the_loss_rule():
     stuck = falling(0.25)
     _, verdict = _run(falling, lambda f: stuck * 1.4)
     assert verdict is None
+
+
+# -- the accuracy side: BSP's evaluations before the switch, carried on, as a band with earlier runs ----------------
+
+def _rise(f):
+    return 0.1 + 1.6 * f  # BSP's accuracy still rising steeply at the switch (0.5 at 0.25)
+
+
+def _switched(accuracy_after, settings=None, before=(0.1, 0.15, 0.2, 0.25), switch_at=0.25):
+    guard = DegradationGuard(settings or GuardSettings(accuracy_forecast=True))
+    guard.on_phase("bsp", True, 0.0)
+    for f in before:
+        assert guard.on_evaluation(f, _rise(f)) is None
+    guard.on_phase("asp", False, switch_at)
+    verdicts = [guard.on_evaluation(f, accuracy_after(f)) for f in (0.3, 0.35, 0.4, 0.45)]
+    return guard, next((v for v in verdicts if v is not None), None)
+
+
+def test_the_accuracy_fit_reads_the_rise_and_carries_it_on_for_its_horizon():
+    points = [(f, _rise(f)) for f in (0.1, 0.15, 0.2, 0.25)]
+    forecast = AccuracyForecast.fit(points, 0.25)
+    assert forecast.slope == pytest.approx(1.6) and forecast.level == pytest.approx(0.5)
+    assert forecast.noise == MIN_NOISE  # on the line: the scatter is the floor's
+    assert forecast.at(0.3) == pytest.approx(0.58)
+    assert forecast.at(0.9) == pytest.approx(forecast.at(0.25 + ACCURACY_HORIZON)) == pytest.approx(0.66)  # held
+    assert forecast.low(0.3) < forecast.at(0.3) - 2 * MIN_NOISE  # the band widens away from the fitted points
+    assert AccuracyForecast.fit(points[:2], 0.25) is None  # too few evaluations
+    falling_trend = AccuracyForecast.fit([(f, 1 - f) for f in (0.1, 0.15, 0.2, 0.25)], 0.25)
+    assert falling_trend.at(0.35) == pytest.approx(0.75)  # a falling trend forecasts its level, no lower
+
+
+def test_a_phase_that_stops_rising_is_held_to_where_bsp_was_heading():
+    # 0.48-0.5: never below the best before the switch (0.5) by 5 points, so the best alone sees nothing.
+    guard, verdict = _switched(lambda f: 0.48)
+    assert verdict is not None and verdict.reason == "accuracy" and verdict.onset == 0.3
+    assert verdict.values["forecast_accuracy"] == pytest.approx(guard.accuracy_forecast().at(0.35))
+    assert verdict.values["floor"] > verdict.values["best_accuracy"] - 0.05
+
+
+def test_the_accuracy_forecast_is_off_by_default():
+    _, verdict = _switched(lambda f: 0.48, settings=GuardSettings())
+    assert verdict is None
+
+
+def test_a_phase_that_keeps_rising_with_bsp_is_not_flagged():
+    _, verdict = _switched(lambda f: _rise(f) - 0.02)
+    assert verdict is None
+
+
+def test_evaluations_from_before_the_switch_that_arrive_after_it_count():
+    # The evaluator scores the checkpoint at the switch after the switch: the forecast is fitted when asked.
+    guard = DegradationGuard(GuardSettings(accuracy_forecast=True))
+    guard.on_phase("bsp", True, 0.0)
+    for f in (0.1, 0.15, 0.2):
+        guard.on_evaluation(f, _rise(f))
+    guard.on_phase("asp", False, 0.25)
+    guard.on_evaluation(0.25, _rise(0.25))
+    assert guard.accuracy_forecast().level == pytest.approx(0.5)
+
+
+def test_the_band_with_earlier_runs_takes_its_lower_edge_within_the_horizon_and_the_runs_past_it():
+    forecast = AccuracyForecast.fit([(f, _rise(f)) for f in (0.1, 0.15, 0.2, 0.25)], 0.25)
+    assert expected_accuracy(forecast, 0.9, 0.3) == pytest.approx(forecast.low(0.3))  # forecast lower: it is the bar
+    assert expected_accuracy(forecast, 0.52, 0.3) == 0.52                              # runs lower: they are
+    assert expected_accuracy(forecast, 0.9, 0.6) == 0.9      # past the horizon: measured runs, not a held guess
+    assert expected_accuracy(forecast, None, 0.6) == pytest.approx(forecast.low(0.6))
+    assert expected_accuracy(None, 0.7, 0.6) == 0.7 and expected_accuracy(None, None, 0.6) is None
+    assert expected_accuracy(forecast, None, 0.2) is None    # before the switch: nothing forecast
+
+
+def test_the_spec_turns_it_on_and_names_a_bad_value():
+    assert GuardSettings.from_spec(guard_section({"accuracy_forecast": True})).accuracy_forecast is True
+    assert GuardSettings.from_spec(guard_section({})).accuracy_forecast is False
+    with pytest.raises(SpecError, match="policy.guard.accuracy_forecast"):
+        guard_section({"accuracy_forecast": "yes"})

@@ -15,14 +15,7 @@ import pytest
 from syncswitch import spec as specmod
 from syncswitch.cluster_manager import submission
 
-JOB = """
-name: digits
-script: EXAMPLES/digits_mlp.py
-hyperparameters: {batch_size: 16, learning_rate: 0.05, momentum: 0.9, lr_decay: {boundaries: [0.5], factors: [0.5]}}
-workload: {epochs: 4}
-cluster: {backend: local, workers: 2}
-evaluation: {every: 0.25}
-"""
+from tests.conftest import DIGITS_JOB as JOB
 
 # One phase of each protocol, with non-default parameters where it has any.
 PHASES = {

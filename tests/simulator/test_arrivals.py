@@ -32,14 +32,17 @@ def _report(worker, phase, steps, busy):
 
 
 def test_replay_reads_each_workers_busy_time_per_step(tmp_path):
+    # The counters are the worker process's: they run on across a phase boundary and start anew in a relaunched
+    # process (worker 0's last two reports).
     records = [_report(0, 0, 1, 0.1), _report(1, 0, 1, 0.3), _report(0, 0, 3, 0.5), _report(1, 0, 2, 0.6),
-               _report(0, 1, 1, 5.0), _report(0, 1, 2, 5.2), {"kind": "evaluation", "fraction": 0.5}]
+               _report(1, 1, 3, 0.7), _report(0, 1, 1, 5.0), _report(0, 1, 2, 5.2),
+               {"kind": "evaluation", "fraction": 0.5}]
     (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
     times = replayed_step_times(str(tmp_path))
-    np.testing.assert_allclose(times[0], [0.2, 0.2, 0.2])  # (0.5 - 0.1) / 2 twice; a new phase restarts the count
-    np.testing.assert_allclose(times[1], [0.3])
+    np.testing.assert_allclose(times[0], [0.1, 0.2, 0.2, 5.0, 0.2])
+    np.testing.assert_allclose(times[1], [0.3, 0.3, 0.1])
     model = arrival_model(f"replay:{tmp_path}", 4, 0)
-    assert model.step_time(2, 0) == pytest.approx(0.2) and model.step_time(3, 5) == pytest.approx(0.3)
+    assert model.step_time(2, 1) == pytest.approx(0.2) and model.step_time(3, 4) == pytest.approx(0.3)
 
 
 @pytest.mark.parametrize("text,message", [("speeds:x", "SIGMA must be a number"), ("speeds:9", "between 0 and 3"),

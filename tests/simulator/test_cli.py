@@ -12,30 +12,24 @@ from click.testing import CliRunner
 
 from syncswitch.cli import cli
 
-JOB = """
-name: digits
-script: EXAMPLES/digits_mlp.py
-hyperparameters: {batch_size: 8, learning_rate: 0.05, momentum: 0.9}
-workload: {samples: 1280}
-cluster: {backend: local, workers: 2}
-evaluation: {every: 0.25}
-"""
+# The conformance suite's digits job, shorter and at batch 8.
+SHORT = ["--set", "workload={samples: 1280}", "--set", "hyperparameters.batch_size=8"]
 
 
-def invoke(*args):
-    return CliRunner().invoke(cli, [str(a) for a in args])
+def invoke(command, job, *args):
+    return CliRunner().invoke(cli, [command, job, *SHORT, *(str(a) for a in args)])
 
 
-def test_simulate_writes_a_run_folder_and_replays_its_step_times(write_spec, tmp_path):
-    job = write_spec(JOB)
-    first = invoke("simulate", job, "--workers", 3, "--arrivals", "speeds:0.8", "--out", tmp_path / "a", "--quiet")
+def test_simulate_writes_a_run_folder_and_replays_its_step_times(digits_job, tmp_path):
+    first = invoke("simulate", digits_job, "--workers", 3, "--arrivals", "speeds:0.8", "--out", tmp_path / "a",
+                   "--quiet")
     assert first.exit_code == 0, first.output
     assert "completed: 3 simulated workers" in first.output
     summary = json.loads((tmp_path / "a" / "summary.json").read_text())
     assert summary["backend"] == "simulator" and summary["simulation"]["arrivals"]["model"] == "speeds"
     # The folder's measured step times, replayed: each worker steps as fast as it did there, so the order of
     # updates, and with it every bit, is the same.
-    second = invoke("simulate", job, "--workers", 3, "--arrivals", f"replay:{tmp_path / 'a'}",
+    second = invoke("simulate", digits_job, "--workers", 3, "--arrivals", f"replay:{tmp_path / 'a'}",
                     "--out", tmp_path / "b", "--quiet")
     assert second.exit_code == 0, second.output
     again = json.loads((tmp_path / "b" / "summary.json").read_text())
@@ -48,16 +42,16 @@ def test_simulate_writes_a_run_folder_and_replays_its_step_times(write_spec, tmp
     (["--arrivals", "replay:/nonexistent"], "metrics.jsonl not found"),
     (["--protocol", "nope"], "nope"),
 ])
-def test_bad_input_is_one_line_and_a_nonzero_exit(write_spec, tmp_path, args, message):
-    result = invoke("simulate", write_spec(JOB), *args, "--out", tmp_path / "x")
+def test_bad_input_is_one_line_and_a_nonzero_exit(digits_job, tmp_path, args, message):
+    result = invoke("simulate", digits_job, *args, "--out", tmp_path / "x")
     assert result.exit_code != 0
     assert message in result.output and "Traceback" not in result.output
     assert len(result.output.strip().splitlines()) == 1
 
 
-def test_search_runs_its_pilots_in_the_simulator_and_says_so_in_the_stored_policy(write_spec, tmp_path, monkeypatch):
+def test_search_runs_its_pilots_in_the_simulator_and_says_so_in_the_stored_policy(digits_job, tmp_path, monkeypatch):
     monkeypatch.setenv("SYNCSWITCH_HOME", str(tmp_path / "home"))
-    result = invoke("search", write_spec(JOB), "--simulate", "--workers", 16, "--runs", 1, "--bsp-runs", 1,
+    result = invoke("search", digits_job, "--simulate", "--workers", 16, "--runs", 1, "--bsp-runs", 1,
                     "--max-settings", 2, "--step-time", 0.05, "--output-dir", tmp_path / "pilots", "--format", "json")
     assert result.exit_code == 0, result.output
     doc = json.loads(result.output[result.output.index("{"):])

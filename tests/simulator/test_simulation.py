@@ -17,18 +17,12 @@ from syncswitch.simulator.arrivals import arrival_model
 from syncswitch.simulator.model import GradientModel
 from syncswitch.simulator.run import Options, Simulation
 
-JOB = """
-name: digits
-script: EXAMPLES/digits_mlp.py
-hyperparameters: {batch_size: 8, learning_rate: 0.05, momentum: 0.9, lr_decay: {boundaries: [0.5], factors: [0.5]}}
-workload: {samples: 640}
-cluster: {backend: local, workers: 2}
-evaluation: {every: 0.25}
-"""
+# The conformance suite's digits job, shorter and at batch 8.
+SHORT = ["workload={samples: 640}", "hyperparameters.batch_size=8"]
 
 
-def simulate(write_spec, tmp_path, workers, overrides=(), arrivals="round-robin", seed=0, name="run"):
-    job = specmod.load(write_spec(JOB), [f"cluster.workers={workers}", *overrides])
+def simulate(digits_job, tmp_path, workers, overrides=(), arrivals="round-robin", seed=0, name="run"):
+    job = specmod.load(digits_job, [*SHORT, f"cluster.workers={workers}", *overrides])
     sim = Simulation(job, Options(workers, arrival_model(arrivals, workers, seed), seed, str(tmp_path / name)))
     summary = sim.run()
     return sim, summary
@@ -39,11 +33,11 @@ def only(protocol, **params):
     return f"policy.schedule=[{{{inner}}}]"
 
 
-def test_bsp_on_n_workers_at_batch_b_is_one_worker_at_batch_nb(write_spec, tmp_path):
+def test_bsp_on_n_workers_at_batch_b_is_one_worker_at_batch_nb(digits_job, tmp_path):
     # The paper's configuration gives BSP on n workers the rate n * eta: the one worker gets it by hand.
     n, steps = 4, 5
-    sim, _ = simulate(write_spec, tmp_path, n, [only("bsp"), f"workload.samples={steps * n * 8}"], name="n")
-    one, _ = simulate(write_spec, tmp_path, 1, [only("bsp"), f"workload.samples={steps * n * 8}",
+    sim, _ = simulate(digits_job, tmp_path, n, [only("bsp"), f"workload.samples={steps * n * 8}"], name="n")
+    one, _ = simulate(digits_job, tmp_path, 1, [only("bsp"), f"workload.samples={steps * n * 8}",
                                                f"hyperparameters.batch_size={n * 8}",
                                                f"hyperparameters.learning_rate={0.05 * n}"], name="one")
     assert sim.final.step == one.final.step == steps
@@ -52,8 +46,8 @@ def test_bsp_on_n_workers_at_batch_b_is_one_worker_at_batch_nb(write_spec, tmp_p
     assert not np.allclose(sim.final.v, 0)  # momentum was really there
 
 
-def test_asp_with_one_worker_is_plain_momentum_sgd(write_spec, tmp_path):
-    sim, _ = simulate(write_spec, tmp_path, 1, [only("asp")])
+def test_asp_with_one_worker_is_plain_momentum_sgd(digits_job, tmp_path):
+    sim, _ = simulate(digits_job, tmp_path, 1, [only("asp")])
     job = sim.job
     model = GradientModel(job, 0)  # the same seed: the same initial parameters
     batches = iter(model.module.input_fn("train", 8, {}))
@@ -68,30 +62,30 @@ def test_asp_with_one_worker_is_plain_momentum_sgd(write_spec, tmp_path):
     assert sim.final.step == 80
 
 
-def test_local_sgd_averaged_every_step_is_bsp(write_spec, tmp_path):
-    local, _ = simulate(write_spec, tmp_path, 3, [only("local-sgd", period=1)], name="local")
-    bsp, _ = simulate(write_spec, tmp_path, 3, [only("bsp")], name="bsp")
+def test_local_sgd_averaged_every_step_is_bsp(digits_job, tmp_path):
+    local, _ = simulate(digits_job, tmp_path, 3, [only("local-sgd", period=1)], name="local")
+    bsp, _ = simulate(digits_job, tmp_path, 3, [only("bsp")], name="bsp")
     assert local.final.step == bsp.final.step
     np.testing.assert_allclose(local.final.w, bsp.final.w, rtol=1e-4, atol=1e-5)
 
 
 @pytest.mark.parametrize("protocol", ["asp", "b-fasgd", "ssp"])
-def test_the_same_seed_gives_the_same_bits(write_spec, tmp_path, protocol):
-    runs = [simulate(write_spec, tmp_path, 4, [f"policy.switch_to={protocol}", "policy.switch_at=0.25"],
+def test_the_same_seed_gives_the_same_bits(digits_job, tmp_path, protocol):
+    runs = [simulate(digits_job, tmp_path, 4, [f"policy.switch_to={protocol}", "policy.switch_at=0.25"],
                      arrivals="speeds:0.5", seed=3, name=f"r{k}") for k in range(2)]
     (a, sa), (b, sb) = runs
     np.testing.assert_array_equal(a.final.w, b.final.w)
     assert sa["evaluations"] == sb["evaluations"]
     lines = [(tmp_path / f"r{k}" / "metrics.jsonl").read_text() for k in range(2)]
     assert lines[0] == lines[1]
-    other, _ = simulate(write_spec, tmp_path, 4, [f"policy.switch_to={protocol}", "policy.switch_at=0.25"],
+    other, _ = simulate(digits_job, tmp_path, 4, [f"policy.switch_to={protocol}", "policy.switch_at=0.25"],
                         arrivals="speeds:0.5", seed=4, name="other")
     assert not np.array_equal(a.final.w, other.final.w)
 
 
-def test_a_switch_keeps_progress_and_applies_the_configuration_policy(write_spec, tmp_path):
-    _, summary = simulate(write_spec, tmp_path, 4, ["policy.switch_at=0.5", "policy.switch_to=asp",
-                                                      "policy.guard.enabled=false"])
+def test_a_switch_keeps_progress_and_applies_the_configuration_policy(digits_job, tmp_path):
+    _, summary = simulate(digits_job, tmp_path, 4, ["policy.switch_at=0.5", "policy.switch_to=asp",
+                                                      "policy.switch_rule=false", "policy.guard.enabled=false"])
     bsp, asp = summary["schedule"]
     assert (bsp["protocol"], asp["protocol"]) == ("bsp", "asp")
     assert bsp["end_fraction"] == asp["start_fraction"] == pytest.approx(0.5)
@@ -107,8 +101,8 @@ def test_a_switch_keeps_progress_and_applies_the_configuration_policy(write_spec
                                              ("specsync", {"abort_rate": 0.3}), ("lookahead", {}),
                                              ("b-fasgd", {"fetch": 1.0}), ("ssp", {"staleness": 1}),
                                              ("bsp", {"aggregate": 3}), ("local-sgd", {"period": 4})])
-def test_every_protocol_trains_and_reports_what_it_measured(write_spec, tmp_path, protocol, params):
-    _, summary = simulate(write_spec, tmp_path, 4, [only(protocol, **params), "workload.samples=2560"],
+def test_every_protocol_trains_and_reports_what_it_measured(digits_job, tmp_path, protocol, params):
+    _, summary = simulate(digits_job, tmp_path, 4, [only(protocol, **params), "workload.samples=2560"],
                           arrivals="speeds:0.5")
     phase = summary["schedule"][0]
     assert summary["final_accuracy"] > 0.5, summary["evaluations"]
@@ -126,13 +120,14 @@ def test_every_protocol_trains_and_reports_what_it_measured(write_spec, tmp_path
         assert measured["averages"] == phase["steps"] // 4
 
 
-def test_the_guard_runs_live_and_its_folder_reads_like_a_real_run(write_spec, tmp_path):
+def test_the_guard_runs_live_and_its_folder_reads_like_a_real_run(digits_job, tmp_path):
     """ASP after BSP on 4 round-robin workers degrades this small job at its end; the guard rolls it back, and
     `guard replay` and `report` read the folder."""
     from syncswitch.cluster_manager.guard_replay import replay_run
     from syncswitch.cluster_manager.reports import load_run
 
-    _, summary = simulate(write_spec, tmp_path, 4, ["policy.switch_at=0.5", "policy.switch_to=asp"])
+    _, summary = simulate(digits_job, tmp_path, 4, ["policy.switch_at=0.5", "policy.switch_to=asp",
+                                                      "policy.switch_rule=false"])
     events = summary["guard_events"]
     assert events and events[0]["action"].startswith("rollback to 50.0%, continue with bsp")
     assert summary["schedule"][-1]["protocol"] == "bsp" and summary["schedule"][-1]["end_fraction"] >= 1.0
@@ -142,3 +137,32 @@ def test_the_guard_runs_live_and_its_folder_reads_like_a_real_run(write_spec, tm
     assert replay.verdict is not None and replay.recorded["action"] == events[0]["action"]
     run = load_run(str(tmp_path / "run"))
     assert run.completed and run.converged_accuracy == summary["converged_accuracy"]
+
+
+def test_the_switch_rule_holds_bsp_as_it_does_in_a_real_run(digits_job, tmp_path):
+    """`switch_at: auto` and the default loss rule: BSP runs on until the loss left its early regime; the rule's
+    own replay over the folder's loss reports (what a live manager reads) decides at the same point."""
+    from bench.switch_replay import losses, replay
+    from syncswitch.policies.timing import TimingSettings
+
+    _, summary = simulate(digits_job, tmp_path, 4, ["policy.switch_at=auto", "policy.switch_to=asp",
+                                                      "policy.guard.enabled=false", "workload.samples=2560"],
+                          arrivals="speeds:0.5")
+    rule = summary["switch_rule"]
+    assert rule["rule"] == "loss" and rule["auto"] and len(rule["decisions"]) == 1
+    decision = rule["decisions"][0]
+    assert decision["action"] == "switch" and decision["fraction"] > 0.1
+    bsp, asp = summary["schedule"]
+    assert (bsp["protocol"], asp["protocol"]) == ("bsp", "asp")
+    assert decision["fraction"] <= bsp["end_fraction"] <= decision["fraction"] + 4 * 8 / 2560  # the round's end
+    replayed = replay(losses(str(tmp_path / "run")), TimingSettings(), earliest=0.1)
+    assert replayed["action"] == "switch" and replayed["fraction"] == pytest.approx(decision["fraction"], abs=1e-4)
+
+
+def test_workers_sharing_cores_are_as_stale_as_the_cores_let_them(digits_job, tmp_path):
+    stale = {}
+    for arrivals in ("speeds:0.2", "speeds:0.2+cores:2:q=8", "speeds:0.2+cores:1:q=8"):
+        _, summary = simulate(digits_job, tmp_path, 4, [only("asp")], arrivals=arrivals, name=arrivals)
+        stale[arrivals] = summary["schedule"][0]["measured"]["staleness_mean"]
+    assert stale == pytest.approx({"speeds:0.2": 3.0, "speeds:0.2+cores:2:q=8": 1.0, "speeds:0.2+cores:1:q=8": 0.0},
+                                  abs=0.1)

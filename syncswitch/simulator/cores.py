@@ -1,0 +1,115 @@
+"""Workers sharing a machine's cores: when each worker's step reads the parameters and when it pushes.
+
+With a core of its own, a worker reads at the start of its step and pushes its step time later. With N workers
+on C < N cores the operating system time-slices them: a worker holds a core for at most `quantum` (in units of
+the arrival model's mean step) before the next ready worker gets it, and it reads the parameters only when its
+step first gets a core. A quantum longer than any step runs each step to its end once started (at most C steps
+in flight: ASP's staleness about C - 1); a quantum near 0 shares the cores evenly (every step overlaps the other
+N - 1: staleness about N - 1). Between the two, the quantum sets the staleness a shared machine shows, and
+`calibrate_quantum` finds the one that reproduces a real run's measured staleness.
+"""
+
+from __future__ import annotations
+
+import collections
+import heapq
+
+
+class Cores:
+    """C cores (None: one per worker) time-sliced round-robin among the ready workers, slices of `quantum` units.
+
+    Drive it with `start(now, worker, work)` (the worker is ready to begin a step of `work` seconds) and
+    `next()` -> (kind, time, worker): "read" when a worker's step first gets a core, "push" when it is done.
+    """
+
+    def __init__(self, cores: int | None, quantum: float, unit: float = 1.0):
+        self.cores, self.slice = cores, max(quantum * unit, 1e-12)
+        self.ready: collections.deque = collections.deque()  # workers waiting for a core
+        self.reads: collections.deque = collections.deque()  # workers whose step just got its first core
+        self.left: dict[int, float] = {}                       # work left of each worker's step
+        self.began: dict[int, bool] = {}
+        self.slices: list = []                                 # (end, worker) of the slices running
+        self.running = 0
+        self.now = 0.0
+
+    def start(self, now: float, worker: int, work: float) -> None:
+        self.now = now
+        self.left[worker], self.began[worker] = work, False
+        self.ready.append(worker)
+        self._dispatch()
+
+    def _dispatch(self) -> None:
+        while self.ready and (self.cores is None or self.running < self.cores):
+            worker = self.ready.popleft()
+            self.running += 1
+            if not self.began[worker]:
+                self.began[worker] = True
+                self.reads.append(worker)
+            run = self.left[worker] if self.cores is None else min(self.slice, self.left[worker])
+            self.left[worker] -= run
+            # Slices ending at one instant end in worker order (round robin's order).
+            heapq.heappush(self.slices, (self.now + run, worker))
+
+    def next(self) -> tuple[str, float, int] | None:
+        """The next read or push, in time order; None when no worker is stepping. A read comes as soon as its
+        worker got a core: after the push that freed the core has been applied."""
+        while True:
+            if self.reads:
+                return "read", self.now, self.reads.popleft()
+            if not self.slices:
+                return None
+            t, worker = heapq.heappop(self.slices)
+            self.now = t
+            self.running -= 1
+            if self.left[worker] > 1e-12 * self.slice:  # its slice is over, its step is not: back of the queue
+                self.ready.append(worker)
+                self._dispatch()
+                continue
+            self._dispatch()
+            return "push", t, worker
+
+    def finish_times(self, works: list[float]) -> dict[int, float]:
+        """Seconds after they all start until each worker's `works[c]` of work is done (a synchronous round)."""
+        for c, work in enumerate(works):
+            self.start(0.0, c, work)
+        out = {}
+        while (event := self.next()) is not None:
+            if event[0] == "push":
+                out[event[2]] = event[1]
+        return out
+
+
+def simulated_staleness(arrivals, workers: int, cores: int | None, quantum: float, pushes: int = 4000) -> float:
+    """ASP's mean staleness under `arrivals` on `cores` shared cores (no gradients: the arrivals alone)."""
+    cpu = Cores(cores, quantum, arrivals.unit)
+    step, read_at, stale, count = 0, {}, 0, 0
+    steps = [0] * workers
+    for w in range(workers):
+        cpu.start(0.0, w, arrivals.step_time(w, 0))
+    while count < pushes:
+        kind, t, w = cpu.next()
+        if kind == "read":
+            read_at[w] = step
+            continue
+        stale += step - read_at[w]
+        step, count = step + 1, count + 1
+        steps[w] += 1
+        cpu.start(t, w, arrivals.step_time(w, steps[w]))
+    return stale / count
+
+
+def calibrate_quantum(arrivals, workers: int, cores: int, staleness: float) -> float:
+    """The quantum (in steps) at which ASP's simulated staleness on `cores` cores is `staleness`; the ends of the
+    range (0.01 and 8 steps) where it lies beyond what the cores can show."""
+    lo, hi = 0.01, 8.0  # staleness falls as the quantum grows
+    if simulated_staleness(arrivals, workers, cores, hi) >= staleness:
+        return hi
+    if simulated_staleness(arrivals, workers, cores, lo) <= staleness:
+        return lo
+    for _ in range(14):
+        mid = (lo * hi) ** 0.5
+        if simulated_staleness(arrivals, workers, cores, mid) > staleness:
+            lo = mid
+        else:
+            hi = mid
+    return round((lo * hi) ** 0.5, 4)
