@@ -128,23 +128,25 @@ class StepRunner:
             self._fn(engine, fetches, exact=False)()
 
     def _agreed(self, engine, hook_fetches):
-        return self._callable(engine.train_op, engine.samples_after, engine.agreed_stop, hook_fetches)
+        return self._callable(engine.train_op, engine.samples_after, engine.agreed_stop, engine.collective_wait_s,
+                              hook_fetches)
 
     def _collective_step(self, engine, args, fetches):
-        """A step every worker takes together: (samples, results). A worker past its boundary says so in the
-        step, and the step the group agrees to stop after ends the phase on every worker."""
+        """A step every worker takes together: (samples, seconds waited for the group, results). A worker past its
+        boundary says so in the step, and the step the group agrees to stop after ends the phase on every worker."""
         want = self.state.at_boundary()
         if want or (args is not None and args.feed_dict):
             feed = dict((args.feed_dict if args is not None else None) or {})
             feed[engine.stop_in] = 1.0 if want else 0.0
-            _, samples, stop, results = self.session.run(
-                [engine.train_op, engine.samples_after, engine.agreed_stop, fetches], feed_dict=feed)
+            _, samples, stop, wait_s, results = self.session.run(
+                [engine.train_op, engine.samples_after, engine.agreed_stop, engine.collective_wait_s, fetches],
+                feed_dict=feed)
         else:
-            _, samples, stop, results = self._agreed(engine, fetches)()
+            _, samples, stop, wait_s, results = self._agreed(engine, fetches)()
         self.state.samples = int(samples)
         if stop:
             self.state.boundary = min(self.state.boundary, self.state.fraction - 1e-12)  # at it, float-safe
-        return samples, results
+        return samples, float(wait_s or 0.0), results
 
     def _one_call(self, engine, hook_fetches):
         return self._callable(engine.step_op, engine.step_samples, engine.step_wait_s, hook_fetches)
@@ -179,7 +181,7 @@ class StepRunner:
                 run, fallback=lambda: (None, self.session.run(engine.samples_now), 0.0, None))
             wait_s = float(wait_s)
         elif engine.agreed_stop is not None:
-            samples, results = self._collective_step(engine, args, fetches)
+            samples, wait_s, results = self._collective_step(engine, args, fetches)
         elif args is not None and args.feed_dict:
             # Feeds change per step, so they go through the general path.
             _, samples, results = self.session.run([engine.train_op, engine.samples_after, fetches],

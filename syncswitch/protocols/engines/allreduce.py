@@ -50,7 +50,8 @@ class AllReduceEngine(ProtocolEngine):
             self.stop_in = v1.placeholder_with_default(tf.constant(0.0), [], name="allreduce_stop_in")
             grads = [g for g, _ in core.grads]
             loss = tf.reshape(tf.cast(replica.loss, tf.float32), [1])
-            means = mean([*grads, loss, tf.reshape(self.stop_in, [1])], num_workers, INSTANCE_KEY, "allreduce")
+            means, self.collective_wait_s = mean([*grads, loss, tf.reshape(self.stop_in, [1])], num_workers,
+                                                 INSTANCE_KEY, "allreduce")
             step = core.apply([(m, v) for m, (_, v) in zip(means, core.grads)])
             self.loss = tf.reshape(means[-2], [], name="allreduce_mean_loss")
             self.agreed_stop = tf.greater(tf.reshape(means[-1], []), 0.0, name="allreduce_agreed_stop")

@@ -150,6 +150,9 @@ class ProtocolEngine(abc.ABC):
     # feeds 1 to `stop_in` once it wants to stop, and `agreed_stop` (fetched with the step) says the group does.
     stop_in: tf.Tensor | None = None
     agreed_stop: tf.Tensor | None = None
+    # A collective step's wait for its group (seconds, timed in the graph around the collective): the step time less
+    # it is the worker's own speed, as `step_wait_s` is for a parameter-server step.
+    collective_wait_s: tf.Tensor | None = None
     # Its workers meet in collectives: a boundary moved while the phase runs is agreed by the group (see
     # TrainState.move_boundary), never taken by one worker alone.
     collective = False

@@ -58,9 +58,9 @@ class CollectiveLocalSGDEngine(ProtocolEngine):
         with tf.device(replica.device):
             self._stop = v1.placeholder_with_default(tf.constant(0.0), [], name="local_sgd_stop_in")
             copies = [copy for _, copy in core.pairs]
-            means = mean([c.read_value() for c in copies] + [tf.reshape(last_loss.read_value(), [1]),
-                                                              tf.reshape(self._stop, [1])],
-                         num_workers, INSTANCE_KEY, "local_sgd")
+            means, _ = mean([c.read_value() for c in copies] + [tf.reshape(last_loss.read_value(), [1]),
+                                                                 tf.reshape(self._stop, [1])],
+                            num_workers, INSTANCE_KEY, "local_sgd")
             assigns = [c.assign(m, read_value=False) for c, m in zip(copies, means)]
             assigns.append(self._mean_loss.assign(tf.reshape(means[-2], []), read_value=False))
             with tf.control_dependencies(assigns):

@@ -30,12 +30,19 @@ def supported(pairs) -> bool:
     return all(v.dtype.base_dtype in SUPPORTED and v.shape.is_fully_defined() for _, v in pairs)
 
 
-def mean(tensors, n: int, instance_key: int, name: str) -> list:
-    """The group's mean of each of `tensors` (float32), from one all-reduce of their concatenation."""
+def mean(tensors, n: int, instance_key: int, name: str) -> tuple[list, tf.Tensor]:
+    """(the group's mean of each of `tensors` (float32), from one all-reduce of their concatenation; the seconds
+    the all-reduce took on this worker). The latter is mostly waiting for the slowest peer: a worker's own speed is
+    its step time less it, which is how a straggler is told apart when every worker steps at the group's pace."""
     flat = tf.concat([tf.reshape(t, [-1]) for t in tensors], 0, name=f"{name}_flat")
-    total = collective_ops.all_reduce(flat, n, GROUP_KEY, instance_key, "Add", "Div")
+    with tf.control_dependencies([flat]):
+        start = tf.timestamp(name=f"{name}_wait_from")
+    with tf.control_dependencies([start]):
+        total = collective_ops.all_reduce(flat, n, GROUP_KEY, instance_key, "Add", "Div")
+    with tf.control_dependencies([total]):
+        waited = tf.subtract(tf.timestamp(name=f"{name}_wait_until"), start, name=f"{name}_wait_s")
     parts = tf.split(total, [int(t.shape.num_elements()) for t in tensors])
-    return [tf.reshape(p, t.shape) for p, t in zip(parts, tensors)]
+    return [tf.reshape(p, t.shape) for p, t in zip(parts, tensors)], waited
 
 
 class ReplicaTraining:

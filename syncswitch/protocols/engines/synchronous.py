@@ -52,6 +52,7 @@ class SynchronousEngine(ProtocolEngine):
     agreed_stop = property(lambda self: getattr(self.active, "agreed_stop", None))
     stop_in = property(lambda self: getattr(self.active, "stop_in", None))
     collective = property(lambda self: self.active.collective)
+    collective_wait_s = property(lambda self: self.active.collective_wait_s)
 
     def choose_path(self, params: dict | None) -> None:
         self.active = self.choose(params)
