@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import resource
 import socket
 import subprocess
 import sys
@@ -198,6 +199,12 @@ def run_syncswitch(variant: str, job_path: str, seed: int, workers: int, cpus, t
             "run_dir": out_dir}
 
 
+def children_cpu_s() -> float:
+    """CPU seconds (user + system) of this process's ended and waited-for descendants so far."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
 def time_to(result: dict, target: float):
     if "time_to_accuracy_s" in result:
         return result["time_to_accuracy_s"]
@@ -206,6 +213,7 @@ def time_to(result: dict, target: float):
 
 def one(variant, job, job_path, seed, args, root) -> dict:
     common.log(f"seed {seed}: {variant} (load {os.getloadavg()[0]:.1f})")
+    cpu = children_cpu_s()
     try:
         if variant in PEERS:
             r = run_peer(variant, job, seed, args.workers, args.cpus_per_node, args.timeout)
@@ -215,13 +223,14 @@ def one(variant, job, job_path, seed, args, root) -> dict:
     except (RuntimeError, subprocess.TimeoutExpired) as exc:
         return {"variant": variant, "seed": seed, "error": str(exc)}
     r["time_to_accuracy_s"] = time_to(r, args.target)
+    r["cpu_s"] = round(children_cpu_s() - cpu, 1)  # the whole run's CPU, start-up and evaluations included
     common.log(f"  -> train {common.fmt(r.get('train_time_s'))} s, tta {common.fmt(r['time_to_accuracy_s'])} s, "
                f"acc {common.fmt(r.get('final_accuracy'), 3)}")
     return {"variant": variant, "seed": seed, **r}
 
 
 def summarize(runs: list[dict]) -> dict:
-    fields = ("train_time_s", "time_to_accuracy_s", "final_accuracy", "examples_per_s")
+    fields = ("train_time_s", "time_to_accuracy_s", "final_accuracy", "examples_per_s", "cpu_s")
     table = {}
     for variant in dict.fromkeys(r["variant"] for r in runs):
         mine = [r for r in runs if r["variant"] == variant]
