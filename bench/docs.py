@@ -337,7 +337,9 @@ def peers_render(docs: list[dict]) -> list[str]:
     seen = dict.fromkeys(v for doc in docs for v in doc["table"])
     lines = [f"{docs[0]['workers']} workers, variants interleaved within each seed; time to accuracy is the "
              "first evaluation at the cell's target. Variants: " +
-             "; ".join(f"`{v}` {PEER_NAMES.get(v, v)}" for v in seen) + ".", ""]
+             "; ".join(f"`{v}` {PEER_NAMES.get(v, v)}" for v in seen) +
+             f". syncswitch's BSP ran by all-reduce ({docs[0].get('bsp_allreduce', 'asked for (allreduce: true)')}).",
+             ""]
     for doc in docs:
         rows = [[f"`{name}`", spread_text(v["final_accuracy"]), spread_text(v["train_time_s"], 1),
                  spread_text(v["time_to_accuracy_s"], 1), spread_text(v["examples_per_s"], 0),
