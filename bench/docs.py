@@ -379,12 +379,15 @@ FIGURES += (
            "python -m bench switch-overhead --repeats 1 --sizes 4 (per tree, interleaved, under /work/bin/quiet)",
            core_overhead_render, commit="6605dd6", note="Two rounds: a check that the refactor cost nothing."),
     Figure("peers", "Against what TensorFlow users run: MultiWorkerMirroredStrategy and one process",
-           ("peers-mnist1d-4workers-2026-11-25.json",),
-           ("python -m bench peers --seeds 1,2,3 --variants single,mwms,bsp,asp,default",
-            "python -m bench peers --seeds 4,5 --variants single,mwms,bsp,asp,default"), peers_render,
+           ("peers-mnist1d-4workers-2026-11-25.json", "peers-resnet-unbudgeted-2026-11-26.json"),
+           ("python -m bench peers --seeds 1,2,3 (then --seeds 4,5) --variants single,mwms,bsp,asp,default",
+            "python -m bench peers --job jobs/resnet_synthetic.yaml --seeds 1 --variants single,mwms,bsp,default "
+            "--target 0.9 (under /work/bin/quiet)"), peers_render,
            headline=peers_headline,
-           note="Five seeds, variants interleaved within each seed; seeds 4-5 ran beside other jobs (load 5-15), "
-                "which slowed every variant of those seeds. syncswitch's bsp and default runs use BSP's "
+           note="MNIST-1D: five seeds (2026-11-25, Keras 3 peers); seeds 4-5 ran beside other jobs (load 5-15), "
+                "which slowed every variant of those seeds. The synthetic ResNet: ONE seed so far (2026-11-26, "
+                "tf-keras peers, the script's own ResNet class): not a settled figure; its MWMS run ended at 0.853 "
+                "and never reached 0.9, so its TTA ratios are empty. syncswitch's bsp and default runs use BSP's "
                 "all-reduce path (allreduce: true), which is opt-in."),
     Figure("ray", "The ray backend against the local one (quickstart, 3 nodes, 5 seeds)",
            ("ray-compare-2026-11-25.json", "ray-recovery-2026-11-25.json"),
