@@ -1,11 +1,14 @@
-"""syncswitch against what TensorFlow users run: MultiWorkerMirroredStrategy (synchronous all-reduce), one process
-alone (the machine's limit), and syncswitch's `bsp`, `asp` and default switch, on the same job, seeds and nodes.
+"""syncswitch against what TensorFlow users run: MultiWorkerMirroredStrategy (synchronous all-reduce),
+ParameterServerStrategy with a ClusterCoordinator (asynchronous), one process alone (the machine's limit), and
+syncswitch's `bsp`, `asp` and default switch, on the same job, seeds and nodes.
 
 Peers are plain TF2 scripts (bench/peer_scripts/, no syncswitch imports) given the job's script, params, batch,
-rate and sample count. With --cpus-per-node each peer process gets its own cgroup with that CPU budget, as each
-syncswitch node does. Variants are interleaved within each seed. Prints (and with --out writes) JSON: every run,
-then per variant median [min-max] of training time, time to accuracy, final accuracy and throughput, and each
-median training time as a ratio to one process alone and to MWMS.
+rate and sample count; they know the MNIST-1D CNN and the synthetic ResNet jobs (peer_common.MODELS). With
+--cpus-per-node each node gets its own cgroup with that CPU budget, as each syncswitch node does: one per MWMS
+worker; for ParameterServerStrategy worker i and parameter server i share node i, the coordinator node 0.
+Variants are interleaved within each seed. Prints (and with --out writes) JSON: every run, then per variant
+median [min-max] of training time, time to accuracy, final accuracy and throughput, and each median as a ratio
+to one process alone and to MWMS.
 
     python -m bench peers --seeds 1,2,3 --variants mwms,single,bsp,default --out bench/results/peers-x.json
 """
@@ -15,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import resource
 import socket
 import subprocess
 import sys
@@ -24,7 +28,8 @@ import time
 from bench import common
 
 SCRIPTS = os.path.join(common.ROOT, "bench", "peer_scripts")
-VARIANTS = ("single", "mwms", "bsp", "asp", "default")
+PEERS = ("single", "mwms", "ps-strategy")  # plain TF2 scripts in bench/peer_scripts/
+VARIANTS = (*PEERS, "bsp", "asp", "default")
 DECAY = ["--set", "hyperparameters.lr_decay.boundaries=[0.5,0.75]",
          "--set", "hyperparameters.lr_decay.factors=[0.1,0.01]"]
 
@@ -52,11 +57,24 @@ def budgets(cpus, nodes: int, label: str):
         run.remove()
 
 
+# which model the peers build for a job's script (peer_common.MODELS)
+PEER_MODELS = {"mnist1d_cnn.py": "mnist1d_cnn", "resnet_synthetic.py": "resnet"}
+
+
+def peer_model(job) -> str:
+    name = os.path.basename(job.script)
+    if name not in PEER_MODELS:
+        raise SystemExit(f"--job: the peers have no model for script {name}; they know "
+                         f"{', '.join(sorted(PEER_MODELS))}")
+    return PEER_MODELS[name]
+
+
 def peer_args(job, seed: int, lr: float) -> list[str]:
     h = job.hyperparameters
     samples = round(job.workload.epochs * job_examples(job))
     return ["--script", job.script, "--params", json.dumps(dict(job.params)), "--batch", str(h.batch_size),
-            "--lr", str(lr), "--momentum", str(h.momentum), "--samples", str(samples), "--seed", str(seed)]
+            "--lr", str(lr), "--momentum", str(h.momentum), "--samples", str(samples), "--seed", str(seed),
+            "--model", peer_model(job)]
 
 
 def job_examples(job) -> int:
@@ -75,28 +93,53 @@ def parse(out: str) -> dict:
     return json.loads(lines[-1][len("PEER_RESULT "):])
 
 
+def layout(kind: str, workers: int, ps_tasks: int) -> list[tuple]:
+    """The processes of one peer run as (TF_CONFIG task or None, node); the first prints the result.
+
+    ps-strategy places parameter server i on node i % workers beside worker i (syncswitch's per-node layout) and
+    the coordinator (chief) on node 0."""
+    if kind == "single":
+        return [(None, 0)]
+    if kind == "mwms":
+        return [(("worker", i), i) for i in range(workers)]
+    return [(("chief", 0), 0)] + [(("worker", i), i) for i in range(workers)] + \
+        [(("ps", i), i % workers) for i in range(ps_tasks)]
+
+
+def tf_config(tasks: list[tuple]) -> dict:
+    cluster = {}
+    for kind, _ in tasks:
+        cluster.setdefault(kind, []).append(f"127.0.0.1:{free_port()}")
+    return cluster
+
+
 def run_peer(kind: str, job, seed: int, workers: int, cpus, timeout_s: float) -> dict:
-    """One peer run: `single` in one process, `mwms` in `workers` processes."""
-    lr = job.hyperparameters.learning_rate * (workers if kind == "mwms" else 1)
+    """One peer run: `single` in one process, `mwms` in `workers` processes, `ps-strategy` in a chief, `workers`
+    worker servers and the job's parameter servers. Each node's processes share its cgroup when budgeted."""
+    lr = job.hyperparameters.learning_rate * (workers if kind == "mwms" else 1)  # BSP's scaled rate; async: one's
     args = peer_args(job, seed, lr)
-    n = workers if kind == "mwms" else 1
-    hosts = [f"127.0.0.1:{free_port()}" for _ in range(n)]
+    procs_of = layout(kind, workers, job.cluster.ps_tasks)
+    tasks = [task for task, _ in procs_of if task]
+    cluster = tf_config(tasks) if tasks else None
     started = time.time()
-    with budgets(cpus, n, kind) as groups, tempfile.TemporaryDirectory() as tmp:
+    with budgets(cpus, 1 + max(node for _, node in procs_of), kind) as groups, \
+            tempfile.TemporaryDirectory() as tmp:
         procs = []
-        for i in range(n):
+        for i, (task, node) in enumerate(procs_of):
             env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
             # the user's script imports helpers beside it, as it would run with `python train.py`
             env["PYTHONPATH"] = os.pathsep.join(filter(None, [os.path.dirname(job.script), env.get("PYTHONPATH")]))
-            if kind == "mwms":
-                env["TF_CONFIG"] = json.dumps({"cluster": {"worker": hosts}, "task": {"type": "worker", "index": i}})
-            cmd = [sys.executable, os.path.join(SCRIPTS, f"{kind}.py"), *args]
+            if task:
+                env["TF_CONFIG"] = json.dumps({"cluster": cluster, "task": {"type": task[0], "index": task[1]}})
+            cmd = [sys.executable, os.path.join(SCRIPTS, f"{kind.replace('-', '_')}.py"), *args]
             if groups is not None:
-                cmd = groups.nodes[i].command(cmd)
+                cmd = groups.nodes[node].command(cmd)
             log = open(os.path.join(tmp, f"{i}.log"), "w+")
             procs.append((subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=common.ROOT), log))
+        # ps-strategy's servers run until stopped: the chief's exit ends the run; the others end with their work
+        waited = procs[:1] if kind == "ps-strategy" else procs
         try:
-            codes = [p.wait(timeout=timeout_s) for p, _ in procs]
+            codes = [p.wait(timeout=timeout_s) for p, _ in waited]
         finally:
             for p, _ in procs:
                 if p.poll() is None:
@@ -108,21 +151,36 @@ def run_peer(kind: str, job, seed: int, workers: int, cpus, timeout_s: float) ->
             outputs.append(log.read())
             log.close()
     if any(codes):
-        raise RuntimeError(f"{kind} exited {codes}: {outputs[0][-600:]}")
+        bad = next(i for i, c in enumerate(codes) if c)
+        raise RuntimeError(f"{kind} exited {codes}: {outputs[bad][-600:]}")
     result = parse(outputs[0])
     result["wall_s"] = round(time.time() - started, 1)
     return result
 
 
+def allreduce_is_default() -> bool:
+    """Whether syncswitch's `bsp` runs by all-reduce without being asked (its catalog's default)."""
+    from syncswitch.protocols.catalog import PROTOCOLS
+
+    return bool(next(p.default for p in PROTOCOLS.get("bsp").params if p.name == "allreduce"))
+
+
+def syncswitch_variant(variant: str) -> list[str]:
+    """The submit options of a syncswitch variant: `default` is the job as shipped; BSP by all-reduce, asked for
+    where it is not yet the default."""
+    if variant == "asp":
+        return ["--protocol", "asp"]
+    if allreduce_is_default():
+        return ["--protocol", "bsp"] if variant == "bsp" else []
+    if variant == "bsp":
+        return ["--set", "policy.schedule=[{protocol: bsp, allreduce: true}]"]
+    return ["--set", "policy.schedule=[{protocol: bsp, allreduce: true, until: 0.25}, {protocol: local-sgd}]"]
+
+
 def run_syncswitch(variant: str, job_path: str, seed: int, workers: int, cpus, target: float, out_dir: str) -> dict:
     cmd = [sys.executable, "-m", "syncswitch", "submit", job_path, "--quiet", "--workers", str(workers),
            "--output-dir", out_dir, "--target-accuracy", str(target), "--set", f"seed={seed}", *DECAY]
-    if variant == "asp":
-        cmd += ["--protocol", variant]
-    elif variant == "bsp":  # BSP's all-reduce path
-        cmd += ["--set", "policy.schedule=[{protocol: bsp, allreduce: true}]"]
-    elif variant == "default":  # the job's switch, its BSP share through all-reduce
-        cmd += ["--set", "policy.schedule=[{protocol: bsp, allreduce: true, until: 0.25}, {protocol: local-sgd}]"]
+    cmd += syncswitch_variant(variant)
     if cpus:
         cmd += ["--cpus-per-node", str(cpus)]
     started = time.time()
@@ -141,6 +199,12 @@ def run_syncswitch(variant: str, job_path: str, seed: int, workers: int, cpus, t
             "run_dir": out_dir}
 
 
+def children_cpu_s() -> float:
+    """CPU seconds (user + system) of this process's ended and waited-for descendants so far."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
 def time_to(result: dict, target: float):
     if "time_to_accuracy_s" in result:
         return result["time_to_accuracy_s"]
@@ -149,8 +213,9 @@ def time_to(result: dict, target: float):
 
 def one(variant, job, job_path, seed, args, root) -> dict:
     common.log(f"seed {seed}: {variant} (load {os.getloadavg()[0]:.1f})")
+    cpu = children_cpu_s()
     try:
-        if variant in ("single", "mwms"):
+        if variant in PEERS:
             r = run_peer(variant, job, seed, args.workers, args.cpus_per_node, args.timeout)
         else:
             r = run_syncswitch(variant, job_path, seed, args.workers, args.cpus_per_node, args.target,
@@ -158,13 +223,14 @@ def one(variant, job, job_path, seed, args, root) -> dict:
     except (RuntimeError, subprocess.TimeoutExpired) as exc:
         return {"variant": variant, "seed": seed, "error": str(exc)}
     r["time_to_accuracy_s"] = time_to(r, args.target)
+    r["cpu_s"] = round(children_cpu_s() - cpu, 1)  # the whole run's CPU, start-up and evaluations included
     common.log(f"  -> train {common.fmt(r.get('train_time_s'))} s, tta {common.fmt(r['time_to_accuracy_s'])} s, "
                f"acc {common.fmt(r.get('final_accuracy'), 3)}")
     return {"variant": variant, "seed": seed, **r}
 
 
 def summarize(runs: list[dict]) -> dict:
-    fields = ("train_time_s", "time_to_accuracy_s", "final_accuracy", "examples_per_s")
+    fields = ("train_time_s", "time_to_accuracy_s", "final_accuracy", "examples_per_s", "cpu_s")
     table = {}
     for variant in dict.fromkeys(r["variant"] for r in runs):
         mine = [r for r in runs if r["variant"] == variant]
@@ -183,6 +249,8 @@ def summarize(runs: list[dict]) -> dict:
 
 RESULT_SCHEMA = {"job": "the job spec", "workers": "nodes", "cpus_per_node": "each node's CPU budget (null: none)",
                  "target_accuracy": "the time-to-accuracy threshold", "seeds": "the seeds run",
+                 "peer_model": "the model the TF peers built (peer_common.MODELS)",
+                 "bsp_allreduce": "whether syncswitch's BSP ran by all-reduce as its default or when asked",
                  "table": "per variant: median [min, max] of time, TTA, accuracy, throughput; ratios to single "
                           "and mwms",
                  "runs": "every run"}
@@ -197,6 +265,21 @@ def add_options(parser) -> None:
     parser.add_argument("--target", type=float, default=0.95, help="time-to-accuracy threshold")
     parser.add_argument("--timeout", type=float, default=600.0)
     parser.add_argument("--runs-dir", help="where syncswitch's run folders go (default: beside --out)")
+    parser.add_argument("--add-to", help="a result file of the same job, workers and budget whose runs this one "
+                                         "keeps (seeds measured in short chunks); the summary covers them all")
+
+
+def earlier_runs(args) -> list[dict]:
+    """The runs of --add-to, checked to be of the same cell (job, workers, budget, target)."""
+    if not args.add_to or not os.path.exists(args.add_to):
+        return []
+    with open(args.add_to) as f:
+        doc = json.load(f)
+    for key, mine in (("job", args.job), ("workers", args.workers), ("cpus_per_node", args.cpus_per_node),
+                      ("target_accuracy", args.target)):
+        if doc.get(key) != mine:
+            raise SystemExit(f"--add-to {args.add_to}: its {key} is {doc.get(key)!r}, this run's {mine!r}")
+    return doc["runs"]
 
 
 def run_part(args, root) -> dict:
@@ -205,14 +288,17 @@ def run_part(args, root) -> dict:
     unknown = sorted(set(variants) - set(VARIANTS))
     if unknown:
         raise SystemExit(f"--variants: unknown variant(s) {unknown}; valid: {', '.join(VARIANTS)}")
+    model = peer_model(job) if set(variants) & set(PEERS) else None  # before any run: the peers know the job
     seeds = [int(s) for s in args.seeds.split(",")]
     root = args.runs_dir or root
-    runs = []
-    for k, seed in enumerate(seeds):
-        order = variants[k % len(variants):] + variants[:k % len(variants)]  # interleaved: no variant always first
+    runs = earlier_runs(args)
+    for seed in seeds:
+        k = seed % len(variants)  # interleaved: no variant always first, also when seeds run one per invocation
+        order = variants[k:] + variants[:k]
         runs += [one(v, job, args.job, seed, args, root) for v in order]
     return {"job": args.job, "workers": args.workers, "cpus_per_node": args.cpus_per_node,
-            "target_accuracy": args.target, "seeds": seeds,
+            "target_accuracy": args.target, "seeds": sorted({r["seed"] for r in runs}), "peer_model": model,
+            "bsp_allreduce": "the default" if allreduce_is_default() else "asked for (allreduce: true)",
             "table": summarize([r for r in runs if "error" not in r]), "runs": runs}
 
 

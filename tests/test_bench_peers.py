@@ -1,5 +1,11 @@
 """The peers comparison's arithmetic: time to accuracy from a peer's evaluations, ratios to MWMS and one process."""
 
+import dataclasses
+import os
+
+import psutil
+import pytest
+
 from bench import peers
 
 
@@ -18,3 +24,63 @@ def test_summary_gives_medians_and_ratios():
     assert table["bsp"]["train_time_vs_mwms"] == 0.75
     assert table["single"]["train_time_vs_single"] == 1.0
     assert table["bsp"]["tta_vs_mwms"] == 0.75
+
+
+def test_ps_strategy_places_each_parameter_server_beside_a_worker_and_the_chief_on_node_0():
+    procs = peers.layout("ps-strategy", workers=4, ps_tasks=4)
+    assert procs[0] == (("chief", 0), 0)  # the one that prints the result
+    assert [node for task, node in procs if task[0] == "worker"] == [0, 1, 2, 3]
+    assert [node for task, node in procs if task[0] == "ps"] == [0, 1, 2, 3]
+    assert peers.layout("ps-strategy", workers=4, ps_tasks=1)[-1] == (("ps", 0), 0)
+    assert peers.layout("mwms", workers=2, ps_tasks=2) == [(("worker", 0), 0), (("worker", 1), 1)]
+    assert peers.layout("single", workers=4, ps_tasks=4) == [(None, 0)]
+
+
+def test_tf_config_gives_each_task_its_own_local_port():
+    cluster = peers.tf_config([task for task, _ in peers.layout("ps-strategy", workers=2, ps_tasks=2)])
+    assert {k: len(v) for k, v in cluster.items()} == {"chief": 1, "worker": 2, "ps": 2}
+    hosts = [h for v in cluster.values() for h in v]
+    assert len(set(hosts)) == 5 and all(h.startswith("127.0.0.1:") for h in hosts)
+
+
+def test_peers_build_the_model_of_the_jobs_script_or_say_which_they_know():
+    from bench import common
+
+    assert peers.peer_model(common.load_spec(os.path.join(common.ROOT, "jobs", "resnet_synthetic.yaml"))) == "resnet"
+    assert peers.peer_model(common.load_spec(os.path.join(common.ROOT, "jobs", "mnist1d_cnn.yaml"))) == "mnist1d_cnn"
+    with pytest.raises(SystemExit, match="no model for script digits_cnn.py"):
+        peers.peer_model(common.load_spec(os.path.join(common.ROOT, "jobs", "digits_cnn.yaml")))
+
+
+def test_syncswitch_variants_ask_for_all_reduce_only_where_it_is_not_the_default():
+    default = peers.syncswitch_variant("default")
+    if peers.allreduce_is_default():
+        assert default == [] and peers.syncswitch_variant("bsp") == ["--protocol", "bsp"]
+    else:
+        assert "allreduce: true" in default[1] and "local-sgd" in default[1]
+        assert "allreduce: true" in peers.syncswitch_variant("bsp")[1]
+    assert peers.syncswitch_variant("asp") == ["--protocol", "asp"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", ["ps-strategy", "mwms"])
+def test_a_peer_trains_the_resnet_job_on_real_tf_servers(kind, monkeypatch):
+    """Two workers (and for ParameterServerStrategy two parameter servers and a coordinator) on real gRPC servers,
+    a few hundred samples of the synthetic ResNet job: the run ends, reports, and leaves no process behind."""
+    from bench import common
+
+    job = common.load_spec(os.path.join(common.ROOT, "jobs", "resnet_synthetic.yaml"))
+    args = peers.peer_args
+
+    def few(job, seed, lr):  # the job's data, model and rates; 20 steps of the 2 workers' batches
+        out = args(job, seed, lr)
+        out[out.index("--samples") + 1] = "1280"
+        return [*out, "--evals", "2"]
+
+    monkeypatch.setattr(peers, "peer_args", few)
+    job = dataclasses.replace(job, cluster=dataclasses.replace(job.cluster, workers=2))
+    result = peers.run_peer(kind, job, seed=1, workers=2, cpus=None, timeout_s=300)
+    assert result["steps"] == (1280 // 32 if kind == "ps-strategy" else 1280 // 64)
+    assert len(result["evaluations"]) == 2 and 0.0 < result["final_accuracy"] <= 1.0
+    assert result["train_time_s"] > 0
+    assert not psutil.Process().children(recursive=True)  # the servers, which never end by themselves, were stopped

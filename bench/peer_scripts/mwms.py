@@ -21,18 +21,11 @@ def main():
         return script.input_fn("train", a.batch, a.params).shard(n, index)
 
     train = iter(strategy.distribute_datasets_from_function(dataset_fn))
+    sample = pc.sample(script.input_fn("test", a.batch, a.params))
     with strategy.scope():
-        model = pc.mnist1d_cnn()
-        model.build((None, 40))
+        model, variables = pc.build_model(a, script, sample, local_statistics=True)
         opt = tf.keras.optimizers.SGD(pc.schedule(a.lr, steps), momentum=a.momentum)
-    loss_fn = tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction="none")
-
-    def replica_step(x, y):
-        with tf.GradientTape() as tape:
-            per_example = loss_fn(y, model(x, training=True))
-            loss = tf.nn.compute_average_loss(per_example, global_batch_size=global_batch)
-        opt.apply_gradients(zip(tape.gradient(loss, model.trainable_variables), model.trainable_variables))
-        return loss
+    replica_step = pc.replica_step(model, variables, opt, global_batch)
 
     @tf.function
     def step(batch):

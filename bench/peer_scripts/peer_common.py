@@ -1,5 +1,10 @@
-"""What the peer scripts share: the job's data (the example script's input_fn), its model as a Keras model, the
-rate schedule, evaluation and the one JSON line each script prints. Plain TensorFlow; no syncswitch."""
+"""What the peer scripts share: the job's data (the example script's input_fn), its model, the loss, the rate
+schedule, evaluation and the one JSON line each script prints. Plain TensorFlow; no syncswitch.
+
+Models: `mnist1d_cnn` is the MNIST-1D script's layers as a Keras Sequential (its model_fn makes new layers at each
+call, which a TF2 loop cannot reuse); `resnet` is the job script's own `ResNet` class, imported from the script as
+a TF2 user would, with its model_fn's loss (mean cross-entropy plus weight decay on the kernels).
+Keras is tf-keras (Keras 2), as syncswitch runs the user's script with, and as ParameterServerStrategy needs."""
 
 import argparse
 import importlib.util
@@ -8,6 +13,7 @@ import os
 import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
 import tensorflow as tf
 
 
@@ -50,6 +56,81 @@ def mnist1d_cnn(width=32):
         tf.keras.layers.Dense(64, activation="relu"),
         tf.keras.layers.Dense(10),
     ])
+
+
+class Mnist1dCnn:
+    """The MNIST-1D script's layers as one Keras model; no regularization."""
+
+    def __init__(self, script, params):
+        self.net = mnist1d_cnn(int(params.get("width", 32)))
+
+    def __call__(self, x, training):
+        return self.net(x, training=training)
+
+    def regularization(self):
+        return tf.constant(0.0)
+
+
+class ScriptResNet:
+    """The job script's ResNet class, with the weight decay its model_fn adds to the loss."""
+
+    def __init__(self, script, params):
+        self.net = script.ResNet(int(params.get("blocks_per_stage", 1)), int(params.get("width", 16)))
+        self.decay = float(params.get("weight_decay", 1e-4))
+
+    def __call__(self, x, training):
+        return self.net(x, training=training)
+
+    def regularization(self):
+        return self.decay * tf.add_n([tf.nn.l2_loss(k) for k in self.net.kernels()])
+
+
+MODELS = {"mnist1d_cnn": Mnist1dCnn, "resnet": ScriptResNet}
+
+
+def sample(dataset):
+    """A batch of one zero example shaped as the dataset's features: enough to make the model's variables."""
+    spec = dataset.element_spec[0]
+    return tf.zeros([1, *spec.shape[1:]], spec.dtype)
+
+
+def build_model(a, script, example, local_statistics=False):
+    """(model, its trainable variables), its variables made now (under the caller's strategy scope).
+
+    The variables are those the first call creates (a variable creator records them: the ResNet is a plain class).
+    local_statistics: non-trainable variables (batch-norm moving statistics) become per-replica (ON_READ) and read
+    from this process's own replica, so that MultiWorkerMirroredStrategy updates them inside a replica step and the
+    chief evaluates alone without a collective."""
+    created = []
+
+    def record(next_creator, **kwargs):
+        if local_statistics and not kwargs.get("trainable", True):
+            kwargs.update(synchronization=tf.VariableSynchronization.ON_READ,
+                          aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
+        variable = next_creator(**kwargs)
+        created.append(variable)
+        return variable
+
+    with tf.variable_creator_scope(record):
+        model = MODELS[a.model](script, a.params)
+        model(example, training=False)
+    return model, [v for v in created if v.trainable]
+
+
+def replica_step(model, variables, opt, global_batch):
+    """One replica's step: the mean loss over the global batch (plus the model's regularization, split over the
+    replicas in sync), its gradients applied by `opt`."""
+
+    def step(x, y):
+        with tf.GradientTape() as tape:
+            logits = model(x, training=True)
+            per_example = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=tf.cast(y, tf.int64), logits=logits)
+            loss = tf.nn.compute_average_loss(per_example, global_batch_size=global_batch)
+            loss += tf.nn.scale_regularization_loss(model.regularization())
+        opt.apply_gradients(zip(tape.gradient(loss, variables), variables))
+        return loss
+
+    return step
 
 
 def schedule(lr, total_steps):

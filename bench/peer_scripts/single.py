@@ -10,18 +10,12 @@ def main():
     steps = a.samples // a.batch
     train = iter(script.input_fn("train", a.batch, a.params))
     test = script.input_fn("test", 500, a.params)
-    model = pc.mnist1d_cnn()
+    first = next(train)
+    model, variables = pc.build_model(a, script, pc.sample(test))
     opt = tf.keras.optimizers.SGD(pc.schedule(a.lr, steps), momentum=a.momentum)
-    loss_fn = tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+    step = tf.function(pc.replica_step(model, variables, opt, a.batch))
 
-    @tf.function
-    def step(x, y):
-        with tf.GradientTape() as tape:
-            loss = loss_fn(y, model(x, training=True))
-        opt.apply_gradients(zip(tape.gradient(loss, model.trainable_variables), model.trainable_variables))
-        return loss
-
-    step(*next(train))  # trace before the clock starts, as the others' start-up is not training time
+    step(*first)  # trace before the clock starts, as the others' start-up is not training time
     clock, evals, every = pc.Clock(), [], steps // a.evals
     for k in range(1, steps):
         step(*next(train))
