@@ -266,18 +266,18 @@ def scale_render(docs: list[dict]) -> list[str]:
 
 
 def ray_render(docs: list[dict]) -> list[str]:
-    compare, recovery, fanout = docs
+    compare, recovery, fanout = (docs + [None])[:3]  # the fan-out file where there is one
     rows = [[name, spread_text(compare["final_accuracy"][name]),
              spread_text(compare["submit_to_first_step_s"][name], 1),
-             spread_text(compare["switch_overhead_s"][name], 2),
-             spread_text({k: 1000 * v for k, v in fanout[name]["parallel"].items() if k != "n"}, 2)]
-            for name in ("local", "ray")]
-    return table(["backend", "final accuracy", "submit to first step s", "switch overhead s",
-                  f"Status to {fanout['agents']} agents ms"], rows) + [
+             spread_text(compare["switch_overhead_s"][name], 2)]
+            + ([spread_text({k: 1000 * v for k, v in fanout[name]["parallel"].items() if k != "n"}, 2)]
+               if fanout else []) for name in ("local", "ray")]
+    fan = f", fan-out {x(fanout['ratio_ray_over_local']['parallel'])}" if fanout else ""
+    return table(["backend", "final accuracy", "submit to first step s", "switch overhead s"]
+                 + ([f"Status to {fanout['agents']} agents ms"] if fanout else []), rows) + [
         "", f"Ray over local: first step {x(compare['ratios_ray_over_local']['submit_to_first_step_s'])} "
             f"({compare['first_step_gap_s']:+.1f} s on the medians), switch overhead "
-            f"{x(compare['ratios_ray_over_local']['switch_overhead_s'])}, fan-out "
-            f"{x(fanout['ratio_ray_over_local']['parallel'])}.",
+            f"{x(compare['ratios_ray_over_local']['switch_overhead_s'])}{fan}.",
         "", f"A node's Ray actor SIGKILLed at 45%: every worker training again after "
             f"{spread_text(recovery['recovered_after_s'], 1)} s, {recovery['completed']}/{len(recovery['runs'])} runs "
             f"completed, {spread_text(recovery['lost_fraction'], 4)} of the workload trained twice."]
