@@ -7,7 +7,6 @@ import json
 import os
 
 from syncswitch.cluster_manager.checkpoints import checkpoint_folder
-from syncswitch.registry import PROTOCOLS
 from syncswitch.wire import agent_pb2 as pb
 from syncswitch.wire.codec import struct
 
@@ -22,12 +21,12 @@ def launch_message(spec, plan, cluster, run_dir: str, index: int, start_phase: i
     """What node `index` needs to start the plan's phase `start_phase` (restoring `restore_from`, if given)."""
     hp = spec.hyperparameters
     phases = [pb.PhasePlan(protocol=p.protocol, until=p.until, config=phase_config(p.config),
-                           build=plan.mode == "in-place" or k == start_phase, params=struct(p.params))
+                           build=plan.mode == "in-place" or k == start_phase, params=struct(plan.params(p)))
               for k, p in enumerate(plan)]
     # Policies may switch to a protocol the plan lacks: in place, its update op is built too, as a
     # phase never entered.
     phases += [pb.PhasePlan(protocol=p, until=1.0, config=phase_config(plan.config_for(p)),
-                            build=plan.mode == "in-place", params=struct(PROTOCOLS.get(p).check_params({}, p)))
+                            build=plan.mode == "in-place", params=struct(plan.params(p)))
                for p in plan.extra_protocols()]
     workload = pb.Workload(samples=spec.workload.samples) if spec.workload.samples else \
         pb.Workload(epochs=spec.workload.epochs)

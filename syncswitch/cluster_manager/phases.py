@@ -39,7 +39,7 @@ class PhaseDriver:
         ctx.lifecycle.to(JobState.RUNNING, k)
         ctx.running_phase = k
         run = ctx.phase_run(k)
-        params = codec.struct(planned.params)
+        params = codec.struct(ctx.plan.params(planned))
         nodes.send(0, enter_phase=pb.EnterPhase(phase=k, config=phase_config(planned.config), params=params))
         ctx.feed.wait_until(lambda: run.entered is not None, f"the chief to enter phase {k}", timeout_s=60)
         self.guard.on_phase(planned.protocol, run.entered.fraction)
@@ -53,7 +53,7 @@ class PhaseDriver:
         ctx.feed.wait_until(lambda: run.ended(self.nodes.workers), f"phase {k} to reach its end")
         planned = ctx.plan[k]
         entry = ctx.record.log_phase(planned.protocol, dataclasses.asdict(planned.config), run)
-        entry.params = planned.params
+        entry.params = ctx.plan.params(planned)
         # The protocol's own measurements, as the last worker to pause read them (counters on the PS).
         last = max(run.paused.values(), key=lambda rp: rp[0], default=None)
         if last is not None and last[1].HasField("measured"):

@@ -7,7 +7,7 @@ import enum
 
 from syncswitch.policies import CONFIGURATION_POLICIES, PhaseConfig
 from syncswitch.protocols.catalog import synchronous
-from syncswitch.registry import PROTOCOLS
+from syncswitch.registry import PROTOCOLS, STRAGGLER_POLICIES
 from syncswitch.spec import NONBLOCKING_SWITCH_TO, Phase, parse_schedule, switch_target
 
 
@@ -83,6 +83,18 @@ class RunPlan:
         self.greedy_owed: float | None = None
         self.greedy_cut: PlannedPhase | None = None
         self.greedy_tail: list[PlannedPhase] | None = None
+        # A straggler policy that leaves workers out of the BSP group mid-phase needs BSP's parameter-server path.
+        shrinks = getattr(STRAGGLER_POLICIES.get(spec.stragglers.policy), "shrinks_group", False)
+        self.forced = {"bsp": {"allreduce": False}} if shrinks else {}
+
+    def params(self, phase: PlannedPhase | str) -> dict:
+        """A phase's (or a protocol's default) parameters as this run's nodes get them: catalog defaults filled in,
+        and what the run forces (BSP aggregating on the parameter servers under a group-shrinking policy)."""
+        if isinstance(phase, str):
+            protocol, given = phase, PROTOCOLS.get(phase).check_params({}, phase)
+        else:
+            protocol, given = phase.protocol, phase.params
+        return {**given, **self.forced.get(protocol, {})}
 
     def config_for(self, protocol: str) -> PhaseConfig:
         spec = self.spec

@@ -84,16 +84,20 @@ class PhaseControl:
             elif name == "go":
                 go = cmd.go
                 state.clear_idle_request()  # an idle request that met the boundary ends with the phase
+                engine = g.engines[go.protocol]
+                params = codec.from_struct(go.params)
+                engine.choose_path(params)
+                state.hold_boundary = engine.collective  # before the phase is named: set_boundary reads both
+                state.take_moved_boundary()  # none is pending at a pause; drop a stale one
                 state.protocol, state.phase, state.boundary = go.protocol, go.phase, go.until
                 state.phase_steps = 0
                 state.unread_steps = 0
                 state.diverged_loss = None
                 state.samples = int(session.run(g.samples))  # after the warm-up reset, before estimating
                 task.on_phase_start()
-                engine = g.engines[state.protocol]
                 state.stride = (task.batch_by_protocol[state.protocol] * task.num_workers
                                 if engine.counts_every_step else 0)
-                engine.enter_worker(session, codec.from_struct(go.params))
+                engine.enter_worker(session, params)
                 return True
             else:
                 self.emit(codec.event(error=pb.TaskError(message=f"command {name!r} is not valid while paused")))

@@ -38,6 +38,10 @@ class TrainState:
         self.delay_s = 0.0         # an injected straggler's sleep per step
         self._idle_requested = threading.Event()
         self.pause_request: PauseRequest | None = None
+        # A phase whose workers meet in collectives (all-reduce) must end after the same step on every worker: a
+        # moved boundary waits here until the loop takes it before a step, where the group agrees on it.
+        self.hold_boundary = False
+        self._moved: float | None = None
 
     @property
     def fraction(self) -> float:
@@ -54,6 +58,22 @@ class TrainState:
         return any(self.samples < p * self.total <= reach for p in [self.boundary, *self.marks])
 
     # -- requests from the command reader thread ------------------------------------------
+    def move_boundary(self, until: float) -> None:
+        """A policy ends the running phase early, at `until`: at once, or at the loop's next step (hold_boundary).
+
+        A worker of a collective phase that took the new boundary between its step and the boundary check would
+        pause alone, and its peers would wait for it in their next collective."""
+        if self.hold_boundary:
+            self._moved = until
+        else:
+            self.boundary = until
+
+    def take_moved_boundary(self) -> None:
+        """The loop, before a step: apply a boundary moved while the last one ran."""
+        moved, self._moved = self._moved, None
+        if moved is not None:
+            self.boundary = moved
+
     def request_idle(self) -> None:
         self._idle_requested.set()
 

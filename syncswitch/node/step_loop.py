@@ -6,6 +6,8 @@ import sys
 
 import tensorflow as tf
 
+from syncswitch.node.updates import ancestors
+
 v1 = tf.compat.v1
 
 
@@ -16,6 +18,26 @@ def _leaves(structure) -> tuple:
     if isinstance(structure, (list, tuple)):
         return tuple(_leaves(v) for v in structure)
     return id(structure)
+
+
+def check_collective_call(fetches) -> None:
+    """Refuse a call that holds a collective and runs ops on another task too.
+
+    A call holding a collective takes its step id from the group's shared sequence (the same on every worker),
+    so two workers' calls that also ran on a parameter server would share that id there: the first to finish
+    cleans it up and aborts the other's step ("Cleanup <step id>"). Engines keep their collectives worker-local.
+    """
+    leaves = [leaf for leaf in tf.nest.flatten(fetches) if leaf is not None]
+    ops = ancestors([leaf for leaf in leaves if hasattr(leaf, "op") or isinstance(leaf, tf.Operation)])
+    collectives = [op for op in ops if op.type.startswith("Collective")]
+    if not collectives:
+        return
+    here = tf.DeviceSpec.from_string(collectives[0].device)
+    for op in ops:
+        there = tf.DeviceSpec.from_string(op.device)
+        if op.device and (there.job, there.task) != (here.job, here.task):
+            raise ValueError(f"a call holding collective {collectives[0].name} also runs {op.name} on {op.device}: "
+                             "a collective's call must run on its worker alone")
 
 
 def _retry_duplicate(fn, attempts: int = 3, fallback=None):
@@ -63,6 +85,7 @@ class StepRunner:
         key = _leaves(fetches)
         fn = self._callables.get(key)
         if fn is None:
+            check_collective_call(fetches)
             fn = self.session.make_callable(list(fetches))
             self._callables[key] = fn
         return fn
@@ -82,7 +105,14 @@ class StepRunner:
         """
         if hasattr(engine, "modes"):  # an engine with several paths: each one is warmed up
             for mode in engine.modes():
+                # As the path's phase would run it: the hooks fetch the loss of the path that is active. The other
+                # path's loss would put BSP's all-reduce into the parameter-server step's call, and a call holding
+                # a collective takes its step id from the group's shared sequence (the same on every worker), so
+                # two workers' steps would share an id on the parameter servers, where the first to finish cleans
+                # the id up and aborts the other's step ("Cleanup <step id>").
+                engine.active = mode
                 self.warm_up(mode)
+            engine.choose_path(None)
             return
         engine.before_warm_up(self.session)
         args = self.hook.before_run(v1.train.SessionRunContext(None, self.session))
@@ -132,6 +162,7 @@ class StepRunner:
 
     def step(self, engine) -> bool:
         """One hooked step; False once a hook asked to stop."""
+        self.state.take_moved_boundary()
         context = v1.train.SessionRunContext(None, self.session)
         args = self.hook.before_run(context)
         fetches = (args.fetches if args is not None else None) or {}

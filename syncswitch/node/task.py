@@ -199,7 +199,7 @@ class Task:
         elif name == "set_boundary":
             # A policy ends the running phase early: pause once progress reaches `until`.
             if state.phase == cmd.set_boundary.phase:
-                state.boundary = float(cmd.set_boundary.until)
+                state.move_boundary(float(cmd.set_boundary.until))
         else:
             return False
         return True

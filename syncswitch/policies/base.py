@@ -89,6 +89,9 @@ class StragglerPolicy(abc.ABC):
     # both update paths in one graph (an in-place switch mode).
     min_workers: int = 1
     switches_in_place: bool = False
+    # Leaves workers out of the synchronous group mid-phase: BSP then aggregates on the parameter servers, since
+    # an all-reduce waits for every worker.
+    shrinks_group: bool = False
 
     def on_detected(self, worker: int, ctx: PolicyContext) -> list[Action]:
         """`worker` was just detected as a straggler."""

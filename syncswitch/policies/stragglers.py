@@ -64,7 +64,7 @@ class ElasticPolicy(StragglerPolicy):
 
     name = "elastic"
     min_workers = MIN_WORKERS
-    shrinks_group = True  # BSP runs through the parameter servers: an all-reduce cannot leave a worker out
+    shrinks_group = True
 
     def __init__(self, protected: tuple[int, ...] = (0,)):
         self.protected = frozenset(protected)

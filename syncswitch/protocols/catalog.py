@@ -90,8 +90,9 @@ def register(protocol: Protocol) -> Protocol:
 
 register(Protocol("bsp", (
     Param("aggregate", "int", 0, lo=0, help="update with the first m of n gradients (backup workers); 0: all n"),
-    Param("allreduce", "bool", False, help="average the gradients between the workers' replicas by all-reduce "
-          "(one fused collective per step); false: through the parameter servers (SyncReplicasOptimizer)"),
+    Param("allreduce", "bool", True, help="average the gradients between the workers' replicas by all-reduce "
+          "(one fused collective per step); false: through the parameter servers (SyncReplicasOptimizer), which "
+          "backup workers (aggregate), the elastic straggler policy and models all-reduce cannot carry use anyway"),
 ), synchronous=True, blocks=True, scales_batch=True, cross_check=_aggregate_fits,
     summary="bulk synchronous: one update per step from the (first m of the) n workers' gradients"))
 register(Protocol("asp", summary="asynchronous: every worker applies its gradient as soon as it has it"))

@@ -164,3 +164,15 @@ def test_greedy_keeps_a_cut_phases_parameters(write_spec):
     assert (owed.protocol, round(owed.until, 6), owed.params) == ("bsp", 0.6, given)
     assert owed.config == plan[0].config
     assert [(p.protocol, p.until) for p in plan][-1] == ("asp", 1.0)
+
+
+def test_elastic_runs_bsp_through_the_parameter_servers(write_spec):
+    # An all-reduce waits for every worker: a policy that leaves workers out of the group mid-phase needs the
+    # parameter servers to aggregate, on every BSP phase and on a fallback's alike.
+    elastic = _plan(GREEDY.replace("{switch_at: SWITCH}", "{switch_at: 0.5}").replace("greedy", "elastic"),
+                    write_spec)
+    assert elastic.params(elastic[0]) == {"aggregate": 0, "allreduce": False}
+    assert elastic.params("bsp") == {"aggregate": 0, "allreduce": False}
+    assert elastic.params(elastic[1]) == elastic[1].params  # other protocols as given
+    greedy = _plan(GREEDY.replace("SWITCH", "0.5"), write_spec)
+    assert greedy.params(greedy[0]) == {"aggregate": 0, "allreduce": True}  # the default: all-reduce

@@ -54,3 +54,20 @@ def test_asp_reads_the_global_count_periodically_and_always_near_a_boundary():
     state.stride = 0  # BSP, or not configured: every step
     state.marks = []
     assert state.needs_exact_samples()
+
+
+def test_a_moved_boundary_waits_for_the_next_step_in_a_collective_phase():
+    from syncswitch.node.state import TrainState
+
+    state = TrainState(total_samples=1000, worker=1)
+    state.boundary, state.samples = 1.0, 400
+    state.move_boundary(0.3)  # no collective: at once, as the reader thread always did
+    assert state.at_boundary()
+    state.boundary, state.hold_boundary = 1.0, True
+    state.move_boundary(0.3)  # between a collective step and the boundary check: not yet
+    assert not state.at_boundary()
+    state.take_moved_boundary()  # the loop, before its next step (where the group agrees on it)
+    assert state.at_boundary() and state.boundary == 0.3
+    state.boundary = 1.0
+    state.take_moved_boundary()  # taken once
+    assert state.boundary == 1.0

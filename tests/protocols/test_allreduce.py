@@ -1,6 +1,7 @@
-"""BSP by all-reduce against one worker: n workers at batch B for k steps take the steps one worker takes at batch
-nB, momentum and the rate schedule included. Real TF servers in one process, each worker's graph built as a node
-builds it (syncswitch/node/graph.py), the workers stepping in threads (a collective waits for all of them)."""
+"""BSP by all-reduce, and local SGD averaged by all-reduce every step, against one worker: n workers at batch B for
+k steps take the steps one worker takes at batch nB, momentum and the rate schedule included. Real TF servers in
+one process, each worker's graph built as a node builds it (syncswitch/node/graph.py), the workers stepping in
+threads (a collective waits for all of them)."""
 
 import json
 import os
@@ -42,6 +43,7 @@ from syncswitch.wire import agent_pb2 as pb
 v1 = tf.compat.v1
 v1.disable_eager_execution()
 path, n, batch, steps, protocol = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
+params = json.loads(sys.argv[6])
 total = n * batch * steps
 
 
@@ -58,8 +60,7 @@ for i in range(n):
                        seed=1, lr_decay=pb.LrDecay(boundaries=[0.5], factors=[0.1]))
     phase = launch.phases.add(protocol=protocol, build=True, until=1.0)
     phase.config.per_worker_batch, phase.config.learning_rate, phase.config.momentum = batch, 0.2, 0.9
-    if protocol == "bsp":
-        phase.params.update({"allreduce": True})
+    phase.params.update(params)
     cluster, ps, worker = graphmod.start_servers(ps_hosts, workers, i, 1, 2)
     servers.append((ps, worker))
     graphs.append(graphmod.build(launch, total, scriptmod.load_script(path), {}, cluster))
@@ -72,9 +73,9 @@ for s, g in zip(sessions, graphs):
 st = g0.settings
 chief.run([st.set_lr, st.set_momentum, st.set_ramp], {st.lr_in: 0.2, st.momentum_in: 0.9, st.ramp_in: 0.0,
                                                         st.warmup_in: 0.0})
-g0.engines[protocol].enter_chief(chief, {"allreduce": True})
+g0.engines[protocol].enter_chief(chief, params)
 for s, g in zip(sessions, graphs):
-    g.engines[protocol].enter_worker(s, {"allreduce": True})
+    g.engines[protocol].enter_worker(s, params)
 losses = {}
 
 
@@ -104,14 +105,15 @@ os._exit(0)  # in-process TF servers cannot be stopped: the process goes, and th
 '''
 
 
-def _run(tmp_path, n, batch, steps, protocol):
+def _run(tmp_path, n, batch, steps, protocol, params=None):
     script = tmp_path / "model.py"
     script.write_text(textwrap.dedent(SCRIPT))
     driver = tmp_path / "driver.py"
     driver.write_text(DRIVER)
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     env = {**os.environ, "PYTHONPATH": root, "TF_CPP_MIN_LOG_LEVEL": "2"}
-    done = subprocess.run([sys.executable, str(driver), str(script), str(n), str(batch), str(steps), protocol],
+    done = subprocess.run([sys.executable, str(driver), str(script), str(n), str(batch), str(steps), protocol,
+                           json.dumps(params or {})],
                           capture_output=True, text=True, timeout=240, env=env, check=False)
     lines = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
     assert lines, done.stdout[-2000:] + done.stderr[-4000:]
@@ -121,7 +123,7 @@ def _run(tmp_path, n, batch, steps, protocol):
 @pytest.mark.cluster
 def test_n_workers_at_batch_b_step_as_one_worker_at_batch_nb(tmp_path):
     steps = 6  # the rate decays x0.1 half-way: the schedule runs on the workers' own count
-    many = _run(tmp_path, 2, 8, steps, "bsp")
+    many = _run(tmp_path, 2, 8, steps, "bsp", {"allreduce": True})
     one = _run(tmp_path, 1, 16, steps, "asp")
     assert many["allreduce"]
     assert many["samples"] == one["samples"] == 16 * steps
@@ -131,3 +133,15 @@ def test_n_workers_at_batch_b_step_as_one_worker_at_batch_nb(tmp_path):
     # Every worker watched the group's mean loss: one worker's loss at batch nB.
     np.testing.assert_allclose(many["losses"]["0"], one["losses"]["0"], rtol=2e-5)
     assert many["losses"]["0"] == many["losses"]["1"]
+
+
+@pytest.mark.cluster
+def test_local_sgd_averaged_every_step_by_all_reduce_is_one_worker_at_batch_nb(tmp_path):
+    steps = 6
+    many = _run(tmp_path, 2, 8, steps, "local-sgd", {"period": 1})
+    one = _run(tmp_path, 1, 16, steps, "asp")
+    assert many["allreduce"]  # the collective path, not the parameter servers'
+    assert many["samples"] == one["samples"] == 16 * steps
+    assert many["global_step"] == one["global_step"] == steps
+    for name, value in one["vars"].items():
+        np.testing.assert_allclose(many["vars"][name], value, rtol=2e-5, atol=2e-6, err_msg=name)

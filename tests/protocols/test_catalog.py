@@ -34,7 +34,7 @@ def test_defaults_are_filled_in():
     assert [p.param_dict for p in phases] == [
         {"staleness": 3}, {"lambda": 0.04, "adaptive": False, "decay": 0.95}, {"power": 1.0},
         {"abort_rate": 0.5, "abort_time": 0.0, "adaptive": False}, {"delay": 1.0, "adaptive": True},
-        {"aggregate": 0, "allreduce": False}]
+        {"aggregate": 0, "allreduce": True}]
 
 
 GOOD = [
@@ -126,7 +126,7 @@ def test_spec_file_schedule_and_workers_cross_check(write_spec):
     job = specmod.load(write_spec(JOB + "policy: {schedule: [{protocol: bsp, aggregate: 2, until: 0.25}, "
                                   "{protocol: ssp, staleness: 2}]}\n"))
     assert [(p.protocol, p.param_dict) for p in job.policy.schedule] == [
-        ("bsp", {"aggregate": 2, "allreduce": False}), ("ssp", {"staleness": 2})]
+        ("bsp", {"aggregate": 2, "allreduce": True}), ("ssp", {"staleness": 2})]
     with pytest.raises(SpecError) as info:
         specmod.load(write_spec(JOB + "policy: {schedule: [{protocol: bsp, aggregate: 4}]}\n"))
     assert str(info.value) == "policy.schedule[0].aggregate=4: must be at most cluster.workers (3)"

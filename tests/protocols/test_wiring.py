@@ -15,7 +15,7 @@ def test_params_reach_every_node_and_the_summary(write_spec, tmp_path):
     assert summary["status"] == "completed"
     ssp = {"staleness": 2}
     dc = {"lambda": 0.04, "adaptive": True, "decay": 0.95}
-    bsp = {"aggregate": 1, "allreduce": False}
+    bsp = {"aggregate": 1, "allreduce": True}
     assert [(p["protocol"], p["params"]) for p in summary["schedule"]] == [("ssp", ssp), ("dc-asgd", dc), ("bsp", bsp)]
     chief, other = cluster.nodes[0], cluster.nodes[1]
     assert [e for e in chief.protocol_params if e[0] == "enter_phase"] == [

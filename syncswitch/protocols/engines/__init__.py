@@ -9,7 +9,9 @@ from .bsp import SyncReplicasEngine
 from .dcasgd import DelayCompensatedEngine
 from .fasgd import StalenessAwareEngine
 from .localsgd import LocalSGDEngine
+from .localsgd_collective import CollectiveLocalSGDEngine
 from .lookahead import LookaheadEngine
+from .replica_training import supported
 from .specsync import SpeculativeEngine
 from .ssp import StaleSyncEngine
 from .synchronous import SynchronousEngine
@@ -27,6 +29,16 @@ def needs_replica(protocols) -> bool:
     return any(ENGINES[p].needs_replica for p in protocols if p in ENGINES)
 
 
+def engine_class(protocol: str, num_workers: int, replica=None, schedule=None) -> type[ProtocolEngine]:
+    """The engine that runs `protocol`: local SGD averages by all-reduce where its copies fit one float32 buffer
+    (its workers then run the rate schedule themselves), through the parameter servers otherwise (and alone, where
+    there is no one to average with)."""
+    fits = replica is not None and schedule is not None and supported(replica.pairs)
+    if protocol == "local-sgd" and num_workers > 1 and fits:
+        return CollectiveLocalSGDEngine
+    return ENGINES[protocol]
+
+
 def build_engines(protocols, optimizer, grads_and_vars, global_step, samples, batch_by_protocol,
                   num_workers: int, is_chief: bool, task_index: int = 0, **shared) -> dict[str, ProtocolEngine]:
     """Build the update path of every protocol the schedule uses, sharing one optimizer; `shared`: what some
@@ -35,14 +47,14 @@ def build_engines(protocols, optimizer, grads_and_vars, global_step, samples, ba
     for protocol in protocols:
         if protocol not in ENGINES:  # validated at spec load
             raise ValueError(f"unknown protocol {protocol!r}; valid: {', '.join(sorted(ENGINES))}")
-        engines[protocol] = ENGINES[protocol](
+        engines[protocol] = engine_class(protocol, num_workers, shared.get("replica"), shared.get("schedule"))(
             optimizer, grads_and_vars, global_step, samples, batch_by_protocol[protocol],
             num_workers=num_workers, is_chief=is_chief, task_index=task_index, **shared)
     return engines
 
 
-__all__ = ["ENGINES", "ENGINE_STATE", "AsyncEngine", "BandwidthAwareEngine", "CountingOptimizer",
+__all__ = ["ENGINES", "ENGINE_STATE", "AsyncEngine", "BandwidthAwareEngine", "CollectiveLocalSGDEngine",
+           "CountingOptimizer",
            "DelayCompensatedEngine", "LocalSGDEngine", "LookaheadEngine", "ProtocolEngine", "SpeculativeEngine",
            "StaleSyncEngine", "StalenessAwareEngine", "StalenessMeter", "SyncReplicasEngine", "SynchronousEngine",
-           "build_engines",
-           "needs_replica"]
+           "build_engines", "engine_class", "needs_replica"]

@@ -150,6 +150,9 @@ class ProtocolEngine(abc.ABC):
     # feeds 1 to `stop_in` once it wants to stop, and `agreed_stop` (fetched with the step) says the group does.
     stop_in: tf.Tensor | None = None
     agreed_stop: tf.Tensor | None = None
+    # Its workers meet in collectives: a boundary moved while the phase runs is agreed by the group (see
+    # TrainState.move_boundary), never taken by one worker alone.
+    collective = False
 
     def _finish(self, train_op, samples_after) -> None:
         self.train_op = train_op
@@ -159,6 +162,9 @@ class ProtocolEngine(abc.ABC):
         """Run on the chief, with every worker paused, before the phase starts."""
         if self.meter is not None:
             session.run(self.meter.reset_op)
+
+    def choose_path(self, params: dict | None) -> None:
+        """An engine with several update paths takes the one the phase's parameters ask for (on every worker)."""
 
     def enter_worker(self, session, params: dict | None = None) -> None:
         """Run on every worker after the chief entered the phase, before its first step."""

@@ -3,9 +3,10 @@ parameter servers to aggregate (backup workers, an elastic group, or a model all
 
 from __future__ import annotations
 
-from .allreduce import AllReduceEngine, supported
+from .allreduce import AllReduceEngine
 from .base import ProtocolEngine
 from .bsp import SyncReplicasEngine
+from .replica_training import supported
 
 
 class SynchronousEngine(ProtocolEngine):
@@ -50,13 +51,17 @@ class SynchronousEngine(ProtocolEngine):
     loss = property(lambda self: self.active.loss)
     agreed_stop = property(lambda self: getattr(self.active, "agreed_stop", None))
     stop_in = property(lambda self: getattr(self.active, "stop_in", None))
+    collective = property(lambda self: self.active.collective)
+
+    def choose_path(self, params: dict | None) -> None:
+        self.active = self.choose(params)
 
     def enter_chief(self, session, params: dict | None = None) -> None:
-        self.active = self.choose(params)
+        self.choose_path(params)
         self.ps.enter_chief(session, params)  # the parameter-server path's state is reset either way
 
     def enter_worker(self, session, params: dict | None = None) -> None:
-        self.active = self.choose(params)
+        self.choose_path(params)
         self.active.enter_worker(session, params)
 
     def release(self, session) -> None:

@@ -1,0 +1,122 @@
+"""Local SGD averaged by all-reduce: the workers' copies (and their momentum) averaged in one collective.
+
+The same protocol as `localsgd.py` (each worker steps on its own copy at BSP's rate, the copies are averaged
+every `period` steps), without the parameter servers in the loop: an average is one ring all-reduce of every
+copy and momentum buffer concatenated, after which each worker holds the mean. With period 1 this is BSP's
+all-reduce exactly (the momentum update is linear). The parameter servers get the model at the boundaries only
+(replica_training.py): the chief publishes its copy before a checkpoint (between averages, its copy is the
+last average plus its own steps since) and when the phase ends (after an average, so the group's mean).
+
+Every worker takes part in every average, so all must stop after the same one. A boundary reached by the sample
+count (exact on every worker: all step in lockstep between averages) is met by all at the same step, and each
+averages there. A boundary moved while the phase runs (a policy's set_boundary reaches each worker at a
+different step) is agreed through a flag in the average: a worker past its boundary averages at once with the
+flag set, its peers meet it at their next average, and the average whose mean flag is positive is everyone's
+last. Divergence is agreed the same way: the loss the hooks watch is the worker's own while finite, and the
+group's mean loss at the last average otherwise, so a non-finite copy is reported by every worker at once,
+after the average that spread it.
+"""
+
+from __future__ import annotations
+
+import time
+
+import tensorflow as tf
+
+from .base import ProtocolEngine, worker_variable
+from .replica_training import ReplicaTraining, mean
+
+v1 = tf.compat.v1
+INSTANCE_KEY = 3200  # this engine's average (BSP's all-reduce takes 3100)
+
+
+class CollectiveLocalSGDEngine(ProtocolEngine):
+    """Worker-local steps on the replica; every `period` steps one all-reduce averages the copies."""
+
+    name = "local-sgd"
+    needs_replica = True
+    collective = True
+
+    def __init__(self, optimizer, grads_and_vars, global_step, samples, per_worker_batch: int, num_workers: int,
+                 is_chief: bool = False, replica=None, schedule=None, **_):
+        self.period = 2
+        self._is_chief = is_chief
+        # Built, never run: it makes the shared momentum slots when no other protocol of the schedule did, so
+        # the published momentum is checkpointed and continues across a switch either way.
+        optimizer.apply_gradients(grads_and_vars, name="local_sgd_slots")
+        with tf.device(replica.device), v1.variable_scope("syncswitch_local_sgd_allreduce"):
+            core = ReplicaTraining(replica, schedule, per_worker_batch, num_workers, "local_sgd_allreduce")
+            last_loss = worker_variable("last_loss", (), tf.float32)
+            self._mean_loss = worker_variable("mean_loss", (), tf.float32)
+            step = core.apply(core.grads)
+            own = tf.cast(replica.loss, tf.float32)
+            with tf.control_dependencies([step]):
+                remembered = last_loss.assign(own, read_value=False)
+            self.loss = tf.where(tf.math.is_finite(own), own, self._mean_loss.read_value(), name="local_sgd_loss")
+        self._finish(tf.group(step, remembered, name="local_sgd_step"), core.estimate_after)
+        self._enter, self._publish = core.boundaries(optimizer, global_step, samples)
+        with tf.device(replica.device):
+            self._stop = v1.placeholder_with_default(tf.constant(0.0), [], name="local_sgd_stop_in")
+            copies = [copy for _, copy in core.pairs]
+            means = mean([c.read_value() for c in copies] + [tf.reshape(last_loss.read_value(), [1]),
+                                                              tf.reshape(self._stop, [1])],
+                         num_workers, INSTANCE_KEY, "local_sgd")
+            assigns = [c.assign(m, read_value=False) for c, m in zip(copies, means)]
+            assigns.append(self._mean_loss.assign(tf.reshape(means[-2], []), read_value=False))
+            with tf.control_dependencies(assigns):
+                self._average = tf.greater(tf.reshape(means[-1], []), 0.0, name="local_sgd_agreed_stop")
+            self._reset_loss = self._mean_loss.assign(0.0, read_value=False)
+        self._average_fn = None
+        self._published = True
+        self._rounds = 0
+        self._steps = 0
+        self._waited = 0.0
+
+    def _averaged(self, session, stop: bool) -> bool:
+        """Run one average (with this worker's stop flag); whether the group agreed to stop."""
+        if stop:
+            return bool(session.run(self._average, {self._stop: 1.0}))
+        if self._average_fn is None:
+            self._average_fn = session.make_callable(self._average)
+        return bool(self._average_fn())
+
+    def enter_worker(self, session, params: dict | None = None) -> None:
+        self.period = int((params or {}).get("period", self.period))
+        self._rounds = 0
+        self._steps = 0
+        self._waited = 0.0
+        session.run([self._enter, self._reset_loss])
+        self._published = True
+
+    def before_warm_up(self, session) -> None:
+        # Pays the average's first call (graph registration, the group's resolution) before training; every worker
+        # warms the protocols up in the same order, so all take part. Entry overwrites what it averaged.
+        self._averaged(session, False)
+
+    def after_step(self, session, state) -> float:
+        """Average once `period` steps were taken since the last average, at the boundary, or to agree to stop."""
+        self._published = False
+        self._steps += 1
+        wants = state.at_boundary()
+        waited = 0.0
+        if self._steps >= self.period or wants:
+            t0 = time.perf_counter()
+            if self._averaged(session, wants):
+                state.boundary = min(state.boundary, state.fraction - 1e-12)  # at it on every worker, float-safe
+            self._steps = 0
+            self._rounds += 1
+            waited = time.perf_counter() - t0
+            self._waited += waited
+        if state.at_boundary():
+            self.publish(session)
+        return waited
+
+    def publish(self, session) -> None:
+        """The chief writes its copy back to the parameter servers (the group's mean right after an average)."""
+        if self._is_chief and not self._published:
+            session.run(self._publish)
+            self._published = True
+
+    def stats(self, session) -> dict:
+        return {"allreduce": True, "averages": self._rounds, "period": self.period,
+                "average_s": round(self._waited, 3)}

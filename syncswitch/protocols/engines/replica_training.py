@@ -1,0 +1,107 @@
+"""What the engines whose workers step on replicas and agree through collectives share.
+
+Each worker trains its copy of the model (node/replica.py) with its own momentum optimizer, at the rate and
+momentum the schedule gives for the group's sample count; the count is kept on the worker (every worker takes a
+per_worker_batch step per step of the group, so it is exact between reads). The parameter servers hold the
+canonical model at the phase's boundaries: entry copies the shared model, its momentum, the count and the
+schedule's settings onto the worker (one transfer per server), and the chief writes the replica, its momentum,
+the count and the steps taken back (`publish`) before a checkpoint and when the phase ends, so checkpoints, the
+evaluator, the guard and the next protocol see the model as they see any other.
+
+`mean` is the one collective: the group's mean of float32 tensors, concatenated into one buffer (one ring
+all-reduce over the workers' gRPC servers per call, however many variables the model has).
+"""
+
+from __future__ import annotations
+
+import tensorflow as tf
+from tensorflow.python.ops import collective_ops
+
+from . import fused
+from .base import dense, localize, worker_variable
+
+v1 = tf.compat.v1
+GROUP_KEY = 31  # the workers' collective group; each engine's collective takes its own instance key
+SUPPORTED = (tf.float32,)
+
+
+def supported(pairs) -> bool:
+    """Whether every variable can travel in one float32 buffer."""
+    return all(v.dtype.base_dtype in SUPPORTED and v.shape.is_fully_defined() for _, v in pairs)
+
+
+def mean(tensors, n: int, instance_key: int, name: str) -> list:
+    """The group's mean of each of `tensors` (float32), from one all-reduce of their concatenation."""
+    flat = tf.concat([tf.reshape(t, [-1]) for t in tensors], 0, name=f"{name}_flat")
+    total = collective_ops.all_reduce(flat, n, GROUP_KEY, instance_key, "Add", "Div")
+    parts = tf.split(total, [int(t.shape.num_elements()) for t in tensors])
+    return [tf.reshape(p, t.shape) for p, t in zip(parts, tensors)]
+
+
+class ReplicaTraining:
+    """The worker's optimizer, count and schedule on its replica, and the phase's entry and publish ops.
+
+    Build it inside the engine's device and variable scope, call `apply` once with the gradients to apply, then
+    `boundaries` outside the scope. `pairs` is then every (shared, local) pair the phase moves, the trained
+    variables' momentum included, in the shared variables' name order: the same on every worker, so that a
+    buffer laid out in it means the same on each (the replica lists variables in the order it found them).
+    """
+
+    def __init__(self, replica, schedule, per_worker_batch: int, num_workers: int, name: str):
+        self.replica = replica
+        self.estimate = worker_variable("samples", (), tf.int64)
+        self.steps = worker_variable("steps", (), tf.int64)  # taken since the last publish
+        self.settings = [worker_variable(f"schedule_{k}", v.shape, v.dtype.base_dtype)
+                         for k, v in enumerate(schedule.variables)]
+        self._schedule = schedule
+        self._stride = per_worker_batch * num_workers
+        lr, momentum = schedule.rates(self.estimate, self.settings)
+        self.optimizer = v1.train.MomentumOptimizer(lr, momentum, name=f"{name}_momentum")
+        names = {copy.ref(): shared.op.name for shared, copy in replica.pairs}
+        self._names = names
+        trainable = sorted(replica.trainable, key=lambda c: names[c.ref()])
+        self.grads = [(dense(g), v) for g, v in self.optimizer.compute_gradients(replica.loss, var_list=trainable)
+                      if g is not None]
+        self.pairs: list = []
+
+    def apply(self, grads_and_vars) -> tf.Operation:
+        """One step on the replica: the momentum update, then the count and the steps taken."""
+        before = {v.ref() for v in v1.global_variables()}
+        step = self.optimizer.apply_gradients(grads_and_vars)
+        self._slots = [v for v in v1.global_variables() if v.ref() not in before]
+        with tf.control_dependencies([step]):
+            self.estimate_after = self.estimate.assign_add(self._stride)
+            counted = self.steps.assign_add(1)
+        return tf.group(step, self.estimate_after, counted)
+
+    def boundaries(self, optimizer, global_step, samples):
+        """(enter, publish): the phase's entry on every worker, the chief's write-back. `optimizer` is the shared
+        one, whose momentum slots hold the canonical momentum."""
+        localize(v1.get_default_graph(), self._slots)  # each worker's own momentum: out of checkpoints, readiness
+        pairs = list(self.replica.pairs)
+        trained = {v.ref() for v in self.replica.trainable}
+        for shared, copy in self.replica.pairs:
+            mine, ours = self.optimizer.get_slot(copy, "momentum"), optimizer.get_slot(shared, "momentum")
+            if copy.ref() in trained and mine is not None and ours is not None:
+                pairs.append((ours, mine))
+        self.pairs = sorted(pairs, key=lambda p: p[0].op.name)
+        groups = fused.by_server(self.pairs, "replica")
+        device = self.replica.device
+        with tf.device(device):
+            steps = self.steps.read_value()
+            estimate = self.estimate.read_value()
+        enter = fused.pull(groups, device)
+        with v1.colocate_with(samples):
+            counted_now = samples.read_value()
+            setting_values = [v.read_value() for v in self._schedule.variables]
+        with tf.device(device):
+            enter += [self.estimate.assign(counted_now, read_value=False), self.steps.assign(0, read_value=False)]
+            enter += [mine.assign(value, read_value=False) for mine, value in zip(self.settings, setting_values)]
+        writes = fused.push_assign(groups, device)
+        with v1.colocate_with(samples):
+            writes.append(samples.assign(estimate, read_value=False))
+        with v1.colocate_with(global_step):
+            writes.append(global_step.assign_add(steps, read_value=False))
+        with tf.control_dependencies(writes), tf.device(device):
+            publish = self.steps.assign_sub(steps, read_value=False)
+        return tf.group(*enter), publish
