@@ -375,9 +375,13 @@ FIGURES += (
                 "which slowed every variant of those seeds. syncswitch's bsp and default runs use BSP's "
                 "all-reduce path (allreduce: true), which is opt-in."),
     Figure("ray", "The ray backend against the local one (quickstart, 3 nodes, 5 seeds)",
-           ("ray-compare-2026-11-25.json", "ray-recovery-2026-11-25.json"),
-           ("python -m bench ray-backend compare --seeds 5", "python -m bench ray-backend recovery --runs 5"),
-           ray_render, commit="1bcaeeb"),
+           ("ray-compare-2026-11-26.json", "ray-recovery-2026-11-25.json", "ray-fanout-2026-11-26.json"),
+           ("python -m bench ray-backend compare --seeds 5 (under /work/bin/quiet)",
+            "python -m bench ray-backend recovery --runs 5",
+            "python -m bench ray-backend fanout --agents 8 --repeats 20 (under /work/bin/quiet)"),
+           ray_render, commit="1bcaeeb",
+           note="Compare and fan-out measured 2026-11-26 with the fork server for co-located nodes; the recovery "
+                "figure is 2026-11-25's (commit 1bcaeeb), before it."),
     Figure("scale", "Scale in the simulator: 2 to 64 workers",
            ("scale-quickstart-2026-11-25.json", "scale-digits-cnn-2026-11-25.json"),
            ("python -m bench scale --jobs quickstart --seeds 2", "python -m bench scale --jobs digits_cnn --seeds 2"),
