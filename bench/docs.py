@@ -307,11 +307,18 @@ def scale_render(docs: list[dict]) -> list[str]:
 
 
 def ray_render(docs: list[dict]) -> list[str]:
-    compare, recovery = docs
+    compare, recovery, fanout = (docs + [None])[:3]  # the fan-out file where there is one
     rows = [[name, spread_text(compare["final_accuracy"][name]),
              spread_text(compare["submit_to_first_step_s"][name], 1),
-             spread_text(compare["switch_overhead_s"][name], 2)] for name in ("local", "ray")]
-    return table(["backend", "final accuracy", "submit to first step s", "switch overhead s"], rows) + [
+             spread_text(compare["switch_overhead_s"][name], 2)]
+            + ([spread_text({k: 1000 * v for k, v in fanout[name]["parallel"].items() if k != "n"}, 2)]
+               if fanout else []) for name in ("local", "ray")]
+    fan = f", fan-out {x(fanout['ratio_ray_over_local']['parallel'])}" if fanout else ""
+    return table(["backend", "final accuracy", "submit to first step s", "switch overhead s"]
+                 + ([f"Status to {fanout['agents']} agents ms"] if fanout else []), rows) + [
+        "", f"Ray over local: first step {x(compare['ratios_ray_over_local']['submit_to_first_step_s'])} "
+            f"({compare['first_step_gap_s']:+.1f} s on the medians), switch overhead "
+            f"{x(compare['ratios_ray_over_local']['switch_overhead_s'])}{fan}.",
         "", f"A node's Ray actor SIGKILLed at 45%: every worker training again after "
             f"{spread_text(recovery['recovered_after_s'], 1)} s, {recovery['completed']}/{len(recovery['runs'])} runs "
             f"completed, {spread_text(recovery['lost_fraction'], 4)} of the workload trained twice."]
@@ -445,9 +452,13 @@ FIGURES += (
                 "and never reached 0.9, so its TTA ratios are empty. syncswitch's bsp and default runs use BSP's "
                 "all-reduce path (allreduce: true), which is opt-in."),
     Figure("ray", "The ray backend against the local one (quickstart, 3 nodes, 5 seeds)",
-           ("ray-compare-2026-11-25.json", "ray-recovery-2026-11-25.json"),
-           ("python -m bench ray-backend compare --seeds 5", "python -m bench ray-backend recovery --runs 5"),
-           ray_render, commit="1bcaeeb"),
+           ("ray-compare-2026-11-26.json", "ray-recovery-2026-11-25.json", "ray-fanout-2026-11-26.json"),
+           ("python -m bench ray-backend compare --seeds 5 (under /work/bin/quiet)",
+            "python -m bench ray-backend recovery --runs 5",
+            "python -m bench ray-backend fanout --agents 8 --repeats 20 (under /work/bin/quiet)"),
+           ray_render, commit="1bcaeeb",
+           note="Compare and fan-out measured 2026-11-26 with the fork server for co-located nodes; the recovery "
+                "figure is 2026-11-25's (commit 1bcaeeb), before it."),
     Figure("scale", "Scale in the simulator: 2 to 64 workers",
            ("scale-quickstart-2026-11-26.json", "scale-digits-cnn-2026-11-25.json"),
            ("python -m bench scale --jobs quickstart --workers 2,8,32,64 --seeds 5 (seeds 0-1 finished)",

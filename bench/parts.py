@@ -31,7 +31,7 @@ PARTS = {
     "local-sim": ("bench.local_sim", "local SGD in one process: copies averaged every few steps"),
     "cgroup-period": ("bench.cgroup_period", "step-time spread under a node CPU budget, per CFS period"),
     "peers": ("bench.peers", "syncswitch against MultiWorkerMirroredStrategy and one process alone, same job"),
-    "ray-backend": ("bench.ray_backend", "the quickstart on the local and the ray backend; recovery on ray"),
+    "ray-backend": ("bench.ray_backend", "the quickstart and fan-out, local against ray; recovery on ray"),
     "scale": ("bench.scale", "every protocol on 2 to 64 simulated workers, accuracy against BSP"),
     "suite": ("bench.suite", "the main parts in one go (--quick about 20 min on 2 cores, --full hours)"),
 }

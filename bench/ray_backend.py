@@ -2,6 +2,7 @@
 
     python -m bench.ray_backend compare --seeds 5     # quickstart on 3 nodes: local, then ray, per seed
     python -m bench.ray_backend recovery --runs 5     # quickstart on ray; node 1's actor SIGKILLed at 45%
+    python -m bench.ray_backend fanout --agents 8     # Status to 8 agents of each backend, Actuator and serial
 
 The Ray cluster is real: `ray.cluster_utils.Cluster` with three raylets on this machine (1 CPU each), started
 once for the whole bench; every job connects to it as a driver and removes its actors and placement group.
@@ -46,6 +47,40 @@ class ActorKiller(threading.Thread):
                 with open(os.path.join(self.run_dir, "ray-nodes.json"), encoding="utf-8") as fh:
                     agent = json.load(fh)["agents"][str(self.node)]
                 os.kill(agent["actor_pid"], signal.SIGKILL)
+                self.killed_at = self._reached()
+                return
+            time.sleep(0.1)
+
+
+class NodeRemover(ActorKiller):
+    """Removes a whole Ray node (SIGKILLs its raylet and the rest of its processes, `Cluster.remove_node`) once
+    the run reaches fraction `at`: the Ray node of one of the job's nodes, never the head (the GCS lives there)
+    nor the raylet this process's driver is connected to."""
+
+    def __init__(self, cluster, run_dir: str, at: float, timeout_s: float = 300):
+        super().__init__(run_dir, node=-1, at=at, timeout_s=timeout_s)
+        self.cluster, self.removed_node_id = cluster, None
+
+    def _pick(self):
+        import ray
+
+        with open(os.path.join(self.run_dir, "ray-nodes.json"), encoding="utf-8") as fh:
+            agents = json.load(fh)["agents"]
+        driver = getattr(ray._private.worker.global_worker.node, "_raylet_socket_name", None)
+        by_id = {node.node_id: node for node in self.cluster.worker_nodes
+                 if node._raylet_socket_name != driver}
+        for index, agent in sorted(agents.items(), key=lambda item: -int(item[0])):
+            if agent["node_id"] in by_id:
+                return int(index), by_id[agent["node_id"]]
+        raise RuntimeError(f"no job node on a removable Ray node: {agents}")
+
+    def run(self) -> None:
+        deadline = time.time() + self.timeout_s
+        while not self.done.is_set() and time.time() < deadline:
+            if self._reached() >= self.at:
+                self.node, target = self._pick()
+                self.removed_node_id = target.node_id
+                self.cluster.remove_node(target, allow_graceful=False)
                 self.killed_at = self._reached()
                 return
             time.sleep(0.1)
@@ -125,23 +160,88 @@ def recovery(cluster, runs: int, work: str) -> dict:
             "completed": sum(r["status"] == "completed" for r in rows)}
 
 
+class Fleet:
+    """`count` agents provisioned by one backend (no training task: forked tasks only, none started), with the
+    manager's Actuator over them: what a switch or a stop fans out to."""
+
+    def __init__(self, backend: str, count: int, work: str, address: str):
+        import secrets
+
+        from syncswitch.backends import ProvisionRequest, get_backend
+        from syncswitch.cluster_manager.actuator import Actuator
+        from syncswitch.wire.client import AgentClient
+
+        options = {"address": address, "resources_per_node": {"CPU": 0.25}} if backend == "ray" else {}
+        token = secrets.token_urlsafe(16)
+        self.backend = get_backend(backend)()
+        cluster = self.backend.provision(ProvisionRequest(f"fanout-{backend}", count, token, work, options))
+        self.clients = [AgentClient(n.index, n.agent_address, token) for n in cluster.nodes]
+        self.actuator = Actuator(self.clients)
+        self.rounds = {"parallel": [], "sequential": []}
+
+    def round(self, mode: str) -> None:
+        t0 = time.perf_counter()
+        replies = [c.status() for c in self.clients] if mode == "sequential" else \
+            self.actuator.map(lambda c: c.status())
+        self.rounds[mode].append(time.perf_counter() - t0)
+        assert len(replies) == len(self.clients)
+
+    def close(self) -> None:
+        for client in self.clients:
+            client.close()
+        self.actuator.close()
+        self.backend.teardown()
+
+
+def fanout(cluster, agents: int, repeats: int, work: str) -> dict:
+    """Status to every agent, parallel (the Actuator) and one by one, local and ray fleets up together and
+    measured in alternating order, after two untimed warm-up rounds each (channels connect)."""
+    fleets = {}
+    try:
+        for backend in ("local", "ray"):
+            fleets[backend] = Fleet(backend, agents, os.path.join(work, f"fanout-{backend}"), cluster.address)
+            for _ in range(2):
+                fleets[backend].round("parallel")
+            fleets[backend].rounds["parallel"].clear()
+        for r in range(repeats):
+            for backend in (("local", "ray") if r % 2 == 0 else ("ray", "local")):
+                for mode in ("parallel", "sequential"):
+                    fleets[backend].round(mode)
+    finally:
+        for fleet in fleets.values():
+            fleet.close()
+    out = {"agents": agents, "repeats": repeats,
+           **{backend: {mode: stats(v) for mode, v in fleet.rounds.items()} for backend, fleet in fleets.items()}}
+    out["ratio_ray_over_local"] = {mode: out["ray"][mode]["median"] / out["local"][mode]["median"]
+                                   for mode in ("parallel", "sequential")}
+    return out
+
+
 RESULT_SCHEMA = {"command": "how it was run"}
 
 
 def add_options(parser) -> None:
-    parser.add_argument("what", nargs="?", default="compare", choices=("compare", "recovery"),
-                        help="compare local and ray (default), or recover on ray")
+    parser.add_argument("what", nargs="?", default="compare", choices=("compare", "recovery", "fanout"),
+                        help="compare local and ray (default), recover on ray, or fan a Status call out on both")
     parser.add_argument("--seeds", type=int, default=5)
     parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--agents", type=int, default=8, help="fanout: agents per backend (the quick bench's 8)")
+    parser.add_argument("--repeats", type=int, default=20, help="fanout: timed rounds per backend and mode")
 
 
 def run_part(args, root) -> dict:
     cluster = start_cluster()
     try:
-        result = compare(cluster, args.seeds, root) if args.what == "compare" else recovery(cluster, args.runs, root)
+        if args.what == "fanout":
+            result = fanout(cluster, args.agents, args.repeats, root)
+        elif args.what == "compare":
+            result = compare(cluster, args.seeds, root)
+        else:
+            result = recovery(cluster, args.runs, root)
     finally:
         cluster.shutdown()
-    result["command"] = f"python -m bench ray-backend {args.what} --seeds {args.seeds} --runs {args.runs}"
+    result["command"] = f"python -m bench ray-backend {args.what} --seeds {args.seeds} --runs {args.runs}" + \
+        (f" --agents {args.agents} --repeats {args.repeats}" if args.what == "fanout" else "")
     return result
 
 

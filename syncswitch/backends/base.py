@@ -19,6 +19,8 @@ class ProvisionRequest:
     options: dict[str, Any] = dataclasses.field(default_factory=dict)  # backend-specific, validated
     spare_task: bool = False        # keep a pre-warmed training process per node (fast relaunch)
     ps_nodes: tuple[int, ...] = ()  # the nodes that host a parameter-server task (cluster.parameter_servers)
+    # checkpoint.dir's folder for this run, made by the manager: every node must see it at this path ('' if none)
+    checkpoint_dir: str = ""
 
 
 @dataclasses.dataclass(frozen=True)

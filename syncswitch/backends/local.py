@@ -15,6 +15,7 @@ import time
 from syncswitch.registry import BACKENDS
 from syncswitch.backends.base import (Backend, BackendCapabilities, ClusterInfo, NodeInfo,
                                                       ProvisionRequest)
+from syncswitch.backends import forking, readiness
 from syncswitch.backends.cgroups import CgroupError, CpuGroup, CpuHierarchy, RunGroups
 from syncswitch.errors import ClusterError, SpecError
 from syncswitch.files import write_json_atomic
@@ -148,36 +149,12 @@ class LocalBackend(Backend):
         return ClusterInfo(request.job_id, tuple(self.nodes), shared_filesystem=shared, fork_server=self.fork_socket)
 
     def _start_fork_server(self) -> None:
-        import tempfile
-
-        from syncswitch.wire.forkclient import PRIVATE_PREFIX
-
-        # A private directory (0700): the socket forks processes as this user, so no one else may reach it. Under
-        # /tmp, not the run folder: a Unix socket path must stay under ~100 bytes.
-        folder = tempfile.mkdtemp(prefix=PRIVATE_PREFIX)
-        self.fork_socket = os.path.join(folder, "socket")
-        os.makedirs(self.request.run_dir, exist_ok=True)
-        log = open(os.path.join(self.request.run_dir, "forkserver.log"), "ab")
-        self.fork_server = subprocess.Popen(
-            [sys.executable, "-m", "syncswitch.node.forkserver", "--socket", self.fork_socket,
-             "--manager-pid", str(os.getpid())],
-            stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
-        log.close()
+        self.fork_server, self.fork_socket = forking.start(self.request.run_dir)
 
     def _stop_fork_server(self) -> None:
         proc, self.fork_server = self.fork_server, None
-        if proc is not None:
-            _signal_group(proc, signal.SIGTERM)  # it kills what it forked
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                _signal_group(proc, signal.SIGKILL)  # its children die with it (PR_SET_PDEATHSIG)
-                proc.wait(timeout=5)
-        if self.fork_socket:
-            import shutil
-
-            shutil.rmtree(os.path.dirname(self.fork_socket), ignore_errors=True)
-            self.fork_socket = None
+        path, self.fork_socket = self.fork_socket, None
+        forking.stop(proc, path)
 
     def _journal(self) -> None:
         """The agents' process groups, so a resume can end them if this manager dies without teardown."""
@@ -244,19 +221,18 @@ class LocalBackend(Backend):
 
         proc = self.procs[node.index]
         client = AgentClient(node.index, node.agent_address, self.request.token)
+
+        def answers() -> bool:
+            try:
+                client.status(timeout_s=1.0)
+                return True
+            except ClusterError:
+                return False
+
         try:
-            while True:
-                if proc.poll() is not None:
-                    raise ClusterError(f"node {node.index} agent exited with code {proc.returncode} "
-                                       f"before answering: {_last_line(self.request.run_dir, node.index)}")
-                try:
-                    client.status(timeout_s=1.0)
-                    return
-                except ClusterError:
-                    if time.time() > deadline:
-                        raise ClusterError(f"node {node.index} agent at {node.agent_address} did not answer "
-                                           f"within {self.ready_timeout_s:.0f} s") from None
-                    time.sleep(0.05)
+            readiness.wait_ready(f"node {node.index} agent at {node.agent_address}", answers, proc.poll,
+                                 self.ready_timeout_s, os.path.join(self.request.run_dir, "nodes", str(node.index)),
+                                 deadline)
         finally:
             client.close()
 
@@ -388,12 +364,3 @@ def _report_stale(removed: list[str], problems: list[str]) -> None:
         logger.warning("removed %d CPU cgroup(s) left by manager(s) that died: %s", len(removed), ", ".join(removed))
     for problem in problems:
         logger.warning("a CPU cgroup left by a manager that died stays: %s", problem)
-
-
-def _last_line(run_dir: str, index: int) -> str:
-    try:
-        with open(os.path.join(run_dir, "nodes", str(index), "agent.log"), encoding="utf-8", errors="replace") as fh:
-            lines = [line.strip() for line in fh if line.strip()]
-        return lines[-1] if lines else "no output"
-    except OSError:
-        return "no log"

@@ -98,6 +98,9 @@ FIELDS: tuple[Section, ...] = (
         "every": "fraction of the workload between durable checkpoints (default: the evaluation points)",
         "every_s": "also one at least this often, in seconds",
         "keep": "periodic and evaluation checkpoints kept (default all; switch and final ones are never removed)",
+        "dir": "absolute path of a folder every node sees at the same path (a shared mount: NFS, Filestore, a "
+               "bucket through gcsfuse); the run's checkpoints go in a folder of its own there. Default: the run "
+               "folder where the nodes share it, else the chief's disk",
     }),
     ("recovery", "recovery", model.RecoverySpec, (), {
         "max_restarts": "recoveries per run; the next loss ends it `failed` with its last checkpoint intact",

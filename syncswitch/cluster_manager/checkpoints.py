@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import glob
+import hashlib
 import json
 import os
 
@@ -28,6 +29,16 @@ class DurableCheckpoint:
     kind: str             # periodic | evaluation | switch | final | recovery
     phase: int | None     # the plan phase it was taken in
     time_s: float         # since submission
+
+
+def checkpoint_folder(spec, run_dir: str) -> str:
+    """Where the run's checkpoints and their manifest live: `checkpoint.dir` (a mount every node shares) in a
+    folder named for the run folder, stable across resumes; else the run folder's checkpoints/."""
+    if not spec.checkpoint.dir:
+        return os.path.join(run_dir, "checkpoints")
+    run_dir = os.path.abspath(run_dir)
+    key = hashlib.sha1(run_dir.encode("utf-8")).hexdigest()[:10]
+    return os.path.join(spec.checkpoint.dir, f"{os.path.basename(run_dir) or 'run'}-{key}")
 
 
 def checkpoint_files(path: str) -> list[str]:

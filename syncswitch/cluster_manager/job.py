@@ -10,7 +10,7 @@ import time
 
 from syncswitch.backends import ProvisionRequest, get_backend
 from syncswitch.cluster_manager import events as ev
-from syncswitch.cluster_manager.checkpoints import DurableCheckpoints
+from syncswitch.cluster_manager.checkpoints import DurableCheckpoints, checkpoint_folder
 from syncswitch.cluster_manager.context import RunContext
 from syncswitch.cluster_manager.evaluation import Evaluations
 from syncswitch.cluster_manager.guarding import GuardRuntime
@@ -84,7 +84,7 @@ class JobRun:
                                    enabled=spec.stragglers.policy != "greedy")
         evaluator_args = {} if start_evaluator is None else {"start_process": start_evaluator}
         self.evaluations = Evaluations(spec, run_dir, ctx.feed, **evaluator_args)
-        self.durable = DurableCheckpoints(os.path.join(run_dir, "checkpoints"), spec.checkpoint.keep)
+        self.durable = DurableCheckpoints(checkpoint_folder(spec, run_dir), spec.checkpoint.keep)
         self.journal = RunJournal(ctx, self.evaluations, self.guard)
         self.launcher = Launcher(ctx, nodes, on_relaunched=self.responder.reapply)
         self.phases = PhaseDriver(ctx, nodes, self.launcher, self.guard, self.stragglers, self.evaluations,
@@ -187,11 +187,14 @@ class JobRun:
                         f"schedule {ctx.plan.describe()}, output {ctx.run_dir}")
         self.launcher.ship()  # before any node starts
         ctx.lifecycle.to(JobState.PROVISIONING)
+        if spec.checkpoint.dir:  # made here, so the backend can check that every node sees it
+            os.makedirs(self.durable.folder, exist_ok=True)
         request = ProvisionRequest(ctx.job_id, n, self.nodes.new_token(), ctx.run_dir, spec.cluster.options,
                                    spare_task=ctx.plan.mode is SwitchMode.RELAUNCH and len(ctx.plan) > 1,
-                                   ps_nodes=tuple(range(spec.cluster.ps_tasks)))
+                                   ps_nodes=tuple(range(spec.cluster.ps_tasks)),
+                                   checkpoint_dir=self.durable.folder if spec.checkpoint.dir else "")
         cluster = self.nodes.provision(request)
-        self.durable.shared = cluster.shared_filesystem
+        self.durable.shared = cluster.shared_filesystem or bool(spec.checkpoint.dir)
         self.evaluations.open(cluster.fork_server)
 
     def _start(self) -> int:
@@ -210,7 +213,7 @@ class JobRun:
                 if not started:
                     k = self._start()
                     started = True
-                    self.evaluations.start(self.ctx.record.first_step_time, self.nodes.remote_chief())
+                    self.evaluations.start(self.ctx.record.first_step_time, self._chief_to_fetch_from())
                 if self._step(k):
                     return
                 k += 1
@@ -218,7 +221,12 @@ class JobRun:
                 k = self.recovery.recover(failure)
                 if not started:  # lost before the evaluator started: it starts with the first steps
                     started = True
-                    self.evaluations.start(self.ctx.record.first_step_time, self.nodes.remote_chief())
+                    self.evaluations.start(self.ctx.record.first_step_time, self._chief_to_fetch_from())
+
+    def _chief_to_fetch_from(self):
+        """The chief's client where the manager cannot read the checkpoints itself (no shared run folder and no
+        checkpoint.dir), else None."""
+        return None if self.durable.shared else self.nodes.remote_chief()
 
     def _step(self, k: int) -> bool:
         """Run phase k to its end and go on: repair, switch, or finish; True once the run is done."""

@@ -6,6 +6,7 @@ import dataclasses
 import json
 import os
 
+from syncswitch.cluster_manager.checkpoints import checkpoint_folder
 from syncswitch.cluster_manager.plan import SwitchMode
 from syncswitch.wire import agent_pb2 as pb
 from syncswitch.wire.codec import struct
@@ -35,8 +36,9 @@ def launch_message(spec, plan, cluster, run_dir: str, index: int, start_phase: i
         worker_hosts=cluster.worker_hosts(), params_json=json.dumps(spec.params), seed=spec.seed,
         lr_decay=pb.LrDecay(boundaries=hp.lr_decay.boundaries, factors=hp.lr_decay.factors),
         workload=workload, phases=phases, start_phase=start_phase,
-        # Without a shared filesystem the agent picks a node-local folder (its work dir's checkpoints/).
-        checkpoint_dir=os.path.join(run_dir, "checkpoints") if cluster.shared_filesystem else "",
+        # Without a shared filesystem or checkpoint.dir the agent picks a node-local folder (its work dir's
+        # checkpoints/).
+        checkpoint_dir=checkpoint_folder(spec, run_dir) if cluster.shared_filesystem or spec.checkpoint.dir else "",
         eval_every=spec.evaluation.every, intra_threads=1, inter_threads=2, metrics_interval_s=0.5, window=20,
         restore_from=restore_from, checkpoint_name=checkpoint_name,
         # Durable checkpoints besides the evaluation points (which are durable too).

@@ -218,10 +218,13 @@ class Recovery:
         k = rollback_phase if rollback is not None else self.phase_of(checkpoint)
         launcher = self.restart.launcher
         with launcher.relaunching(TaskState.REPLACING):
+            # A task killed by a signal may be the first sign of a lost host: an agent that outlived its host's
+            # supervisor (a Ray actor gone with its raylet) ends its task before its own stream breaks.
+            reason = self.nodes.backend.lost_reason(failure.node) if _rank(failure) == 0 else None
+            if reason:
+                failure.what = f"{failure.what}: {reason}"
+                failure.agent_lost = True
             if failure.agent_lost:
-                reason = self.nodes.backend.lost_reason(failure.node)
-                if reason:
-                    failure.what = f"{failure.what}: {reason}"
                 self.nodes.replace(failure.node)
             self._rewind(fraction, k)
             launcher.launch_all(start_phase=k, restore_from=checkpoint.path if checkpoint else "")

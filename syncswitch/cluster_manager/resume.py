@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import os
 import time
 
-from syncswitch.cluster_manager.checkpoints import DurableCheckpoint, DurableCheckpoints
+from syncswitch.cluster_manager.checkpoints import DurableCheckpoint, DurableCheckpoints, checkpoint_folder
 from syncswitch.cluster_manager.journal import load_run
 from syncswitch.cluster_manager.record import EvaluationResult
 from syncswitch.cluster_manager.recovery import Recovery
@@ -36,7 +35,7 @@ class Resumer:
         previous = load_run(ctx.run_dir)
         if not previous:
             raise SyncSwitchError(f"{ctx.run_dir}: no {RUN_FILE}: the run never started training; submit it again")
-        store = DurableCheckpoints.load(os.path.join(ctx.run_dir, "checkpoints"), ctx.spec.checkpoint.keep)
+        store = DurableCheckpoints.load(checkpoint_folder(ctx.spec, ctx.run_dir), ctx.spec.checkpoint.keep)
         ctx.record.take_over(previous)
         if previous.get("plan"):  # without it (an older run folder) the spec's schedule is the plan
             ctx.plan.restore(previous["plan"])

@@ -146,12 +146,15 @@ class CheckpointSpec:
 
     `every` is a fraction of the workload (None: the evaluation points, whose checkpoints are then the
     durable ones), `every_s` adds one at least that often in wall-clock seconds, `keep` bounds how many
-    periodic checkpoints stay on disk (None: all; switch and final checkpoints are never rotated).
+    periodic checkpoints stay on disk (None: all; switch and final checkpoints are never rotated). `dir` is a
+    folder every node sees at the same path (a shared mount); None: the run folder's checkpoints/ where the
+    nodes share it, else the chief's own disk.
     """
 
     every: float | None = None
     every_s: float | None = None
     keep: int | None = None
+    dir: str | None = None
 
 
 @dataclasses.dataclass(frozen=True)

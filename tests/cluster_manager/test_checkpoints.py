@@ -7,7 +7,7 @@ import re
 import pytest
 
 from syncswitch import spec as specmod
-from syncswitch.cluster_manager.checkpoints import DurableCheckpoint, DurableCheckpoints, complete
+from syncswitch.cluster_manager.checkpoints import DurableCheckpoint, DurableCheckpoints, checkpoint_folder, complete
 from syncswitch.errors import SpecError
 from tests.conftest import MINIMAL
 
@@ -103,6 +103,26 @@ def test_spec_sections(write_spec):
     ]:
         with pytest.raises(SpecError, match=re.escape(message)):
             specmod.load(write_spec(MINIMAL + body + "\n"))
+
+
+def test_checkpoint_dir_is_an_absolute_path_and_each_run_gets_its_own_folder_there(write_spec, tmp_path):
+    shared = tmp_path / "mnt" / "shared"
+    job = specmod.load(write_spec(MINIMAL + f"checkpoint: {{dir: '{shared}/'}}\n"))
+    assert job.checkpoint.dir == str(shared)
+    folder = checkpoint_folder(job, str(tmp_path / "runs" / "a"))
+    assert os.path.dirname(folder) == str(shared) and os.path.basename(folder).startswith("a-")
+    assert checkpoint_folder(job, str(tmp_path / "runs" / "a")) == folder  # a resume finds it again
+    assert checkpoint_folder(job, str(tmp_path / "other" / "a")) != folder  # another run folder, another folder
+    default = specmod.load(write_spec(MINIMAL))
+    assert checkpoint_folder(default, str(tmp_path / "r")) == str(tmp_path / "r" / "checkpoints")
+    for value, message in [
+        ("ckpts", "checkpoint.dir='ckpts': must be an absolute path"),
+        ("gs://bucket/ckpt", "checkpoint.dir='gs://bucket/ckpt': URLs are not written to directly; mount the bucket"),
+        ("''", "checkpoint.dir='': must be a folder path"),
+        ("[1]", "checkpoint.dir=[1]: must be a folder path"),
+    ]:
+        with pytest.raises(SpecError, match=re.escape(message)):
+            specmod.load(write_spec(MINIMAL + f"checkpoint: {{dir: {value}}}\n"))
 
 
 def test_rotation_keeps_the_files_a_switch_checkpoint_shares_with_an_evaluation(tmp_path):

@@ -15,6 +15,7 @@ from syncswitch.backends.base import (
     NodeInfo,
     ProvisionRequest,
 )
+from syncswitch.backends import forking
 from syncswitch.backends.ray import journal as journals
 from syncswitch.backends.ray import options, placement
 from syncswitch.backends.ray.host import FORWARDED_PREFIX, NodeHost
@@ -56,6 +57,8 @@ class RayBackend(Backend):
         self.nodes: list[NodeInfo] = []
         self._infos: list[dict] = []
         self._journal: journals.Journal | None = None
+        self._fork_server = None      # the manager machine's fork server, for the nodes Ray puts on this machine
+        self._fork_socket: str | None = None
 
     # -- provision -----------------------------------------------------------------------------
 
@@ -63,9 +66,13 @@ class RayBackend(Backend):
         self._cfg, self._request = options.resolve(request.options), request
         self._ray = import_ray()
         try:
+            if self._cfg.fork_server:  # first: it imports TensorFlow while Ray connects, places and starts actors
+                self._fork_server, self._fork_socket = forking.start(request.run_dir)
             self._connect()
             self._journal = journals.Journal.start(request.run_dir, request.job_id, self._ray, self._connected,
                                                    self._cfg.address)
+            if self._fork_server is not None:
+                self._journal.update(fork_server={"pid": self._fork_server.pid, "socket": self._fork_socket})
             self._place()
             self._start_all()
         except BaseException as exc:
@@ -78,12 +85,12 @@ class RayBackend(Backend):
         shared = self._cfg.shared_filesystem
         if shared is None:  # every node on this machine sees the run folder where the manager writes it
             shared = all(info["in_run_dir"] for info in self._infos)
-        if not shared and len({info["node_id"] for info in self._infos}) > 1:
+        if not shared and not request.checkpoint_dir and len({info["node_id"] for info in self._infos}) > 1:
             self._event("the nodes are on several machines and the run folder is not shared with them "
                         "(cluster.shared_filesystem: false): checkpoints stay on node 0's own disk, so losing "
-                        "node 0 loses them; put the run folder (--output-dir) on a mount every node reads at the "
-                        "same path and set cluster.shared_filesystem: true")
-        return ClusterInfo(request.job_id, tuple(self.nodes), shared_filesystem=shared)
+                        "node 0 loses them; set checkpoint.dir to a mount every node sees at the same path (or "
+                        "put the run folder there and set cluster.shared_filesystem: true)")
+        return ClusterInfo(request.job_id, tuple(self.nodes), shared_filesystem=shared, fork_server=self._fork_socket)
 
     def _connect(self) -> None:
         ray, cfg, n = self._ray, self._cfg, self._request.num_nodes
@@ -141,6 +148,11 @@ class RayBackend(Backend):
         for i, call in enumerate(calls):
             self._finish_start(i, call)
         self._event(f"{n} agent(s) up on Ray node(s) {', '.join(sorted({i['host'] for i in self._infos}))}")
+        if self._fork_socket:
+            # The manager's evaluator forks from it in any case; nodes Ray put on this machine fork their tasks
+            # from it too, instead of each importing TensorFlow at once on the same cores.
+            forked = sum(bool(info.get("forked")) for info in self._infos)
+            self._event(f"{forked} of {n} node(s) on this machine: their tasks fork from the manager's fork server")
 
     def _start_actor(self, index: int):
         """Create node `index`'s actor in its bundle and ask it to start the agent; returns the pending call."""
@@ -163,8 +175,10 @@ class RayBackend(Backend):
         run_nodes = os.path.join(os.path.abspath(request.run_dir), "nodes", str(index))
         shared = {True: "always", False: "never", None: socket.gethostname()}[cfg.shared_filesystem]
         env = {k: v for k, v in os.environ.items() if k.startswith(FORWARDED_PREFIX) and k != "SYNCSWITCH_TOKEN"}
+        fork = {"socket": self._fork_socket, "host": socket.gethostname()} if self._fork_socket else None
         return actor.start.remote(index, request.job_id, request.token, run_nodes, shared,
-                                  cfg.warm_spare or request.spare_task, env, cfg.ready_timeout_s)
+                                  cfg.warm_spare or request.spare_task, env, cfg.ready_timeout_s, fork,
+                                  request.checkpoint_dir)
 
     def _finish_start(self, index: int, call) -> NodeInfo:
         ray, cfg = self._ray, self._cfg
@@ -179,6 +193,8 @@ class RayBackend(Backend):
                         info["worker_port"], resource_id=f"{info['node_id'][:12]}/{info['pid']}")
         self.nodes[index], self._infos[index] = node, info
         self._journal.set_agent(index, info)
+        if not info["sees_checkpoint_dir"]:
+            raise ClusterError(placement.unseen_checkpoint_dir(index, info["host"], self._request.checkpoint_dir))
         return node
 
     # -- lost nodes ----------------------------------------------------------------------------
@@ -214,7 +230,16 @@ class RayBackend(Backend):
     # -- teardown and the rest -----------------------------------------------------------------
 
     def teardown(self) -> None:
-        """Stop every agent, kill every actor, remove the placement group, disconnect; safe to repeat."""
+        """Stop every agent, kill every actor, remove the placement group, disconnect, stop the fork server; safe
+        to repeat."""
+        try:
+            self._teardown_ray()
+        finally:
+            fork, path = self._fork_server, self._fork_socket
+            self._fork_server = self._fork_socket = None
+            forking.stop(fork, path)
+
+    def _teardown_ray(self) -> None:
         ray = self._ray
         if ray is None or not ray.is_initialized():
             return

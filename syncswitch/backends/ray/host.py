@@ -14,7 +14,6 @@ import socket
 import subprocess
 import sys
 import tempfile
-import time
 
 GUARDIAN = os.path.join(os.path.dirname(os.path.abspath(__file__)), "guardian.py")
 # The job's own settings follow it to every node (debug output, the test harness's process marker).
@@ -30,11 +29,14 @@ class NodeHost:
         self.work_dir = ""
 
     def start(self, index: int, job_id: str, token: str, run_dir_work: str, shared: str, spare: bool,
-              env: dict[str, str], ready_timeout_s: float) -> dict:
+              env: dict[str, str], ready_timeout_s: float, fork: dict | None = None, checkpoint_dir: str = "") -> dict:
         """Start the agent; returns once it listens (or raises with its last log line).
 
         `shared`: "always" (the run folder is on a mount every node sees), "never", or the manager's host name:
-        the node works in the run folder (`run_dir_work`) where it sees it, else under its own temp dir."""
+        the node works in the run folder (`run_dir_work`) where it sees it, else under its own temp dir.
+        `fork`: the manager's fork server ({socket, host}), used where this node runs on the manager's machine.
+        `checkpoint_dir`: checkpoint.dir's folder for the run, which the manager made; whether it is seen here is
+        in the answer (a node-local path on a multi-machine cluster is not)."""
         import ray
 
         from syncswitch.backends.local import free_ports
@@ -50,6 +52,9 @@ class NodeHost:
                "--ps-port", str(ps_port), "--worker-port", str(worker_port), "--work-dir", self.work_dir]
         if not spare:
             cmd.append("--no-spare")
+        forked = bool(fork) and fork["host"] == socket.gethostname() and os.path.isdir(os.path.dirname(fork["socket"]))
+        if forked:
+            cmd += ["--fork-server", fork["socket"]]
         child_env = {k: v for k, v in os.environ.items() if not k.startswith(FORWARDED_PREFIX)}
         child_env.update(env, SYNCSWITCH_TOKEN=token)
         log = os.path.join(self.work_dir, "agent.log")
@@ -60,30 +65,20 @@ class NodeHost:
         self._wait_listening(host, agent_port, ready_timeout_s)
         return {"host": host, "agent_port": agent_port, "ps_port": ps_port, "worker_port": worker_port,
                 "pid": self.agent_pid, "node_id": node_id,
-                "work_dir": self.work_dir, "in_run_dir": in_run_dir, "actor_pid": os.getpid()}
+                "work_dir": self.work_dir, "in_run_dir": in_run_dir, "actor_pid": os.getpid(), "forked": forked,
+                "sees_checkpoint_dir": not checkpoint_dir or os.path.isdir(checkpoint_dir)}
 
     def _wait_listening(self, host: str, port: int, timeout_s: float) -> None:
-        deadline = time.time() + timeout_s
-        while True:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"the agent exited with code {self.proc.returncode} before listening: "
-                                   f"{self._last_line()}")
+        from syncswitch.backends import readiness
+
+        def listens() -> bool:
             try:
                 socket.create_connection((host, port), timeout=1.0).close()
-                return
+                return True
             except OSError:
-                if time.time() > deadline:
-                    raise RuntimeError(f"the agent did not listen on {host}:{port} within {timeout_s:.0f} s: "
-                                       f"{self._last_line()}") from None
-                time.sleep(0.05)
+                return False
 
-    def _last_line(self) -> str:
-        try:
-            with open(os.path.join(self.work_dir, "agent.log"), encoding="utf-8", errors="replace") as fh:
-                lines = [line.strip() for line in fh if line.strip()]
-            return lines[-1] if lines else "no output"
-        except OSError:
-            return "no log"
+        readiness.wait_ready(f"the agent at {host}:{port}", listens, self.proc.poll, timeout_s, self.work_dir)
 
     def exit_code(self) -> int | None:
         """The agent's exit code; None while it runs."""

@@ -40,7 +40,8 @@ class Journal:
                 session = ""
         journal = cls(os.path.join(run_dir, FILE), {
             "job_id": job_id, "address": address, "manager_host": socket.gethostname(), "manager_pid": os.getpid(),
-            "local_ray_session": session, "placement_group": None, "actors": [], "agents": {}, "ended": False})
+            "local_ray_session": session, "fork_server": None, "placement_group": None, "actors": [], "agents": {},
+            "ended": False})
         journal.write()
         return journal
 
@@ -71,7 +72,7 @@ def reap(run_dir: str, namespace: str) -> list[str]:
         return []
     if doc.get("ended"):
         return []
-    ended = _reap_local_agents(doc)
+    ended = _reap_local_agents(doc) + _reap_fork_server(doc)
     if doc.get("local_ray_session"):
         ended += _reap_local_ray(doc["local_ray_session"])
     elif doc.get("address") is not None or doc.get("actors"):
@@ -99,6 +100,22 @@ def _reap_local_agents(doc: dict) -> list[str]:
             continue
         ended.append(f"killed the orphaned agent {agent['pid']} of node {index} and its task")
     return ended
+
+
+def _reap_fork_server(doc: dict) -> list[str]:
+    """The dead manager's fork server (it ends itself within a second of its manager; this is the net)."""
+    import psutil
+
+    fork = doc.get("fork_server")
+    if not fork or doc.get("manager_host") != socket.gethostname():
+        return []
+    try:
+        if f"--socket {fork['socket']}" not in " ".join(psutil.Process(fork["pid"]).cmdline()):
+            return []  # gone, and the pid reused
+        os.killpg(fork["pid"], signal.SIGKILL)
+    except (psutil.Error, ProcessLookupError, PermissionError):
+        return []
+    return [f"killed the orphaned fork server {fork['pid']}"]
 
 
 def _reap_local_ray(session: str) -> list[str]:

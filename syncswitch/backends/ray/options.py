@@ -63,7 +63,7 @@ def _seconds(value: Any, field: str) -> float:
 
 
 VALIDATORS = {"address": _address, "resources_per_node": _resources, "shared_filesystem": _bool,
-              "warm_spare": _bool, "placement_timeout_s": _seconds, "ready_timeout_s": _seconds}
+              "warm_spare": _bool, "fork_server": _bool, "placement_timeout_s": _seconds, "ready_timeout_s": _seconds}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -72,6 +72,7 @@ class RayConfig:
     resources: dict = dataclasses.field(default_factory=lambda: dict(DEFAULT_RESOURCES))
     shared_filesystem: bool | None = None  # None: decided from where the nodes are (all on this machine)
     warm_spare: bool = True
+    fork_server: bool = True  # nodes on the manager's machine fork their tasks from one TensorFlow import
     placement_timeout_s: float = DEFAULT_PLACEMENT_TIMEOUT_S
     ready_timeout_s: float = DEFAULT_READY_TIMEOUT_S
 
@@ -86,6 +87,6 @@ def resolve(options: dict[str, Any]) -> RayConfig:
     return RayConfig(address=options.get("address"),
                      resources=dict(options.get("resources_per_node") or DEFAULT_RESOURCES),
                      shared_filesystem=options.get("shared_filesystem"),
-                     warm_spare=options.get("warm_spare", True),
+                     warm_spare=options.get("warm_spare", True), fork_server=options.get("fork_server", True),
                      placement_timeout_s=options.get("placement_timeout_s", DEFAULT_PLACEMENT_TIMEOUT_S),
                      ready_timeout_s=options.get("ready_timeout_s", DEFAULT_READY_TIMEOUT_S))

@@ -41,3 +41,10 @@ def shortfall(alive_nodes: list[dict], bundle: dict[str, float], count: int) -> 
                      for n in alive_nodes) or "none"
     return (f"the Ray cluster has room for {total} node(s) of {describe(bundle)} ({len(alive_nodes)} alive Ray "
             f"node(s), with {have})")
+
+
+def unseen_checkpoint_dir(index: int, host: str, folder: str) -> str:
+    """The error for a node that does not see the run's checkpoint.dir folder the manager made."""
+    return (f"checkpoint.dir: node {index} (Ray node {host}) does not see {folder}, which the manager just made: "
+            "the path is on the manager's own disk, not on a mount every node shares; mount one shared "
+            "filesystem (NFS, Filestore, a bucket through gcsfuse) at the same path on every node")

@@ -7,6 +7,7 @@ import time
 import pytest
 
 NODES, CPUS_PER_NODE = 3, 1
+NODE_ARGS = {"num_cpus": CPUS_PER_NODE, "object_store_memory": 80 * 1024 * 1024}
 
 
 @pytest.fixture(scope="module")
@@ -16,8 +17,11 @@ def ray_cluster():
     saved = {k: os.environ.get(k) for k in ("RAY_USAGE_STATS_ENABLED",)}
     os.environ["RAY_USAGE_STATS_ENABLED"] = "0"
     # Ray binds its nodes to the machine's address (it turns 127.0.0.1 into that address when it connects).
-    args = {"num_cpus": CPUS_PER_NODE, "object_store_memory": 80 * 1024 * 1024}
-    cluster = Cluster(initialize_head=True, head_node_args={**args, "include_dashboard": False})
+    args = NODE_ARGS
+    # A dead raylet is noticed after 5 failed health checks: 5 s at this period instead of Ray's default 15 s.
+    config = {"health_check_period_ms": 1000}
+    cluster = Cluster(initialize_head=True, head_node_args={**args, "include_dashboard": False,
+                                                            "_system_config": config})
     try:
         for _ in range(NODES - 1):
             cluster.add_node(**args)

@@ -1,5 +1,6 @@
 """The ray backend on a real 3-node Ray cluster: the quickstart completes one node per Ray node; a job bigger
-than the cluster fails in bounded time; a node whose actor dies mid-run is replaced and the run completes."""
+than the cluster fails in bounded time; a node whose actor dies, or whose whole Ray node is lost, is replaced and
+the run completes; a killed manager's run resumes."""
 
 import json
 import os
@@ -10,11 +11,11 @@ import time
 import pytest
 
 from bench.chaos import Killer
-from bench.ray_backend import ActorKiller
+from bench.ray_backend import ActorKiller, NodeRemover
 from syncswitch import spec as specmod
 from syncswitch.cluster_manager import submission
 from syncswitch.errors import ClusterError
-from tests.backends.ray.conftest import NODES, cluster_is_clean
+from tests.backends.ray.conftest import NODE_ARGS, NODES, cluster_is_clean
 from tests.conftest import ROOT
 
 pytestmark = [pytest.mark.cluster, pytest.mark.ray]
@@ -58,6 +59,25 @@ def test_a_job_bigger_than_the_cluster_fails_in_bounded_time(ray_cluster, write_
     assert cluster_is_clean(ray_cluster.address) == ""
 
 
+def test_a_checkpoint_dir_a_node_does_not_see_fails_naming_the_node(ray_cluster, tmp_path, no_leftovers):
+    """What each node's actor checks: that it sees the run's checkpoint.dir folder the manager made. On one
+    machine every node sees every path, so the folder a remote node would not see is one that is not there."""
+    from syncswitch.backends import ProvisionRequest
+    from syncswitch.backends.ray import RayBackend
+
+    unseen = str(tmp_path / "only-on-the-manager" / "run-0123456789")
+    backend = RayBackend()
+    request = ProvisionRequest("ckdir", NODES, "t0ken", str(tmp_path / "run"),
+                               {"address": ray_cluster.address},
+                               checkpoint_dir=unseen)
+    with pytest.raises(ClusterError) as info:
+        backend.provision(request)
+    assert str(info.value).startswith(f"checkpoint.dir: node 0 (Ray node {ray_cluster.address.split(':')[0]}) "
+                                      f"does not see {unseen}, which the manager just made")
+    assert "mount one shared filesystem" in str(info.value)
+    assert cluster_is_clean(ray_cluster.address) == ""
+
+
 def test_a_node_whose_actor_dies_is_replaced_and_the_run_completes(ray_cluster, write_spec, tmp_path,
                                                                     no_leftovers):
     run = tmp_path / "run"
@@ -97,4 +117,35 @@ def test_resume_after_the_manager_is_killed(ray_cluster, write_spec, tmp_path, n
     assert summary["status"] == "completed" and summary["backend"] == "ray"
     (resumed,) = summary["resumes"]
     assert resumed["checkpoint_fraction"] >= 0.3
+    assert cluster_is_clean(ray_cluster.address) == ""
+
+
+@pytest.mark.slow  # not yet seen passing: its first run found the recovery bug fixed since (see the 11-26 notebook)
+def test_a_lost_ray_node_is_replaced_and_restored_from_checkpoint_dir(ray_cluster, write_spec, tmp_path,
+                                                                     no_leftovers):
+    """A whole Ray node goes (its raylet SIGKILLed): its bundle moves to the Ray node added for it, the new
+    actor's agent restores from the last checkpoint in checkpoint.dir (the run folder is not shared here)."""
+    ray_cluster.add_node(**NODE_ARGS)  # room for the lost node's bundle; the cluster has NODES alive after
+    ray_cluster.wait_for_nodes()
+    run, shared = tmp_path / "run", tmp_path / "shared"
+    spec = specmod.load(quickstart(write_spec, ray_cluster.address, shared_filesystem=False),
+                        ["checkpoint.every=0.1", f"checkpoint.dir={shared}"])
+    remover = NodeRemover(ray_cluster, str(run), at=0.45)
+    remover.start()
+    try:
+        summary = submission.submit(spec, str(run), progress=False)
+    finally:
+        remover.done.set()
+    assert remover.killed_at is not None, "no Ray node was removed"
+    assert summary["status"] == "completed", summary["message"]
+    (failure,) = summary["failures"]
+    assert failure["node"] == remover.node and failure["agent_replaced"], failure
+    assert failure["samples_lost"] <= (0.1 + 0.05) * summary["total_samples"]
+    assert summary["final_accuracy"] > 0.6
+    journal = json.loads((run / "ray-nodes.json").read_text())
+    assert journal["agents"][str(remover.node)]["node_id"] != remover.removed_node_id  # moved to a live node
+    (folder,) = shared.iterdir()  # the run's own folder in checkpoint.dir holds every checkpoint
+    assert json.loads((folder / "durable.json").read_text())["checkpoints"]
+    assert list(folder.glob("model-f1.ckpt-*.index")), "no checkpoint after the recovery"
+    assert not (run / "checkpoints").exists()
     assert cluster_is_clean(ray_cluster.address) == ""
