@@ -387,7 +387,8 @@ FIGURES = (
 PEER_NAMES = {"single": "one process alone", "mwms": "TensorFlow's MultiWorkerMirroredStrategy",
               "ps-strategy": "TensorFlow's ParameterServerStrategy with a ClusterCoordinator (asynchronous)",
               "bsp": "syncswitch BSP by all-reduce", "asp": "syncswitch ASP",
-              "default": "syncswitch's default switch (BSP by all-reduce until 0.25, then `local-sgd`)"}
+              "default": "syncswitch's default switch (BSP by all-reduce until the switch rule's point, 0.25 at the "
+                         "earliest, then `local-sgd` averaging by all-reduce every 2 steps)"}
 
 
 def peers_cell(doc: dict) -> str:
@@ -441,16 +442,18 @@ FIGURES += (
            "python -m bench switch-overhead --repeats 1 --sizes 4 (per tree, interleaved, under /work/bin/quiet)",
            core_overhead_render, commit="6605dd6", note="Two rounds: a check that the refactor cost nothing."),
     Figure("peers", "Against what TensorFlow users run: MultiWorkerMirroredStrategy and one process",
-           ("peers-mnist1d-4workers-2026-11-25.json", "peers-resnet-unbudgeted-2026-11-26.json"),
-           ("python -m bench peers --seeds 1,2,3 (then --seeds 4,5) --variants single,mwms,bsp,asp,default",
+           ("peers-mnist1d-unbudgeted-2026-11-26.json", "peers-resnet-unbudgeted-2026-11-26.json"),
+           ("python -m bench peers --job jobs/mnist1d_cnn.yaml --seeds S --variants single,mwms,bsp,default "
+            "--target 0.95 --add-to F (one seed per call, S = 1..5, under /work/bin/quiet)",
             "python -m bench peers --job jobs/resnet_synthetic.yaml --seeds 1 --variants single,mwms,bsp,default "
             "--target 0.9 (under /work/bin/quiet)"), peers_render,
            headline=peers_headline,
-           note="MNIST-1D: five seeds (2026-11-25, Keras 3 peers); seeds 4-5 ran beside other jobs (load 5-15), "
-                "which slowed every variant of those seeds. The synthetic ResNet: ONE seed so far (2026-11-26, "
-                "tf-keras peers, the script's own ResNet class): not a settled figure; its MWMS run ended at 0.853 "
-                "and never reached 0.9, so its TTA ratios are empty. syncswitch's bsp and default runs use BSP's "
-                "all-reduce path (allreduce: true), which is opt-in."),
+           note="MNIST-1D: five seeds on the code where all-reduce is BSP's default and local-sgd averages by "
+                "all-reduce (seed 1 at a0cd1c3, seeds 2-5 at 0910158: same engine); the load average during each "
+                "run was 3.5-7.3, the run's own processes. The synthetic ResNet: ONE seed so far (2026-11-26, "
+                "tf-keras peers, the script's own ResNet class), with BSP's all-reduce path asked for before it was "
+                "the default: not a settled figure; its MWMS run ended at 0.853 and never reached 0.9, so its TTA "
+                "ratios are empty."),
     Figure("ray", "The ray backend against the local one (quickstart, 3 nodes, 5 seeds)",
            ("ray-compare-2026-11-26.json", "ray-recovery-2026-11-25.json", "ray-fanout-2026-11-26.json"),
            ("python -m bench ray-backend compare --seeds 5 (under /work/bin/quiet)",
