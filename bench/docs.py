@@ -447,14 +447,14 @@ FIGURES += (
            ("python -m bench peers --job jobs/mnist1d_cnn.yaml --seeds S --variants single,mwms,bsp,default "
             "--target 0.95 --add-to F (one seed per call, S = 1..5, under /work/bin/quiet)",
             "python -m bench peers --job jobs/mnist1d_cnn.yaml --cpus-per-node 0.4 --seeds S --variants "
-            "single,mwms,bsp,default --target 0.95 --add-to F (one seed per call, S = 1..3, under /work/bin/quiet)",
+            "single,mwms,bsp,default --target 0.95 --add-to F (one seed per call, S = 1..5, under /work/bin/quiet)",
             "python -m bench peers --job jobs/resnet_synthetic.yaml --seeds 1 --variants single,mwms,bsp,default "
             "--target 0.9 (under /work/bin/quiet)"), peers_render,
            headline=peers_headline,
            note="MNIST-1D: five seeds on the code where all-reduce is BSP's default and local-sgd averages by "
                 "all-reduce (seed 1 at a0cd1c3, seeds 2-5 at 0910158: same engine); the load average during each "
                 "run was 3.5-7.3, the run's own processes. MNIST-1D at 0.4 CPU per node "
-                "(each peer process, each syncswitch node in its own cgroup): THREE seeds so far, at 9c4e5dc. "
+                "(each peer process, each syncswitch node in its own cgroup): five seeds (1-3 at 9c4e5dc, 4-5 at 03ec57b). "
                 "The synthetic ResNet: ONE seed so far (2026-11-26, "
                 "tf-keras peers, the script's own ResNet class), with BSP's all-reduce path asked for before it was "
                 "the default: not a settled figure; its MWMS run ended at 0.853 and never reached 0.9, so its TTA "
