@@ -78,16 +78,21 @@ def test_a_checkpoint_dir_a_node_does_not_see_fails_naming_the_node(ray_cluster,
     assert cluster_is_clean(ray_cluster.address) == ""
 
 
+def submit_while(killer, spec, run) -> dict:
+    """Runs the job in this process while `killer` (a thread that strikes at a fraction) watches it."""
+    killer.start()
+    try:
+        return submission.submit(spec, str(run), progress=False)
+    finally:
+        killer.done.set()
+
+
 def test_a_node_whose_actor_dies_is_replaced_and_the_run_completes(ray_cluster, write_spec, tmp_path,
                                                                     no_leftovers):
     run = tmp_path / "run"
     spec = specmod.load(quickstart(write_spec, ray_cluster.address), ["checkpoint.every=0.1"])
     killer = ActorKiller(run, node=1, at=0.45)
-    killer.start()
-    try:
-        summary = submission.submit(spec, str(run), progress=False)
-    finally:
-        killer.done.set()
+    summary = submit_while(killer, spec, run)
     assert killer.killed_at is not None, "the actor was never killed"
     assert summary["status"] == "completed", summary["message"]
     (failure,) = summary["failures"]
@@ -133,11 +138,7 @@ def test_a_lost_ray_node_is_replaced_and_restored_from_checkpoint_dir(ray_cluste
     spec = specmod.load(quickstart(write_spec, ray_cluster.address, shared_filesystem=False),
                         ["checkpoint.every=0.1", f"checkpoint.dir={shared}"])
     remover = NodeRemover(ray_cluster, str(run), at=0.45)
-    remover.start()
-    try:
-        summary = submission.submit(spec, str(run), progress=False)
-    finally:
-        remover.done.set()
+    summary = submit_while(remover, spec, run)
     assert remover.killed_at is not None, "no Ray node was removed"
     assert summary["status"] == "completed", summary["message"]
     (failure,) = summary["failures"]
