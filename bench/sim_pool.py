@@ -5,7 +5,10 @@ free(), inside TensorFlow's prefetch of the training stream), so the benches do 
 process. A child serves the runs one at a time (replaced after `recycle` runs, so no process lives long), and the
 parent watches the run's folder: when it has not grown for `stall_s` seconds, or the child died, the child is
 killed and the run retried in a fresh one (at most `retries` times). The child runs TensorFlow with one thread per
-pool and glibc with at most two malloc arenas: fewer threads freeing into fewer arenas.
+pool and glibc with at most two malloc arenas: fewer threads freeing into fewer arenas. One thread also makes a
+run's bits independent of the machine's core count; they are not those of `syncswitch simulate` (TensorFlow's
+default pools) wherever the thread count changes an op's rounding (the digits CNN's convolutions do; the digits
+MLP does not), and an asynchronous run, chaotic, can then end elsewhere: same seed, another draw.
 """
 
 from __future__ import annotations

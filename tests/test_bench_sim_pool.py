@@ -95,7 +95,8 @@ def test_the_child_is_replaced_after_its_runs(tmp_path):
 
 
 def test_a_simulated_run_in_the_child_is_the_run_in_this_process(digits_job, tmp_path):
-    """One TensorFlow thread and two malloc arenas in the child change nothing of the run: same evaluations."""
+    """The child runs the bench's own code on its own data: the same run as here, same evaluations (on this MLP one
+    TensorFlow thread rounds as the default pools do; a convolution's rounding can differ)."""
     import json
 
     from bench.scale import run_one
