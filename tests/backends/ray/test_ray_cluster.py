@@ -125,7 +125,6 @@ def test_resume_after_the_manager_is_killed(ray_cluster, write_spec, tmp_path, n
     assert cluster_is_clean(ray_cluster.address) == ""
 
 
-@pytest.mark.slow  # passes since the agent dies with its Ray worker; slow until seen reliable (notebook 11-26-2)
 def test_a_lost_ray_node_is_replaced_and_restored_from_checkpoint_dir(ray_cluster, write_spec, tmp_path,
                                                                      no_leftovers):
     """A whole Ray node goes (its raylet SIGKILLed): its bundle moves to the Ray node added for it, the new
