@@ -319,9 +319,16 @@ def ray_render(docs: list[dict]) -> list[str]:
         "", f"Ray over local: first step {x(compare['ratios_ray_over_local']['submit_to_first_step_s'])} "
             f"({compare['first_step_gap_s']:+.1f} s on the medians), switch overhead "
             f"{x(compare['ratios_ray_over_local']['switch_overhead_s'])}{fan}.",
-        "", f"A node's Ray actor SIGKILLed at 45%: every worker training again after "
-            f"{spread_text(recovery['recovered_after_s'], 1)} s, {recovery['completed']}/{len(recovery['runs'])} runs "
-            f"completed, {spread_text(recovery['lost_fraction'], 4)} of the workload trained twice."]
+        "", f"A node lost at {recovery['at'] * 100:.0f}% of the workload (checkpoint every "
+            f"{recovery['checkpoint_every'] * 100:.0f}%; Ray's health check every "
+            f"{recovery['ray_health_check_period_ms'] / 1000:g} s, a silent node declared dead after 5). "
+            "Noticed after: from the node's last event to the manager's notice; training again after: from that "
+            "notice to every worker training again; and the share of the workload trained twice:",
+        ""] + table(["what was lost", "runs completed", "noticed after s", "training again after s",
+                     "workload trained twice"],
+                    [[kill["what"], f"{kill['completed']}/{len(kill['runs'])}",
+                      spread_text(kill["detected_after_s"], 1), spread_text(kill["recovered_after_s"], 1),
+                      spread_text(kill["lost_fraction"], 4)] for kill in recovery["kills"].values()])
 
 
 def sim_vs_real_render(docs: list[dict]) -> list[str]:
@@ -461,13 +468,14 @@ FIGURES += (
                 "the default: not a settled figure; its MWMS run ended at 0.853 and never reached 0.9, so its TTA "
                 "ratios are empty."),
     Figure("ray", "The ray backend against the local one (quickstart, 3 nodes, 5 seeds)",
-           ("ray-compare-2026-11-26.json", "ray-recovery-2026-11-25.json", "ray-fanout-2026-11-26.json"),
+           ("ray-compare-2026-11-26.json", "ray-recovery-2026-11-26.json", "ray-fanout-2026-11-26.json"),
            ("python -m bench ray-backend compare --seeds 5 (under /work/bin/quiet)",
-            "python -m bench ray-backend recovery --runs 5",
+            "python -m bench ray-backend recovery --runs 2 --first-seed 1, then --runs 3 --first-seed 3 --add-to "
+            "the first's file (under /work/bin/quiet)",
             "python -m bench ray-backend fanout --agents 8 --repeats 20 (under /work/bin/quiet)"),
-           ray_render, commit="1bcaeeb",
-           note="Compare and fan-out measured 2026-11-26 with the fork server for co-located nodes; the recovery "
-                "figure is 2026-11-25's (commit 1bcaeeb), before it."),
+           ray_render,
+           note="Measured 2026-11-26 with the fork server for co-located nodes; recovery at commit 616a308, after the "
+                "fix that makes a lost Ray node's agent and task die with it."),
     Figure("scale", "Scale in the simulator: 2 to 64 workers",
            ("scale-quickstart-2026-11-26.json", "scale-digits-cnn-2026-11-25.json"),
            ("python -m bench scale --jobs quickstart --workers 2,8,32,64 --seeds 5 (seeds 0-1 finished)",

@@ -1,7 +1,7 @@
 """The ray backend against the local backend, side by side on one machine.
 
     python -m bench.ray_backend compare --seeds 5     # quickstart on 3 nodes: local, then ray, per seed
-    python -m bench.ray_backend recovery --runs 5     # quickstart on ray; node 1's actor SIGKILLed at 45%
+    python -m bench.ray_backend recovery --runs 5     # quickstart struck at 45%: local agent, Ray actor, Ray node
     python -m bench.ray_backend fanout --agents 8     # Status to 8 agents of each backend, Actuator and serial
 
 The Ray cluster is real: `ray.cluster_utils.Cluster` with three raylets on this machine (1 CPU each), started
@@ -21,6 +21,8 @@ import time
 from bench import common
 
 NODES = 3
+NODE_ARGS = {"num_cpus": 1, "object_store_memory": 80 * 1024 * 1024}
+HEALTH_CHECK_PERIOD_MS = 1000
 RESULTS = os.path.join(common.ROOT, "bench", "results")
 
 
@@ -90,10 +92,13 @@ def start_cluster():
     from ray.cluster_utils import Cluster
 
     os.environ["RAY_USAGE_STATS_ENABLED"] = "0"
-    args = {"num_cpus": 1, "object_store_memory": 80 * 1024 * 1024}
-    cluster = Cluster(initialize_head=True, head_node_args={**args, "include_dashboard": False})
+    # Ray declares a silent node dead after 5 failed health checks: 5 s at this period (Ray's default is 3 s, so
+    # 15 s); a lost Ray node's bundle moves only then. The same setting as the tests' cluster.
+    config = {"health_check_period_ms": HEALTH_CHECK_PERIOD_MS}
+    cluster = Cluster(initialize_head=True, head_node_args={**NODE_ARGS, "include_dashboard": False,
+                                                            "_system_config": config})
     for _ in range(NODES - 1):
-        cluster.add_node(**args)
+        cluster.add_node(**NODE_ARGS)
     cluster.wait_for_nodes()
     return cluster
 
@@ -140,24 +145,58 @@ def compare(cluster, seeds: int, work: str) -> dict:
     return out
 
 
-def recovery(cluster, runs: int, work: str) -> dict:
+AT = 0.45  # where the recovery runs are struck: in the ASP phase, between two checkpoints
+KILLS = {
+    "local": "local backend: node 1's agent SIGKILLed (its forked task dies with it)",
+    "ray-actor": "ray backend: node 1's Ray actor SIGKILLed (its agent and task die with it)",
+    "ray-node": "ray backend: a whole Ray node removed (Cluster.remove_node SIGKILLs its raylet and processes)",
+}
+
+
+def _kill_run(kind: str, cluster, seed: int, run_dir: str) -> dict:
+    """One quickstart run (checkpoint every 10%) struck at AT by `kind`; its row."""
+    from bench.chaos import Killer
+
+    if kind == "local":
+        killer, backend = Killer(run_dir, "agent", 1, AT), "local"
+    elif kind == "ray-actor":
+        killer, backend = ActorKiller(run_dir, node=1, at=AT), "ray"
+    else:  # a 4th Ray node, for the lost one's bundle: the cluster has NODES alive again after the removal
+        cluster.add_node(**NODE_ARGS)
+        cluster.wait_for_nodes()
+        killer, backend = NodeRemover(cluster, run_dir, at=AT), "ray"
+    killer.start()
+    try:
+        summary = submit(backend, seed, run_dir, cluster.address, ("checkpoint.every=0.1",))
+    finally:
+        killer.done.set()
+    failure = (summary["failures"] or [{}])[0]
+    struck = killer.fraction if kind == "local" else killer.killed_at
+    return {"kind": kind, "seed": seed, **_row(summary), "killed_at": struck,
+            "detected_after_s": failure.get("detected_after_s"), "recovered_after_s": failure.get("recovered_after_s"),
+            "lost_fraction": failure.get("samples_lost", 0) / summary["total_samples"]}
+
+
+def recovery(cluster, runs: int, work: str, kinds: list[str], first_seed: int = 1, add_to: str | None = None) -> dict:
+    """Each kind of kill, `runs` seeds from `first_seed`, kinds interleaved per seed; with `add_to`, the runs of
+    that result file too (a long measurement split into calls)."""
     rows = []
-    for seed in range(1, runs + 1):
-        run_dir = os.path.join(work, f"kill-{seed}")
-        killer = ActorKiller(run_dir, node=1, at=0.45)
-        killer.start()
-        try:
-            summary = submit("ray", seed, run_dir, cluster.address, ("checkpoint.every=0.1",))
-        finally:
-            killer.done.set()
-        failure = (summary["failures"] or [{}])[0]
-        rows.append({"seed": seed, **_row(summary), "killed_at": killer.killed_at,
-                     "recovered_after_s": failure.get("recovered_after_s"),
-                     "lost_fraction": failure.get("samples_lost", 0) / summary["total_samples"]})
-        print("kill", seed, rows[-1]["status"], rows[-1]["recovered_after_s"], rows[-1]["lost_fraction"], flush=True)
-    return {"runs": rows, "checkpoint_every": 0.1, "recovered_after_s": stats([r["recovered_after_s"] for r in rows]),
-            "lost_fraction": stats([r["lost_fraction"] for r in rows]),
-            "completed": sum(r["status"] == "completed" for r in rows)}
+    if add_to:
+        with open(add_to, encoding="utf-8") as fh:
+            rows = [row for kind in json.load(fh)["kills"].values() for row in kind["runs"]]
+    for seed in range(first_seed, first_seed + runs):
+        for kind in kinds:
+            rows.append(_kill_run(kind, cluster, seed, os.path.join(work, f"{kind}-{seed}")))
+            print(kind, seed, rows[-1]["status"], rows[-1]["recovered_after_s"], rows[-1]["lost_fraction"], flush=True)
+    out = {"at": AT, "checkpoint_every": 0.1, "ray_health_check_period_ms": HEALTH_CHECK_PERIOD_MS, "kills": {}}
+    for kind in KILLS:
+        mine = sorted((r for r in rows if r["kind"] == kind), key=lambda r: r["seed"])
+        if mine:
+            out["kills"][kind] = {
+                "what": KILLS[kind], "runs": mine, "completed": sum(r["status"] == "completed" for r in mine),
+                **{key: stats([r[key] for r in mine]) for key in ("recovered_after_s", "detected_after_s",
+                                                                  "lost_fraction")}}
+    return out
 
 
 class Fleet:
@@ -227,9 +266,17 @@ def add_options(parser) -> None:
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--agents", type=int, default=8, help="fanout: agents per backend (the quick bench's 8)")
     parser.add_argument("--repeats", type=int, default=20, help="fanout: timed rounds per backend and mode")
+    parser.add_argument("--kills", default=",".join(KILLS),
+                        help=f"recovery: the kinds of kill, comma-separated, from {', '.join(KILLS)}")
+    parser.add_argument("--first-seed", type=int, default=1, help="recovery: the first run's seed")
+    parser.add_argument("--add-to", help="recovery: a result file whose runs this call's join")
 
 
 def run_part(args, root) -> dict:
+    kinds = [k.strip() for k in args.kills.split(",") if k.strip()]
+    unknown = [k for k in kinds if k not in KILLS]
+    if unknown:  # before a cluster starts
+        raise SystemExit(f"--kills: unknown {', '.join(unknown)}; valid are {', '.join(KILLS)}")
     cluster = start_cluster()
     try:
         if args.what == "fanout":
@@ -237,11 +284,15 @@ def run_part(args, root) -> dict:
         elif args.what == "compare":
             result = compare(cluster, args.seeds, root)
         else:
-            result = recovery(cluster, args.runs, root)
+            result = recovery(cluster, args.runs, root, kinds, args.first_seed, args.add_to)
     finally:
         cluster.shutdown()
-    result["command"] = f"python -m bench ray-backend {args.what} --seeds {args.seeds} --runs {args.runs}" + \
-        (f" --agents {args.agents} --repeats {args.repeats}" if args.what == "fanout" else "")
+    if args.what == "recovery":
+        result["command"] = f"python -m bench ray-backend recovery --runs {args.runs} --kills {args.kills} " \
+                            f"--first-seed {args.first_seed}" + (f" --add-to {args.add_to}" if args.add_to else "")
+    else:
+        result["command"] = f"python -m bench ray-backend {args.what} --seeds {args.seeds}" + \
+            (f" --agents {args.agents} --repeats {args.repeats}" if args.what == "fanout" else "")
     return result
 
 

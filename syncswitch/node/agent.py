@@ -29,6 +29,7 @@ from syncswitch.wire import agent_pb2 as pb
 from syncswitch.wire import agent_pb2_grpc as pb_grpc
 from syncswitch.wire import bundle as bundlemod
 from syncswitch.wire import codec
+from syncswitch.wire.client import server_keepalive_options
 from syncswitch.wire.token import TOKEN_HEADER
 
 CHUNK_BYTES = 1 << 20  # FetchCheckpoint's chunk size: well under gRPC's 4 MiB message limit
@@ -306,7 +307,9 @@ def make_server(agent: Agent, token: str, host: str, port: int, on_shutdown=lamb
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=16), interceptors=[TokenInterceptor(token)],
                          options=[("grpc.so_reuseport", 0),
                                   # A launch request carries the script's folder (wire/bundle.py, up to its limit).
-                                  ("grpc.max_receive_message_length", 2 * bundlemod.LIMIT_BYTES)])
+                                  ("grpc.max_receive_message_length", 2 * bundlemod.LIMIT_BYTES),
+                                  # the manager's pings, which tell it this node is still there
+                                  *server_keepalive_options()])
     pb_grpc.add_NodeAgentServicer_to_server(AgentServicer(agent, on_shutdown), server)
     try:
         bound = server.add_insecure_port(f"{host}:{port}")

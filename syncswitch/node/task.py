@@ -25,6 +25,7 @@ from syncswitch.wire import saved as saved_record
 
 _EVENTS = None  # the event stream: the process's stdout as it started (startup.take_stdout, in main)
 _EMIT_LOCK = threading.Lock()
+AGENT_GONE_EXIT = 1  # no one reads it: the agent that would report it is gone
 
 
 def emit(event: pb.Event) -> None:
@@ -283,7 +284,13 @@ def _read_commands(holder: dict, commands: "queue.Queue[pb.Command]") -> None:
         task = holder.get("task")
         if task is None or not task.on_immediate(cmd):
             commands.put(cmd)
-    commands.put(pb.Command(stop=pb.Stop()))  # agent went away
+    # The agent is gone: only its death closes this pipe (it stops a task with a Stop, then waits for it, before
+    # it ends). A node whose agent died is lost, as if its machine were: end now, as every process of a lost
+    # machine does, not at the next step boundary; a task left training would keep the run going on a node the
+    # manager can no longer reach (a Ray node removed with its raylet and agent).
+    sys.stderr.write("syncswitch task: the node's agent is gone (its pipe closed): exiting at once\n")
+    sys.stderr.flush()
+    os._exit(AGENT_GONE_EXIT)
 
 
 def _error_kind(exc) -> int:

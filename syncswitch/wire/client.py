@@ -13,15 +13,37 @@ from syncswitch.wire import agent_pb2_grpc as pb_grpc
 from syncswitch.wire.token import TOKEN_HEADER
 
 
+# A node that vanishes (a machine powered off, a network cut) sends no reset: without pings, its event stream would
+# wait for TCP's own timeouts, many minutes. With them the stream breaks about KEEPALIVE_S + its timeout after the
+# last answer, and the manager treats the node as lost. The agent's server admits pings this often.
+KEEPALIVE_S = 5.0
+KEEPALIVE_TIMEOUT_S = 10.0  # generous: a loaded machine may take seconds to answer, and a false loss costs a restart
+
+
+def keepalive_options(every_s: float = KEEPALIVE_S, timeout_s: float = KEEPALIVE_TIMEOUT_S) -> list[tuple]:
+    """The client channel's options: ping every `every_s` while a call (the event stream) is open, even when no
+    data flows (a long graph build), and give up after `timeout_s` without an answer."""
+    return [("grpc.keepalive_time_ms", int(every_s * 1000)), ("grpc.keepalive_timeout_ms", int(timeout_s * 1000)),
+            ("grpc.http2.max_pings_without_data", 0), ("grpc.http2.ping_timeout_ms", int(timeout_s * 1000))]
+
+
+def server_keepalive_options(min_every_s: float = 1.0) -> list[tuple]:
+    """The agent server's options: admit a client's pings as often as every `min_every_s`, without data, and never
+    answer them with GOAWAY (gRPC's defaults allow one every 5 minutes)."""
+    return [("grpc.http2.min_recv_ping_interval_without_data_ms", int(min_every_s * 1000)),
+            ("grpc.http2.max_ping_strikes", 0)]
+
+
 class AgentClient:
     """One agent's stub with the job token attached to every call."""
 
-    def __init__(self, index: int, address: str, token: str, timeout_s: float = 30.0):
+    def __init__(self, index: int, address: str, token: str, timeout_s: float = 30.0,
+                 keepalive_s: float = KEEPALIVE_S, keepalive_timeout_s: float = KEEPALIVE_TIMEOUT_S):
         self.index = index
         self.address = address
         self.timeout_s = timeout_s
         self._metadata = ((TOKEN_HEADER, token),)
-        self._channel = grpc.insecure_channel(address)
+        self._channel = grpc.insecure_channel(address, options=keepalive_options(keepalive_s, keepalive_timeout_s))
         self._stub = pb_grpc.NodeAgentStub(self._channel)
 
     def _call(self, method: str, request, timeout_s: float | None = None):

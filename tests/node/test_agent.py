@@ -96,3 +96,55 @@ def test_a_script_name_outside_its_bundle_is_an_invalid_argument(served):
     with pytest.raises(ClusterError, match="INVALID_ARGUMENT: script '../x.py' is not inside its bundle"):
         client.launch("../x.py", b"", pb.Launch(), bundle=b"PK\x05\x06" + b"\x00" * 18)
     client.close()
+
+
+def _agent_process(tmp_path):
+    """A real agent server in a process of its own (no training task), and its address."""
+    import subprocess
+    import sys
+
+    code = ("import sys, threading\nfrom syncswitch.node.agent import Agent, make_server\n"
+            f"agent = Agent({str(tmp_path)!r}, 0, 0, spare=False, prewarm=False)\n"
+            "server, port = make_server(agent, 'secret-token', '127.0.0.1', 0)\nserver.start()\n"
+            "print(port, flush=True)\nthreading.Event().wait()\n")
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    return proc, f"127.0.0.1:{int(proc.stdout.readline())}"
+
+
+def test_a_frozen_agent_breaks_its_event_stream_within_the_keepalive(tmp_path):
+    """A node that vanishes sends no reset (a frozen process stands in for a machine gone off the network: the
+    kernel still holds its socket open, but nothing answers): the manager's pings break the stream, a lost node,
+    instead of a stream that waits forever. The agent's server admits pings this often (no GOAWAY)."""
+    import signal
+    import threading
+    import time
+
+    proc, address = _agent_process(tmp_path)
+    client = AgentClient(0, address, "secret-token", keepalive_s=0.5, keepalive_timeout_s=1.0)
+    broke: list = []
+
+    def follow():
+        try:
+            for _ in client.events():
+                pass
+        except ClusterError as exc:
+            broke.append((time.time(), str(exc)))
+
+    try:
+        threading.Thread(target=follow, daemon=True).start()
+        assert client.status(timeout_s=10).state == pb.TASK_STATE_IDLE
+        time.sleep(3.0)  # pings answered for several intervals: no GOAWAY, the stream stays open
+        assert not broke, broke
+        proc.send_signal(signal.SIGSTOP)
+        frozen = time.time()
+        deadline = frozen + 20
+        while not broke and time.time() < deadline:
+            time.sleep(0.1)
+        assert broke, "the stream to a frozen agent did not break"
+        when, message = broke[0]
+        assert when - frozen < 10, when - frozen
+        assert "event stream broke: UNAVAILABLE" in message
+    finally:
+        client.close()
+        proc.kill()
+        proc.wait()

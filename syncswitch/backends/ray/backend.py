@@ -6,6 +6,7 @@ import logging
 import math
 import os
 import socket
+import time
 from typing import Any
 
 from syncswitch.backends.base import (
@@ -202,7 +203,7 @@ class RayBackend(Backend):
     def lost_reason(self, index: int) -> str | None:
         """What Ray says of node `index`: its Ray node gone, its actor dead, or its agent exited."""
         ray, info = self._ray, self._infos[index]
-        node = next((n for n in ray.nodes() if n.get("NodeID") == info.get("node_id")), None)
+        node = self._ray_node(info.get("node_id"))
         if node is not None and not node.get("Alive"):
             return f"Ray node {info['node_id'][:12]} ({info['host']}) is dead"
         try:
@@ -220,12 +221,37 @@ class RayBackend(Backend):
             ray.kill(self._actors[index], no_restart=True)  # its agent exits with it
         except (ValueError, ray.exceptions.RayError) as exc:  # already dead: nothing to kill
             log.debug("ray: killing node %d's old actor: %s", index, exc)
+        self._await_declared_dead(index)
         if not self._pg.wait(timeout_seconds=cfg.placement_timeout_s):
             raise ClusterError(f"node {index}: the Ray cluster has no room for its bundle of "
                                f"{placement.describe(cfg.bundle)} within {cfg.placement_timeout_s:.0f} s")
         node = self._finish_start(index, self._start_actor(index))
         self._event(f"node {index}: replacement actor on Ray node {node.resource_id} at {node.agent_address}")
         return node
+
+    def _ray_node(self, node_id: str | None) -> dict | None:
+        return next((n for n in self._ray.nodes() if n.get("NodeID") == node_id), None)
+
+    def _await_declared_dead(self, index: int) -> None:
+        """Where node `index`'s Ray node is itself gone (its raylet does not answer) but Ray still counts it alive,
+        wait until Ray's health checks declare it dead: only then does Ray move its bundle to a live node, and an
+        actor placed in the bundle before that dies unstarted with the node ("The actor died unexpectedly")."""
+        info = self._infos[index]
+        node = self._ray_node(info.get("node_id"))
+        if node is None or not node.get("Alive") or _answers(node.get("NodeManagerAddress", ""),
+                                                             node.get("NodeManagerPort", 0)):
+            return
+        timeout_s = self._cfg.placement_timeout_s
+        self._event(f"node {index}: Ray node {info['node_id'][:12]} ({info['host']}) does not answer: waiting up "
+                    f"to {timeout_s:.0f} s for Ray to declare it dead and move its bundle")
+        deadline = time.time() + timeout_s
+        while time.time() < deadline:
+            node = self._ray_node(info.get("node_id"))
+            if node is None or not node.get("Alive"):
+                return
+            time.sleep(0.2)
+        raise ClusterError(f"node {index}: Ray node {info['node_id'][:12]} ({info['host']}) does not answer, yet "
+                           f"Ray still counted it alive after {timeout_s:.0f} s (cluster.placement_timeout_s)")
 
     # -- teardown and the rest -----------------------------------------------------------------
 
@@ -291,6 +317,18 @@ def _probe(address: str, timeout_s: float = 5.0) -> None:
     except OSError as exc:
         raise ClusterError(f"cluster.address={address!r}: nothing answers there ({exc.strerror or exc}); "
                            "is the Ray head running, and is this its address?") from None
+
+
+def _answers(host: str, port: int, timeout_s: float = 1.0) -> bool:
+    """Whether something accepts a connection at host:port (a raylet's node manager): a refused or silent port
+    is a Ray node gone, whose death Ray's health checks declare only seconds later."""
+    if not host or not port:
+        return True  # nothing to probe: leave it to Ray
+    try:
+        socket.create_connection((host, int(port)), timeout=timeout_s).close()
+        return True
+    except OSError:
+        return False
 
 
 def _gcs_address(ray) -> str:
