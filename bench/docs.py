@@ -393,9 +393,8 @@ PEER_NAMES = {"single": "one process alone", "mwms": "TensorFlow's MultiWorkerMi
 
 PEERS_NOTE = (
     "MNIST-1D, no budget: five seeds at 0910158/a0cd1c3 (all-reduce BSP's default), with the earlier peers (Keras' "
-    "SGD). MNIST-1D at 0.4 CPU per node (each peer process, each syncswitch node in its own cgroup): the file says "
-    "which seeds and variants were rerun after 2026-11-26's second engine session (idle-class evaluator; MWMS with "
-    "TensorFlow's own momentum form); runs marked measured_earlier are from 9c4e5dc/03ec57b. The synthetic ResNet "
+    "SGD). MNIST-1D at 0.4 CPU per node (each peer process, each syncswitch node in its own cgroup): five seeds at "
+    "9c4e5dc/03ec57b, with the earlier peers and evaluator (not rerun since). The synthetic ResNet "
     "(both cells): the peers step with tf.compat.v1.train.MomentumOptimizer, the update rule syncswitch applies "
     "(Keras' SGD carries the old rate's velocity past each rate drop: 0.03-0.08 accuracy on this 93-update job, "
     "which was MWMS's 0.853 of the first ResNet figure); ps-strategy keeps Keras' SGD. Fewer than five seeds where "
@@ -458,7 +457,7 @@ FIGURES += (
            ("python -m bench peers --job jobs/mnist1d_cnn.yaml --seeds S --variants single,mwms,bsp,default "
             "--target 0.95 --add-to F (one seed per call, S = 1..5, under /work/bin/quiet)",
             "python -m bench peers --job jobs/mnist1d_cnn.yaml --cpus-per-node 0.4 --seeds S --variants "
-            "mwms,bsp,default --target 0.95 --add-to F (one seed per call, S = 1..5, under /work/bin/quiet)",
+            "single,mwms,bsp,default --target 0.95 --add-to F (one seed per call, S = 1..5, under /work/bin/quiet)",
             "python -m bench peers --job jobs/resnet_synthetic.yaml [--cpus-per-node 0.4] --seeds S --variants "
             "single,mwms,bsp,default[,asp,ps-strategy] --target 0.9 --add-to F (one call per seed and cell, cells "
             "interleaved within a seed, under /work/bin/quiet)"), peers_render,
