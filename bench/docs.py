@@ -398,6 +398,16 @@ PEER_NAMES = {"single": "one process alone", "mwms": "TensorFlow's MultiWorkerMi
                          "earliest, then `local-sgd` averaging by all-reduce every 2 steps)"}
 
 
+PEERS_NOTE = (
+    "MNIST-1D, no budget: five seeds at 0910158/a0cd1c3 (all-reduce BSP's default), with the earlier peers (Keras' "
+    "SGD). MNIST-1D at 0.4 CPU per node (each peer process, each syncswitch node in its own cgroup): five seeds at "
+    "9c4e5dc/03ec57b, with the earlier peers and evaluator (not rerun since). The synthetic ResNet "
+    "(both cells): the peers step with tf.compat.v1.train.MomentumOptimizer, the update rule syncswitch applies "
+    "(Keras' SGD carries the old rate's velocity past each rate drop: 0.03-0.08 accuracy on this 93-update job, "
+    "which was MWMS's 0.853 of the first ResNet figure); ps-strategy keeps Keras' SGD. Fewer than five seeds where "
+    "the table says so: the CPU slots of the shared machine allowed no more; not settled figures.")
+
+
 def peers_cell(doc: dict) -> str:
     budget = f"{doc['cpus_per_node']} CPU per node" if doc.get("cpus_per_node") else "no CPU budget"
     return f"`jobs/{os.path.basename(doc['job'])}`, {budget}"
@@ -450,23 +460,16 @@ FIGURES += (
            core_overhead_render, commit="6605dd6", note="Two rounds: a check that the refactor cost nothing."),
     Figure("peers", "Against what TensorFlow users run: MultiWorkerMirroredStrategy and one process",
            ("peers-mnist1d-unbudgeted-2026-11-26.json", "peers-mnist1d-cpu040-2026-11-26.json",
-            "peers-resnet-unbudgeted-2026-11-26.json"),
+            "peers-resnet-unbudgeted-2026-11-26.json", "peers-resnet-cpu040-2026-11-26.json"),
            ("python -m bench peers --job jobs/mnist1d_cnn.yaml --seeds S --variants single,mwms,bsp,default "
             "--target 0.95 --add-to F (one seed per call, S = 1..5, under /work/bin/quiet)",
             "python -m bench peers --job jobs/mnist1d_cnn.yaml --cpus-per-node 0.4 --seeds S --variants "
             "single,mwms,bsp,default --target 0.95 --add-to F (one seed per call, S = 1..5, under /work/bin/quiet)",
-            "python -m bench peers --job jobs/resnet_synthetic.yaml --seeds 1 --variants single,mwms,bsp,default "
-            "--target 0.9 (under /work/bin/quiet)"), peers_render,
+            "python -m bench peers --job jobs/resnet_synthetic.yaml [--cpus-per-node 0.4] --seeds S --variants "
+            "single,mwms,bsp,default[,asp,ps-strategy] --target 0.9 --add-to F (one call per seed and cell, cells "
+            "interleaved within a seed, under /work/bin/quiet)"), peers_render,
            headline=peers_headline,
-           note="MNIST-1D: five seeds on the code where all-reduce is BSP's default and local-sgd averages by "
-                "all-reduce (seed 1 at a0cd1c3, seeds 2-5 at 0910158: same engine); the load average during each "
-                "run was 3.5-7.3, the run's own processes. MNIST-1D at 0.4 CPU per node "
-                "(each peer process, each syncswitch node in its own cgroup): five seeds (1-3 at 9c4e5dc, 4-5 at "
-                "03ec57b). "
-                "The synthetic ResNet: ONE seed so far (2026-11-26, "
-                "tf-keras peers, the script's own ResNet class), with BSP's all-reduce path asked for before it was "
-                "the default: not a settled figure; its MWMS run ended at 0.853 and never reached 0.9, so its TTA "
-                "ratios are empty."),
+           note=PEERS_NOTE),
     Figure("ray", "The ray backend against the local one (quickstart, 3 nodes, 5 seeds)",
            ("ray-compare-2026-11-26.json", "ray-recovery-2026-11-26.json", "ray-fanout-2026-11-26.json"),
            ("python -m bench ray-backend compare --seeds 5 (under /work/bin/quiet)",

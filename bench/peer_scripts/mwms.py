@@ -24,7 +24,7 @@ def main():
     sample = pc.sample(script.input_fn("test", a.batch, a.params))
     with strategy.scope():
         model, variables = pc.build_model(a, script, sample, local_statistics=True)
-        opt = tf.keras.optimizers.SGD(pc.schedule(a.lr, steps), momentum=a.momentum)
+        opt = pc.Momentum(a.lr, steps, a.momentum)
     replica_step = pc.replica_step(model, variables, opt, global_batch)
 
     @tf.function

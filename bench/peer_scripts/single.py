@@ -12,7 +12,7 @@ def main():
     test = script.input_fn("test", 500, a.params)
     first = next(train)
     model, variables = pc.build_model(a, script, pc.sample(test))
-    opt = tf.keras.optimizers.SGD(pc.schedule(a.lr, steps), momentum=a.momentum)
+    opt = pc.Momentum(a.lr, steps, a.momentum)
     step = tf.function(pc.replica_step(model, variables, opt, a.batch))
 
     step(*first)  # trace before the clock starts, as the others' start-up is not training time

@@ -22,7 +22,7 @@ def start_evaluator_process(config: pb.EvaluatorConfig, log_path: str, module: s
                             fork_server: str | None = None):
     """The evaluator as a separate process; it lowers its priority once imported (it must not slow training).
     Forked from `fork_server` where the backend runs one on this machine: it then starts with TensorFlow imported."""
-    env = dict(os.environ, SYNCSWITCH_NICE="5")
+    env = dict(os.environ, SYNCSWITCH_NICE="5", SYNCSWITCH_IDLE="1")
     with open(log_path, "ab") as log:
         if fork_server and module == EVALUATOR_MODULE:
             proc = ForkedProcess(fork_server, "evaluator", cwd=os.getcwd(), env=env, stderr_fd=log.fileno())

@@ -19,6 +19,18 @@ import traceback
 _EVENTS = sys.stdout
 
 
+def _idle_priority() -> None:
+    """Run at the idle scheduling class where the OS has one: the evaluations then take only CPU that training
+    leaves idle. A nice level still gives them a weighted share of a busy core, and the workers of a synchronous
+    step wait for the slowest of them. Called before the session makes its thread pools, which inherit the class;
+    an unprivileged process may enter it (never leave it)."""
+    if hasattr(os, "SCHED_IDLE"):
+        try:
+            os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
+        except OSError:
+            pass  # not permitted here (a container's seccomp rule): the nice level alone then
+
+
 def _emit(**member) -> None:
     from syncswitch.wire import codec
 
@@ -48,6 +60,8 @@ def main() -> None:
     # cannot raise its priority again); the evaluations, which overlap training, run niced. Set here, not
     # in a preexec_fn: no fork beside gRPC threads.
     os.nice(int(os.environ.get("SYNCSWITCH_NICE", "0")))
+    if os.environ.get("SYNCSWITCH_IDLE") == "1":
+        _idle_priority()
     v1 = tf.compat.v1
     v1.disable_eager_execution()
     path, params = config.script_path, json.loads(config.params_json or "{}")
