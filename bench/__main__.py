@@ -4,4 +4,5 @@ import sys
 
 from bench.parts import main
 
-sys.exit(main())
+if __name__ == "__main__":  # not again in a spawned child (the simulation pool's)
+    sys.exit(main())

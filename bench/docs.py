@@ -326,7 +326,7 @@ def ray_render(docs: list[dict]) -> list[str]:
 
 def sim_vs_real_render(docs: list[dict]) -> list[str]:
     rows, counts = [], {}
-    for doc in docs:
+    for doc in [d for d in docs if "rows" in d]:  # the others: the real runs a comparison read (protocols results)
         for r in doc["rows"]:
             kind, n = r.get("cores", "own"), r.get("workers", 4)  # files before shared cores: a core each, 4 workers
             agree, cells = counts.get((kind, n), (0, 0))
@@ -473,7 +473,8 @@ FIGURES += (
            ("python -m bench scale --jobs quickstart --workers 2,8,32,64 --seeds 5 (seeds 0-1 finished)",
             "python -m bench scale --jobs digits_cnn --seeds 2"),
            scale_render,
-           note="Two seeds a cell: a map of where each protocol breaks, not a settled figure. The quickstart table "
+           note="Partial: two seeds a cell, not the five aimed at; a map of where each protocol breaks, not a settled "
+                "figure; the weak-scaling run (--weak) was not made. The quickstart table "
                 "is at the current simulator (the switch rule times the switch, the guard reads 20-step mean "
                 "losses); the digits CNN table is from the simulator before those changes. With the workload fixed "
                 "in epochs BSP itself falls to chance from 32 workers (the linearly scaled rate breaks it, and 40 "
@@ -498,14 +499,27 @@ FIGURES += (
            note="One workload at a time on 2 cores shared with other jobs; the copy of the tree at 6fa66c2 "
                 "had no git (its runtime code is 614d0d8's)."),
     Figure("sim-vs-real", "The simulator against real runs",
-           ("scale-sim-vs-real-4workers-2026-11-26.json",),
-           "python -m bench scale-vs-real --real <the recorded 4-worker protocols results, see the file's "
-           "real_sources> (b-fasgd rows: --protocols b-fasgd, after its fetch moved to the step's start)",
+           ("scale-sim-vs-real-4workers-2026-11-26.json", "scale-sim-vs-real-2workers-2026-11-26.json",
+            "protocols-quickstart-digits-2workers-2026-11-26.json"),
+           ("python -m bench scale-vs-real --real <the recorded 4-worker protocols results, see the file's "
+            "real_sources> (b-fasgd rows: --protocols b-fasgd, after its fetch moved to the step's start)",
+            "python -m bench scale-vs-real --real bench/results/protocols-quickstart-digits-2workers-2026-11-26.json "
+            "(in parts: --protocols, one job at a time)",
+            "python -m bench protocols --job jobs/J.yaml --workers 2 --repeats 1 --first-seed S --variants "
+            "bsp,asp,ssp,dc-asgd,fasgd,b-fasgd,specsync,lookahead,local-sgd --set policy.guard.enabled=false "
+            "(one call per seed or two, merged)"),
            sim_vs_real_render, commit="2c8dc16",
-           note="Real: each protocol alone on 4 local workers, 5 seeds, guard off (recorded 2026-11-24/25). "
-                "Simulated: the same job, protocol and seeds on 4 workers sharing one core (the CPU slot a real "
+           note="Real: each protocol alone on local workers, guard off: 4 workers 5 seeds (recorded 2026-11-24/25); "
+                "2 workers (2026-11-26, from a copy of 0009650): the quickstart 5 seeds, the digits CNN 2 seeds only "
+                "(partial: CPU ran out), so its 'real spread' is one pair of runs. "
+                "Simulated: the same job, protocol and seeds on workers sharing one core (the CPU slot a real "
                 "run holds), time-sliced in the slice at which simulated ASP is as stale as the real ASP runs "
-                "measured (about 1.63 on both jobs); one calibration per job, the same for every protocol."),
+                "measured (about 1.63 at 4 workers, 0.53-0.54 at 2); one calibration per job and size, the same for "
+                "every protocol. The 2-worker simulations ran in the benches' child process at one TensorFlow "
+                "thread (commit a0109a2; the 4-worker rows at 2c8dc16). BSP, which has no staleness, differs by 1-2 "
+                "points between simulated and "
+                "real medians at 2 workers: the simulator's seed is not the real run's initialization, so the two "
+                "sides are two draws of five (two) runs each."),
 )
 HEADLINE_ORDER = ("peers", "safety", "tta", "protocols", "stragglers", "recovery")  # the README's rows, at most 6
 

@@ -17,6 +17,7 @@ import sys
 import time
 
 from bench.common import ROOT, load_spec, log, main_of, spread, write_json
+from bench.sim_pool import SimPool
 
 PROTOCOLS = ["bsp", "asp", "ssp", "dc-asgd", "fasgd", "b-fasgd", "specsync", "lookahead", "local-sgd"]
 SWITCH = "switch"  # the job's own schedule: BSP, then the default switch target for N workers
@@ -121,6 +122,10 @@ def add_options(parser) -> None:
                         help="weak scaling: the workload grows with the workers (x N / the fewest --workers), so every "
                              "worker takes as many steps at every size and BSP makes as many updates")
     parser.add_argument("--table-from", help="print the tables of an earlier result JSON (and rewrite them in it)")
+    parser.add_argument("--add-to", help="an earlier result JSON of this part: its runs are kept (the same job, "
+                                         "variant, workers and seed is not run again) and the tables cover all")
+    parser.add_argument("--stall-s", type=float, default=180.0,
+                        help="a simulated run whose folder has not grown for this long is killed and retried")
 
 
 def run_part(args, root) -> dict:
@@ -130,25 +135,39 @@ def run_part(args, root) -> dict:
         with open(args.table_from, encoding="utf-8") as fh:
             return json.load(fh)
     runs_dir = args.runs_dir or root
+    earlier = {}
+    if args.add_to:
+        with open(args.add_to, encoding="utf-8") as fh:
+            earlier = json.load(fh)["jobs"]
     result = {"args": vars(args), "jobs": {}}
-    for job in args.jobs.split(","):
-        path = os.path.join(ROOT, "jobs", f"{job}.yaml")
-        runs = []
-        for seed in range(args.first_seed, args.first_seed + args.seeds):  # seeds outermost: drift hits all cells
-            for n in sizes:
-                for variant in args.variants.split(","):
-                    out = os.path.join(runs_dir, f"{job}-{variant}-{n}w-s{seed}")
-                    grow = n / min(sizes) if args.weak else 1.0
-                    runs.append(run_one(path, variant, n, seed, args.arrivals, out, args.set, grow))
-                    log(json.dumps({k: runs[-1][k] for k in ("variant", "workers", "seed", "final_accuracy",
-                                                             "host_s")}))
-                    # What is done so far, so a run stopped early still leaves its finished seeds.
-                    write_json(os.path.join(runs_dir, "partial.json"), {**result, "jobs": {**result["jobs"],
-                                                                                         job: {"runs": runs}}})
-        text, cells = table(job, runs, sizes)
-        log("\n" + text)
-        result["jobs"][job] = {"runs": runs, **cells, "table": text}
+    # Each run in a watched child process (a run that stops making progress is killed and retried).
+    with SimPool(stall_s=args.stall_s, log=log) as pool:
+        for job in args.jobs.split(","):
+            runs = list(earlier.get(job, {}).get("runs", []))
+            done = {(r["variant"], r["workers"], r["seed"]) for r in runs}
+            for seed in range(args.first_seed, args.first_seed + args.seeds):  # seeds outermost: drift hits all
+                for n in sizes:
+                    for variant in [v for v in args.variants.split(",") if (v, n, seed) not in done]:
+                        runs.append(_run_watched(pool, args, job, variant, n, seed, sizes, runs_dir))
+                        # What is done so far, so a run stopped early still leaves its finished seeds.
+                        write_json(os.path.join(runs_dir, "partial.json"),
+                                   {**result, "jobs": {**result["jobs"], job: {"runs": runs}}})
+            shown = sorted({r["workers"] for r in runs} | set(sizes))
+            text, cells = table(job, runs, shown)
+            log("\n" + text)
+            result["jobs"][job] = {"runs": runs, **cells, "table": text}
     return result
+
+
+def _run_watched(pool, args, job: str, variant: str, n: int, seed: int, sizes: list[int], runs_dir: str) -> dict:
+    path = os.path.join(ROOT, "jobs", f"{job}.yaml")
+    out = os.path.join(runs_dir, f"{job}-{variant}-{n}w-s{seed}")
+    grow = n / min(sizes) if args.weak else 1.0
+    restarts = pool.restarts
+    run = pool.call("bench.scale:run_one", out, path, variant, n, seed, args.arrivals, out, list(args.set), grow)
+    run["retries"] = pool.restarts - restarts
+    log(json.dumps({k: run[k] for k in ("variant", "workers", "seed", "final_accuracy", "host_s", "retries")}))
+    return run
 
 
 if __name__ == "__main__":

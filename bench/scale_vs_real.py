@@ -22,6 +22,7 @@ import sys
 
 from bench.common import ROOT, load_spec, log, spread
 from bench.protocols import PROTOCOLS
+from bench.sim_pool import SimPool
 
 SIGMA = "speeds:0.2"
 
@@ -60,6 +61,11 @@ def simulate(cell: dict, arrivals: str, seed: int) -> dict:
 
 
 def compare(cells: list[dict], runs_dir: str, cores: int, own_cores: bool, only=None) -> list[dict]:
+    with SimPool(log=log) as pool:  # each simulated run in a watched child (retried if it stops making progress)
+        return _compare(pool, cells, runs_dir, cores, own_cores, only)
+
+
+def _compare(pool, cells, runs_dir, cores, own_cores, only) -> list[dict]:
     rows = []
     asp = {(c["job"], c["workers"]): statistics.median(c["staleness"]) for c in cells
            if c["protocol"] == "asp" and c["staleness"]}
@@ -71,7 +77,8 @@ def compare(cells: list[dict], runs_dir: str, cores: int, own_cores: bool, only=
         real = spread(cell["accuracy"])
         for kind, arrivals in models.items():
             cell["out"] = os.path.join(runs_dir, f"{cell['job']}-{cell['workers']}w-{cell['protocol']}-{kind}")
-            sims = [simulate(cell, arrivals, seed) for seed in cell["seeds"]]
+            sims = [pool.call("bench.scale_vs_real:simulate", cell["out"] + f"-s{seed}", cell, arrivals, seed)
+                    for seed in cell["seeds"]]
             sim = spread([s["final_accuracy"] for s in sims])
             stale = [s["staleness_mean"] for s in sims if s["staleness_mean"] is not None]
             rows.append({"job": cell["job"], "workers": cell["workers"], "protocol": cell["protocol"],

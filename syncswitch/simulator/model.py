@@ -94,6 +94,17 @@ class GradientModel:
         return scriptmod.num_train_examples(self.module, self.job.script, self.params)
 
 
+def serial_options() -> tf.data.Options:
+    """The stream read on the calling thread: no prefetch tf.data would inject (its background thread is where a
+    long simulator process was seen to hang, in glibc's free() under load), no autotuning, a one-thread pool.
+    The elements and their order are the same; the simulator reads one batch per gradient anyway."""
+    options = tf.data.Options()
+    options.autotune.enabled = False
+    options.experimental_optimization.inject_prefetch = False
+    options.threading.private_threadpool_size = 1
+    return options
+
+
 class Shards:
     """Each worker's training batches as the real input pipeline gives them: `ds.shard(n, i).repeat()` of the
     script's dataset. One pass over the stream hands batch k to worker k mod n (what shard does), so the
@@ -101,7 +112,7 @@ class Shards:
 
     def __init__(self, model: GradientModel, workers: int, batch_size: int):
         ds = scriptmod.call_input_fn(model.module, model.job.script, "train", batch_size, model.params)
-        self._stream = iter(ds.repeat())
+        self._stream = iter(ds.with_options(serial_options()).repeat())
         self._queues: list[list] = [[] for _ in range(workers)]
         self._next = 0  # the worker the stream's next batch belongs to
         self.workers = workers
