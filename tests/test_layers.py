@@ -27,7 +27,8 @@ MAX_FUNCTION_LINES = 60
 # node side, the search and the backends import none of their floor-mates (what they share lives a floor below).
 SAME_FLOOR = {"cluster_manager": {"backends"}, "simulator": {"cluster_manager", "node", "search"}}
 SEPARATE_FLOORS = (3,)  # floors whose rooms follow SAME_FLOOR
-# Where functions must stay short and classes combine only interfaces (ABCs) and dataclasses.
+# Where classes combine only interfaces (ABCs) and dataclasses (every module of the package stays small and every
+# function short).
 SHAPED = ("cluster_manager",)
 
 
@@ -203,15 +204,36 @@ def _shaped_modules():
     return [p for p in _modules() if p.relative_to(PACKAGE).parts[0] in SHAPED]
 
 
-def test_functions_stay_short():
-    long = []
-    for path in _shaped_modules():
+def _long_functions(paths, root=PACKAGE.parent):
+    """(module, line, name, lines) for every function, method or nested function over MAX_FUNCTION_LINES."""
+    for path in paths:
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 lines = node.end_lineno - node.lineno + 1
                 if lines > MAX_FUNCTION_LINES:
-                    long.append(f"{path.relative_to(PACKAGE.parent)}:{node.lineno} {node.name} has {lines} lines")
+                    yield str(path.relative_to(root)), node.lineno, node.name, lines
+
+
+def test_functions_stay_short():
+    long = [f"{rel}:{line} {name} has {lines} lines" for rel, line, name, lines in _long_functions(_modules())]
     assert not long, "functions over the limit; split them by what they do:\n" + "\n".join(long)
+
+
+def test_the_function_check_sees_methods_and_nested_functions(tmp_path):
+    body = "            x = 1\n"
+    source = ("class A:\n    def f(self):\n        def g():\n" + body * 60 + "        return g\n"
+              "    async def h(self):\n" + "        x = 1\n" * 60)
+    (tmp_path / "m.py").write_text(source, encoding="utf-8")
+    found = sorted(_long_functions([tmp_path / "m.py"], tmp_path))
+    assert found == [("m.py", 2, "f", 63), ("m.py", 3, "g", 61), ("m.py", 65, "h", 61)]
+    (tmp_path / "m.py").write_text(source.replace(body, "", 1), encoding="utf-8")  # g at 60 lines: in bounds
+    assert [name for _, _, name, _ in _long_functions([tmp_path / "m.py"], tmp_path)] == ["f", "h"]
+
+
+def test_the_size_checks_cover_every_part_of_the_package():
+    # not only the cluster manager: every top-level part with modules is walked
+    parts = {p.relative_to(PACKAGE).parts[0] for p in _modules() if len(p.relative_to(PACKAGE).parts) > 1}
+    assert parts == {top for top, floor in FLOORS.items() if (PACKAGE / top).is_dir()}
 
 
 def _several_bases():
@@ -232,8 +254,47 @@ def test_classes_combine_no_mixins():
     """A class with several bases combines interfaces (ABCs) or is a dataclass: behaviour is composed from
     collaborators handed in, not inherited from mixins that reach into each other's attributes."""
     mixed = [f"{where} {cls.__name__}{tuple(b.__name__ for b in cls.__bases__)}" for where, cls in _several_bases()
-             if not dataclasses.is_dataclass(cls) and not all(_an_interface(b) for b in cls.__bases__)]
+             if _mixes(cls)]
     assert not mixed, "classes with several bases that are not interfaces:\n" + "\n".join(mixed)
+
+
+def _mixes(cls) -> bool:
+    return not dataclasses.is_dataclass(cls) and not all(_an_interface(b) for b in cls.__bases__)
+
+
+def test_the_mixin_check_tells_mixins_from_interfaces():
+    class Events:
+        def on_event(self):
+            return self.record  # reaches into an attribute another base sets
+
+    class Recovery:
+        record = None
+
+    class Sink(abc.ABC):
+        @abc.abstractmethod
+        def write(self): ...
+
+    class Source(abc.ABC):
+        @abc.abstractmethod
+        def read(self): ...
+
+    @dataclasses.dataclass
+    class Base:
+        x: int = 0
+
+    class Run(Events, Recovery):
+        pass
+
+    class Pipe(Sink, Source):
+        def write(self): ...
+
+        def read(self): ...
+
+    @dataclasses.dataclass
+    class Record(Base, Recovery):
+        y: int = 0
+
+    assert [_mixes(c) for c in (Run, Pipe, Record)] == [True, False, False]
 
 
 def test_the_registry_imports_nothing_above_it():

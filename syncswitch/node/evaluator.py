@@ -7,6 +7,7 @@ line an EvaluateRequest, scored newest first (`eval_queue`); each result is one 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import sys
@@ -38,6 +39,83 @@ def _emit(**member) -> None:
     _EVENTS.flush()
 
 
+@dataclasses.dataclass
+class _Scorer:
+    """The test split and the model in one graph: what scoring a checkpoint runs."""
+
+    session: object
+    saver: object
+    iterator: object
+    fetches: list  # [correct predictions, examples, mean loss] of one batch
+
+
+def _build(config, tf) -> _Scorer:
+    """The user's test split and model in a session of `config.threads` threads; raises what the script
+    raises."""
+    from syncswitch.node import scoring
+    from syncswitch.node import script as scriptmod
+
+    v1 = tf.compat.v1
+    path, params = config.script_path, json.loads(config.params_json or "{}")
+    os.chdir(os.path.dirname(os.path.abspath(path)))  # as the training tasks: the script's relative paths hold
+    module = scriptmod.load_script(path)
+    graph = tf.Graph()
+    threads = config.threads or 1
+    session = v1.Session(graph=graph, config=v1.ConfigProto(
+        intra_op_parallelism_threads=threads, inter_op_parallelism_threads=threads))
+    with graph.as_default():
+        ds = scriptmod.call_input_fn(module, path, "test", config.batch_size, params)
+        if session.run(tf.data.experimental.cardinality(ds)) == tf.data.experimental.INFINITE_CARDINALITY:
+            ds = scriptmod.finite_test_set(ds, module, path, params, config.batch_size)
+        iterator = v1.data.make_initializable_iterator(ds)
+        features, labels = iterator.get_next()
+        out = scriptmod.call_model_fn(module, path, features, labels, params, False)
+        logits = out["logits"]
+        fetches = [scoring.correct_count(logits, labels), tf.shape(logits, out_type=tf.int64)[0], out["loss"]]
+        saver = v1.train.Saver(var_list=v1.global_variables())
+        # A script's lookup tables (a vocabulary in input_fn) and local variables are not in checkpoints.
+        local_init = v1.group(v1.tables_initializer(), v1.local_variables_initializer())
+    session.run(local_init)
+    return _Scorer(session, saver, iterator, fetches)
+
+
+def _score(scorer: _Scorer, tf) -> tuple[int, int, float]:
+    """(correct, examples, summed loss) over the whole test split, with the restored weights."""
+    scorer.session.run(scorer.iterator.initializer)
+    hits = total = 0
+    loss_sum = 0.0
+    while True:
+        try:
+            c, n, batch_loss = scorer.session.run(scorer.fetches)
+        except tf.errors.OutOfRangeError:
+            return hits, total, loss_sum
+        hits, total, loss_sum = hits + int(c), total + int(n), loss_sum + float(batch_loss) * int(n)
+
+
+def _serve(scorer: _Scorer, tf, pb, path: str) -> None:
+    """Score each requested checkpoint, newest first, until stdin closes."""
+    from syncswitch.errors import one_line
+    from syncswitch.node.eval_queue import RequestQueue
+
+    queue = RequestQueue(sys.stdin)
+    while (job := queue.next()) is not None:
+        started = time.time()
+        try:
+            scorer.saver.restore(scorer.session, job.path)
+        except Exception as exc:  # noqa: BLE001 - a missing or partial checkpoint is reported, not fatal
+            _emit(error=pb.TaskError(message=f"cannot restore {job.path}: {one_line(exc)}"))
+            continue
+        hits, total, loss_sum = _score(scorer, tf)
+        if total == 0:  # scored as 0.0 it would read as a model that learned nothing, and the guard would act on it
+            _emit(error=pb.TaskError(message=f"script {path}: input_fn('test', ...) yielded no examples",
+                                     kind=pb.ERROR_KIND_SCRIPT))
+            return
+        _emit(evaluation=pb.Evaluation(fraction=job.fraction, time_s=job.time_s, checkpoint=job.path,
+                                       accuracy=hits / max(total, 1), loss=loss_sum / max(total, 1),
+                                       examples=total, eval_s=time.time() - started))
+    _emit(evaluator_done=pb.EvaluatorDone())
+
+
 def main() -> None:
     from syncswitch.node import startup
 
@@ -52,9 +130,6 @@ def main() -> None:
     import tensorflow as tf
 
     from syncswitch.errors import SyncSwitchError, one_line
-    from syncswitch.node import script as scriptmod
-    from syncswitch.node import scoring
-    from syncswitch.node.eval_queue import RequestQueue
 
     # The import ran at the nodes' priority, so the evaluator is ready when they are (an unprivileged process
     # cannot raise its priority again); the evaluations, which overlap training, run niced. Set here, not
@@ -62,31 +137,10 @@ def main() -> None:
     os.nice(int(os.environ.get("SYNCSWITCH_NICE", "0")))
     if os.environ.get("SYNCSWITCH_IDLE") == "1":
         _idle_priority()
-    v1 = tf.compat.v1
-    v1.disable_eager_execution()
-    path, params = config.script_path, json.loads(config.params_json or "{}")
+    tf.compat.v1.disable_eager_execution()
+    path = config.script_path
     try:
-        os.chdir(os.path.dirname(os.path.abspath(path)))  # as the training tasks: the script's relative paths hold
-        module = scriptmod.load_script(path)
-        graph = tf.Graph()
-        threads = config.threads or 1
-        session = v1.Session(graph=graph, config=v1.ConfigProto(
-            intra_op_parallelism_threads=threads, inter_op_parallelism_threads=threads))
-        with graph.as_default():
-            ds = scriptmod.call_input_fn(module, path, "test", config.batch_size, params)
-            if session.run(tf.data.experimental.cardinality(ds)) == tf.data.experimental.INFINITE_CARDINALITY:
-                ds = scriptmod.finite_test_set(ds, module, path, params, config.batch_size)
-            iterator = v1.data.make_initializable_iterator(ds)
-            features, labels = iterator.get_next()
-            out = scriptmod.call_model_fn(module, path, features, labels, params, False)
-            logits = out["logits"]
-            correct = scoring.correct_count(logits, labels)
-            count = tf.shape(logits, out_type=tf.int64)[0]
-            loss = out["loss"]
-            saver = v1.train.Saver(var_list=v1.global_variables())
-            # A script's lookup tables (a vocabulary in input_fn) and local variables are not in checkpoints.
-            local_init = v1.group(v1.tables_initializer(), v1.local_variables_initializer())
-        session.run(local_init)
+        scorer = _build(config, tf)
     except SyncSwitchError as exc:
         _emit(error=pb.TaskError(message=str(exc), kind=pb.ERROR_KIND_SCRIPT))
         return
@@ -96,31 +150,7 @@ def main() -> None:
                                          f"{one_line(exc)}", kind=pb.ERROR_KIND_SCRIPT))
         return
     _emit(evaluator_ready=pb.EvaluatorReady())
-    queue = RequestQueue(sys.stdin)
-    while (job := queue.next()) is not None:
-        started = time.time()
-        try:
-            saver.restore(session, job.path)
-        except Exception as exc:  # noqa: BLE001 - a missing or partial checkpoint is reported, not fatal
-            _emit(error=pb.TaskError(message=f"cannot restore {job.path}: {one_line(exc)}"))
-            continue
-        session.run(iterator.initializer)
-        hits = total = 0
-        loss_sum = 0.0
-        while True:
-            try:
-                c, n, batch_loss = session.run([correct, count, loss])
-            except tf.errors.OutOfRangeError:
-                break
-            hits, total, loss_sum = hits + int(c), total + int(n), loss_sum + float(batch_loss) * int(n)
-        if total == 0:  # scored as 0.0 it would read as a model that learned nothing, and the guard would act on it
-            _emit(error=pb.TaskError(message=f"script {path}: input_fn('test', ...) yielded no examples",
-                                     kind=pb.ERROR_KIND_SCRIPT))
-            return
-        _emit(evaluation=pb.Evaluation(fraction=job.fraction, time_s=job.time_s, checkpoint=job.path,
-                                       accuracy=hits / max(total, 1), loss=loss_sum / max(total, 1),
-                                       examples=total, eval_s=time.time() - started))
-    _emit(evaluator_done=pb.EvaluatorDone())
+    _serve(scorer, tf, pb, path)
 
 
 if __name__ == "__main__":

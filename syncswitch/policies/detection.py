@@ -13,6 +13,10 @@ DEFAULT_WINDOW_S = 2.0
 DEFAULT_CONSECUTIVE = 2
 DEFAULT_MIN_GAP = 0.15
 MIN_WORKERS = 3
+# A rate is measured over at least this share of a window of busy time, reaching back over at most SPAN_WINDOWS
+# earlier windows: the class docstring says why.
+MIN_SPAN = 0.5
+SPAN_WINDOWS = 4
 
 
 @dataclasses.dataclass(frozen=True)
@@ -29,7 +33,7 @@ class StragglerEvent:
 @dataclasses.dataclass
 class _Worker:
     pending: list = dataclasses.field(default_factory=list)  # (time_s, local_steps) not yet in a closed window
-    base: tuple | None = None      # the last sample of an earlier window: rates span the gap since it
+    bases: list = dataclasses.field(default_factory=list)  # the last sample of each earlier window, oldest first
     last_steps: int | None = None
     slow_streak: int = 0
     ok_streak: int = 0
@@ -64,8 +68,13 @@ class StragglerDetector:
 
     Throughput is Δlocal_steps / Δtime from the worker's last sample of an earlier window to its
     last sample in this one: exact over the window, and a worker stalled for several windows shows
-    the stall in its next window. A worker with no sample in a window (idle, paused, or between
-    slow steps) is left out of that window's statistics and keeps its state and streaks.
+    the stall in its next window. A rate spans at least half a window of busy time, reaching back
+    over up to 4 earlier windows where one holds less: under BSP with a straggler the others wait
+    for it most of each window, and a rate read from their ~0.1 busy seconds (6 steps) swung 2x with
+    one scheduler hiccup, lifting the straggler above the gap for a window and delaying its
+    detection. A straggler, busy all the time, is still measured over its last window alone.
+    A worker with no sample in a window (idle, paused, or between slow steps) is left out of that
+    window's statistics and keeps its state and streaks.
     Windows start at the first observation after construction or `reset()`. Deterministic: all
     times are passed in, nothing reads a clock.
     """
@@ -119,7 +128,7 @@ class StragglerDetector:
         if state.last_steps is not None and local_steps < state.last_steps:
             # The counter went back: the task restarted (relaunch); its old samples mean nothing now.
             state.pending.clear()
-            state.base = None
+            state.bases.clear()
         state.last_steps = local_steps
         state.pending.append((float(time_s), local_steps, None if busy_s is None else float(busy_s)))
 
@@ -179,8 +188,10 @@ class StragglerDetector:
             if not inside:
                 continue
             last = inside[-1]
-            base = state.base if state.base is not None else (inside[0] if len(inside) > 1 else None)
-            state.base = last
+            if not state.bases and len(inside) > 1:
+                state.bases = [inside[0]]  # the first window: from its first sample
+            base = self._base(state.bases, last) if state.bases else None
+            state.bases = (state.bases + [last])[-SPAN_WINDOWS:]
             if base is None or last[0] <= base[0]:
                 continue
             if last[2] is not None and base[2] is not None and last[2] > base[2]:
@@ -212,6 +223,15 @@ class StragglerDetector:
                 events.append(StragglerEvent(worker, CLEARED, end, rate, threshold))
         return events
 
+    def _base(self, bases: list, last: tuple) -> tuple:
+        """The latest earlier sample that leaves MIN_SPAN of a window of busy time (wall time without busy times)
+        between it and `last`, else the earliest one kept."""
+        for base in reversed(bases):
+            busy = last[2] is not None and base[2] is not None
+            if (last[2] - base[2] if busy else last[0] - base[0]) >= MIN_SPAN * self.window_s:
+                return base
+        return bases[0]
+
     def threshold(self, others: list[float]) -> float:
         """Below this a worker's window is slow: min(S̄ − σ, (1 − min_gap) × median) of the *other* workers."""
         bound = statistics.fmean(others) - statistics.pstdev(others)
@@ -240,6 +260,6 @@ class StragglerDetector:
     @staticmethod
     def _forget_samples(state: _Worker) -> None:
         state.pending.clear()
-        state.base = None
+        state.bases.clear()
         state.last_steps = None
         state.slow_streak = state.ok_streak = 0

@@ -157,6 +157,81 @@ def _validate(max_settings, threshold, runs, bsp_runs, target_accuracy, grid) ->
     return points
 
 
+class _Pilots:
+    """Runs or reuses pilots and keeps the search's accounts: what they cost, how many ran and how many were new."""
+
+    def __init__(self, run_pilot: RunPilot, cache: PilotCache, emit: Callable[..., None]):
+        self.run_pilot, self.cache, self.emit = run_pilot, cache, emit
+        self.cost = 0.0
+        self.runs = 0
+        self.new = 0
+
+    def get(self, switch_at: float, repeat: int, role: str) -> tuple[PilotResult, bool]:
+        """(the pilot's result, whether it came from the cache)."""
+        key = cache_key(switch_at, repeat)
+        result = self.cache.get(key)
+        reused = result is not None
+        if reused:
+            self._emit_result("pilot_reused", switch_at, repeat, role, result)
+        else:
+            self.emit("pilot_start", switch_at=switch_at, repeat=repeat, role=role)
+            result = self.run_pilot(switch_at, repeat)
+            if not isinstance(result, PilotResult):
+                raise SearchError(f"run_pilot({switch_at}, {repeat}) returned {type(result).__name__}, not PilotResult")
+            self.cache[key] = result
+            self.new += 1
+            self._emit_result("pilot_done", switch_at, repeat, role, result)
+        self.cost += float(result.total_time_s)
+        self.runs += 1
+        return result, reused
+
+    def _emit_result(self, kind: str, switch_at: float, repeat: int, role: str, result: PilotResult) -> None:
+        self.emit(kind, switch_at=switch_at, repeat=repeat, role=role, accuracy=result.converged_accuracy,
+                  time_s=result.total_time_s, run_dir=result.run_dir, rolled_back=result.rolled_back)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Reference:
+    """The accuracy A to reach, and the BSP reference pilots that set it (none when A was given)."""
+
+    target: float
+    accuracies: tuple[float | None, ...] = ()
+    runs: tuple[str, ...] = ()
+    times: tuple[float, ...] = ()
+
+
+def _reference(pilots: _Pilots, bsp_runs: int, target_accuracy: float | None) -> _Reference:
+    if target_accuracy is not None:
+        return _Reference(float(target_accuracy))
+    pilots.emit("reference", runs=bsp_runs)
+    results = [pilots.get(BSP, r, "reference")[0] for r in range(bsp_runs)]
+    accuracies = tuple(r.converged_accuracy if r.ok else None for r in results)
+    usable = [a for a in accuracies if a is not None]
+    if not usable:
+        raise SearchError(f"all {bsp_runs} BSP reference run(s) failed; no target accuracy to search against")
+    return _Reference(statistics.fmean(usable), accuracies, tuple(r.run_dir for r in results if r.ok and r.run_dir),
+                      tuple(r.total_time_s for r in results))
+
+
+def _setting_test(pilots: _Pilots, runs: int, target: float, threshold: float, two_sided: bool,
+                  explored: list[PointResult]) -> Callable[[float], bool]:
+    """Whether a switch point keeps A: its `runs` pilots' mean accuracy within the threshold; records each point."""
+
+    def accept(s: float) -> bool:
+        before = pilots.cost
+        got = [pilots.get(s, r, "candidate") for r in range(runs)]
+        accs = tuple(p.converged_accuracy if p.ok else None for p, _ in got)
+        # A failed pilot fails its setting: it cannot vouch for BSP-level accuracy.
+        mean = statistics.fmean(accs) if all(a is not None for a in accs) else None
+        ok = within(mean, target, threshold, two_sided)
+        explored.append(PointResult(s, accs, mean, ok, pilots.cost - before, sum(r for _, r in got)))
+        pilots.emit("setting_done", index=len(explored), switch_at=s, accuracies=accs, mean_accuracy=mean,
+                    accepted=ok)
+        return ok
+
+    return accept
+
+
 def binary_search(
     run_pilot: RunPilot,
     *,
@@ -180,78 +255,27 @@ def binary_search(
     runs are made (recurring jobs).
     """
     points_grid = _validate(max_settings, threshold, runs, bsp_runs, target_accuracy, grid)
-    cache = {} if cache is None else cache
-    emit = on_event or (lambda kind, **info: None)
-    spent = {"cost": 0.0, "runs": 0, "new": 0}
-
-    def pilot(switch_at: float, repeat: int, role: str) -> tuple[PilotResult, bool]:
-        key = cache_key(switch_at, repeat)
-        result = cache.get(key)
-        reused = result is not None
-        if reused:
-            emit("pilot_reused", switch_at=switch_at, repeat=repeat, role=role,
-                 accuracy=result.converged_accuracy, time_s=result.total_time_s, run_dir=result.run_dir,
-                 rolled_back=result.rolled_back)
-        else:
-            emit("pilot_start", switch_at=switch_at, repeat=repeat, role=role)
-            result = run_pilot(switch_at, repeat)
-            if not isinstance(result, PilotResult):
-                raise SearchError(f"run_pilot({switch_at}, {repeat}) returned {type(result).__name__}, not PilotResult")
-            cache[key] = result
-            spent["new"] += 1
-            emit("pilot_done", switch_at=switch_at, repeat=repeat, role=role,
-                 accuracy=result.converged_accuracy, time_s=result.total_time_s, run_dir=result.run_dir,
-                 rolled_back=result.rolled_back)
-        spent["cost"] += float(result.total_time_s)
-        spent["runs"] += 1
-        return result, reused
-
-    reference: tuple[float | None, ...] = ()
-    reference_runs: tuple[str, ...] = ()
-    bsp_times: list[float] = []
-    if target_accuracy is None:
-        emit("reference", runs=bsp_runs)
-        results = [pilot(BSP, r, "reference")[0] for r in range(bsp_runs)]
-        reference = tuple(r.converged_accuracy if r.ok else None for r in results)
-        usable = [a for a in reference if a is not None]
-        if not usable:
-            raise SearchError(f"all {bsp_runs} BSP reference run(s) failed; no target accuracy to search against")
-        target = statistics.fmean(usable)
-        bsp_times = [r.total_time_s for r in results]
-        reference_runs = tuple(r.run_dir for r in results if r.ok and r.run_dir)
-    else:
-        target = float(target_accuracy)
-    emit("target", target_accuracy=target, threshold=threshold, reference=reference)
-
+    pilots = _Pilots(run_pilot, {} if cache is None else cache, on_event or (lambda kind, **info: None))
+    ref = _reference(pilots, bsp_runs, target_accuracy)
+    pilots.emit("target", target_accuracy=ref.target, threshold=threshold, reference=ref.accuracies)
     explored: list[PointResult] = []
-
-    def accept(s: float) -> bool:
-        before = spent["cost"]
-        got = [pilot(s, r, "candidate") for r in range(runs)]
-        accs = tuple(p.converged_accuracy if p.ok else None for p, _ in got)
-        # A failed pilot fails its setting: it cannot vouch for BSP-level accuracy.
-        mean = statistics.fmean(accs) if all(a is not None for a in accs) else None
-        ok = within(mean, target, threshold, two_sided)
-        explored.append(PointResult(s, accs, mean, ok, spent["cost"] - before, sum(r for _, r in got)))
-        emit("setting_done", index=len(explored), switch_at=s, accuracies=accs, mean_accuracy=mean, accepted=ok)
-        return ok
-
+    accept = _setting_test(pilots, runs, ref.target, threshold, two_sided, explored)
     switch_at, _, stopped = bisect(points_grid, max_settings, accept)
-    ref_time = statistics.median(bsp_times) if bsp_times else bsp_time_s
+    ref_time = statistics.median(ref.times) if ref.times else bsp_time_s
     result = SearchResult(
         switch_at=switch_at,
-        target_accuracy=target,
+        target_accuracy=ref.target,
         threshold=float(threshold),
-        reference=reference,
+        reference=ref.accuracies,
         points=tuple(explored),
-        cost_s=spent["cost"],
-        cost_bsp=(spent["cost"] / ref_time) if ref_time else None,
+        cost_s=pilots.cost,
+        cost_bsp=(pilots.cost / ref_time) if ref_time else None,
         bsp_time_s=ref_time,
-        runs=spent["runs"],
-        new_runs=spent["new"],
+        runs=pilots.runs,
+        new_runs=pilots.new,
         stopped=stopped,
-        reference_runs=reference_runs,
+        reference_runs=ref.runs,
     )
-    emit("done", switch_at=switch_at, cost_s=result.cost_s, cost_bsp=result.cost_bsp, runs=result.runs,
-         new_runs=result.new_runs, stopped=stopped)
+    pilots.emit("done", switch_at=switch_at, cost_s=result.cost_s, cost_bsp=result.cost_bsp, runs=result.runs,
+                new_runs=result.new_runs, stopped=stopped)
     return result

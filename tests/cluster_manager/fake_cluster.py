@@ -78,6 +78,11 @@ class FakeCluster:
         self.eval_points: list[float] = []
         self.periodic: set[float] = set()
         self.torn_down = False
+        # From a death until the next launch nobody steps. A manager notices a death and stops the survivors in
+        # milliseconds, while a real checkpoint interval lasts minutes; here an interval is 50 ms of ticks, so on a
+        # loaded machine the survivors reached the next checkpoint before the manager acted, and which checkpoint
+        # a recovery or a resume found depended on the scheduler.
+        self.held = False
         self._stop = threading.Event()
         self._ticker: threading.Thread | None = None
 
@@ -114,6 +119,7 @@ class FakeCluster:
             node = self.nodes[index]
             node.launches.append(launch)
             node.running = False
+            self.held = False
             self.checkpoint_name = launch.checkpoint_name or "model.ckpt"
             if launch.restore_from:
                 self._restore(launch.restore_from)
@@ -204,7 +210,7 @@ class FakeCluster:
             tick += 1
             with self.lock:
                 for node in self.nodes:
-                    if node.running and self._steps(node, tick):
+                    if node.running and not self.held and self._steps(node, tick):
                         self._step(node)
 
     def _steps(self, node: _Node, tick: int) -> bool:
@@ -219,6 +225,7 @@ class FakeCluster:
             node.running = False
             if self.on_failure is not None:
                 self.on_failure(failure)
+            self.held = failure.kind != "diverged"  # a divergence is no death: the task waits at a boundary
             if failure.kind == "agent":
                 node.events.put(LOST)
                 return
@@ -244,22 +251,30 @@ class FakeCluster:
                                            examples_per_s=self.batch / self.tick_s,
                                            loss=self.loss(self.fraction, node.protocol),
                                            busy_s=node.busy_s))
-        if node.index == 0:
-            crossed = [p for p in self.eval_points if p <= self.fraction]
-            if crossed:
-                self.eval_points = self.eval_points[len(crossed):]
-                periodic = all(p in self.periodic for p in crossed)
-                path = self._path("periodic" if periodic else "evaluation")
-                if periodic:
-                    self.emit(node, saved=pb.Saved(path=path, reason=pb.SAVE_REASON_PERIODIC,
-                                                   fraction=self.fraction, samples=self.samples))
-                else:
-                    self.emit(node, eval_checkpoint=pb.EvalCheckpoint(path=path, fraction=self.fraction,
-                                                                      samples=self.samples))
+        self._chief_saves()
         if self.samples >= node.until * self.total:
             node.running = False
             self.emit(node, paused=pb.Paused(phase=node.phase, fraction=self.fraction, samples=self.samples,
                                              phase_steps=node.phase_steps))
+
+
+    def _chief_saves(self) -> None:
+        """The running chief saves at the step, any worker's, that reaches a checkpoint point: at the point
+        exactly (every step adds `batch` samples). Checked on the chief's steps alone, a save landed at the point
+        or one step past it, by which node had stepped first since the last launch."""
+        chief = self.nodes[0]
+        crossed = [p for p in self.eval_points if p <= self.fraction]
+        if not crossed or not chief.running:
+            return
+        self.eval_points = self.eval_points[len(crossed):]
+        periodic = all(p in self.periodic for p in crossed)
+        path = self._path("periodic" if periodic else "evaluation")
+        if periodic:
+            self.emit(chief, saved=pb.Saved(path=path, reason=pb.SAVE_REASON_PERIODIC, fraction=self.fraction,
+                                            samples=self.samples))
+        else:
+            self.emit(chief, eval_checkpoint=pb.EvalCheckpoint(path=path, fraction=self.fraction,
+                                                               samples=self.samples))
 
 
 class FakeClient:

@@ -7,26 +7,13 @@ import json
 import os
 import subprocess
 import sys
-import textwrap
+import pathlib
 
 import pytest
 
 pytest.importorskip("tensorflow")
 
-SCRIPT = '''
-import tensorflow as tf
-
-def input_fn(split, batch_size, params):
-    x = tf.random.stateless_normal([64, 4], seed=[1, 2])
-    y = tf.cast(x[:, 0] > 0, tf.int64)
-    return tf.data.Dataset.from_tensor_slices((x, y)).batch(batch_size, drop_remainder=True)
-
-def model_fn(features, labels, params, training):
-    hidden = tf.keras.layers.Dense(8, activation="relu")(features)
-    logits = tf.keras.layers.Dense(2)(hidden)
-    loss = tf.keras.losses.sparse_categorical_crossentropy(labels, logits, from_logits=True)
-    return {"loss": tf.reduce_mean(loss), "logits": logits}
-'''
+SCRIPT = pathlib.Path(__file__).with_name("tiny_script.py")  # shared with test_graph.py
 
 DRIVER = '''
 import json, os, sys
@@ -75,12 +62,11 @@ print("RESULT " + json.dumps(out), flush=True)
 
 
 def test_no_call_mixes_a_collective_with_the_parameter_servers(tmp_path):
-    script, driver = tmp_path / "model.py", tmp_path / "driver.py"
-    script.write_text(textwrap.dedent(SCRIPT))
+    driver = tmp_path / "driver.py"
     driver.write_text(DRIVER)
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     env = {**os.environ, "PYTHONPATH": root, "TF_CPP_MIN_LOG_LEVEL": "2"}
-    done = subprocess.run([sys.executable, str(driver), str(script)], capture_output=True, text=True, timeout=240,
+    done = subprocess.run([sys.executable, str(driver), str(SCRIPT)], capture_output=True, text=True, timeout=240,
                           env=env, check=False)
     lines = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
     assert lines, done.stdout[-2000:] + done.stderr[-4000:]

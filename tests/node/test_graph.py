@@ -1,5 +1,7 @@
 """The worker graph's pieces that hold arithmetic of their own: the momentum ramp."""
 
+import pathlib
+
 import pytest
 
 tf = pytest.importorskip("tensorflow")
@@ -22,20 +24,7 @@ def test_ramped_momentum(samples, length, expected):
 
 # -- what one step moves between a worker and the parameter servers -----------------------------
 
-SCRIPT = '''
-import tensorflow as tf
-
-def input_fn(split, batch_size, params):
-    x = tf.random.stateless_normal([64, 4], seed=[1, 2])
-    y = tf.cast(x[:, 0] > 0, tf.int64)
-    return tf.data.Dataset.from_tensor_slices((x, y)).repeat().batch(batch_size, drop_remainder=True)
-
-def model_fn(features, labels, params, training):
-    hidden = tf.keras.layers.Dense(8, activation="relu")(features)
-    logits = tf.keras.layers.Dense(2)(hidden)
-    loss = tf.keras.losses.sparse_categorical_crossentropy(labels, logits, from_logits=True)
-    return {"loss": tf.reduce_mean(loss), "logits": logits}
-'''
+SCRIPT = pathlib.Path(__file__).with_name("tiny_script.py")  # shared with test_collective_calls.py
 
 
 DRIVER = '''
@@ -103,9 +92,8 @@ def test_a_step_reads_only_the_model_from_the_parameter_server(tmp_path):
     import subprocess
     import sys
 
-    (tmp_path / "tiny.py").write_text(SCRIPT)
     (tmp_path / "driver.py").write_text(DRIVER)
-    proc = subprocess.run([sys.executable, str(tmp_path / "driver.py"), str(tmp_path / "tiny.py")],
+    proc = subprocess.run([sys.executable, str(tmp_path / "driver.py"), str(SCRIPT)],
                           capture_output=True, text=True, timeout=240)
     lines = [line for line in proc.stdout.splitlines() if line.startswith("RESULT ")]
     assert lines, proc.stderr[-2000:]

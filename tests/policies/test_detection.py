@@ -216,3 +216,25 @@ def test_threshold_is_the_other_workers_mean_minus_population_std():
     # below 0.85 x their median 10. Worker 2 against 10, 10, 6: bound 6.78, so 8 is not slow.
     assert (event.worker, event.kind, event.throughput) == (3, "detected", 6.0)
     assert event.threshold == pytest.approx(28 / 3 - (8 / 9) ** 0.5)
+
+
+def test_a_bsp_straggler_is_detected_though_the_waiting_workers_measure_little_busy_time():
+    # One worker's steps slowed to 175 ms from the second window on; under BSP the others wait for it and are busy
+    # for 0.07-0.27 s of each 1-s window (a greedy run's metrics, 6-10 steps a window). Read from that alone, one
+    # window put the others at a median of 33 steps per busy second, the straggler at 17% of it, above the gap, and
+    # detection came two windows late; over half a window of busy time their rates hold at 43-57.
+    windows = {0: [(32, 0.53), (5, 0.07), (10, 0.22), (6, 0.15), (3, 0.04)],
+               1: [(23, 0.54), (5, 0.07), (6, 0.18), (6, 0.12), (6, 0.09)],
+               2: [(40, 0.60), (6, 1.05), (6, 1.05), (6, 1.05), (6, 1.05)],
+               3: [(21, 0.64), (7, 0.07), (7, 0.27), (6, 0.11), (6, 0.11)]}
+    det = StragglerDetector(4, window_s=1.0, consecutive=2, min_gap=0.85)
+    events = []
+    for w in windows:
+        det.observe(w, 0.0, 0, busy_s=0.0)
+    for k in range(5):
+        for w, per_window in windows.items():
+            steps = sum(s for s, _ in per_window[:k + 1])
+            det.observe(w, k + 0.95, steps, busy_s=sum(b for _, b in per_window[:k + 1]))
+        events += det.tick(k + 1.0)
+    assert [(e.worker, e.kind, e.time_s) for e in events] == [(2, "detected", 3.0)]
+    assert events[0].threshold == pytest.approx(0.15 * 34 / 0.79)  # worker 1 over windows 0-2, the others' median
