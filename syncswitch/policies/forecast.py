@@ -27,6 +27,7 @@ STALL_MARGIN = 0.02   # "stopped falling": not more than this share below the lo
 STALL_RISE = 0.1      # ... nor more than this share above it (guard.LOSS_HELD: a loss that held)
 LOSS_HORIZON = 0.15   # BSP's loss trend is carried on this far past the switch, then held (curves flatten)
 STALL_GAP = 0.2       # a stall condemns only where BSP's forecast lies at least this share below the phase's low
+STALL_FLOOR = 0.1     # ... and only while that low is above this share of the run's initial loss (see `stalled`)
 ACCURACY_FIT_WINDOW = 0.2   # the stretch of evaluations before the switch the accuracy trend is fitted over
 MIN_EVALUATIONS = 3         # fewer evaluations there: no accuracy forecast
 ACCURACY_HORIZON = 0.1      # the rise before the switch is carried on this far past it, then held
@@ -65,14 +66,17 @@ class LossForecast:
 
 
 def stalled(forecast: LossForecast | None, onset: float | None, fraction: float, smoothed: float | None,
-            low: float | None = None) -> dict | None:
+            low: float | None = None, initial: float | None = None) -> dict | None:
     """The verdict's values when the phase's smoothed loss has held at its low `low` (its value at the switch until
     it falls further) since `onset` for STALL_SPAN, while BSP's forecast, carried on for LOSS_HORIZON and then held,
-    lies at least STALL_GAP below that low; None otherwise."""
+    lies at least STALL_GAP below that low; None otherwise. Not below STALL_FLOOR of the run's `initial` loss: the
+    log-linear forecast knows no floor, so after a steep fall it says BSP's loss would go on down past where a
+    converged loss stops (a loss that fell from 2.3 to its floor of 0.1 just after the switch, as BSP's would have);
+    a loss down to a tenth of where training began has converged as far as this verdict can tell."""
     if forecast is None or onset is None or smoothed is None:
         return None
     low = forecast.loss_at_start if low is None else low
-    if fraction - onset < STALL_SPAN:
+    if fraction - onset < STALL_SPAN or (initial is not None and low < STALL_FLOOR * initial):
         return None
     expected = forecast.at(min(fraction, forecast.start + LOSS_HORIZON))
     if expected > low * (1.0 - STALL_GAP):

@@ -188,11 +188,18 @@ class DegradationGuard(GuardPolicy):
             return None
         if self._stall_onset is None:
             self._stall_onset = max(self.phase_start, fraction - self.settings.smoothing)
-        values = stalled(self.forecast, self._stall_onset, fraction, smoothed, low)
+        values = stalled(self.forecast, self._stall_onset, fraction, smoothed, low, self._initial_loss())
         if values is None:
             return None
         self.forecast = None  # one verdict per phase
         return Verdict("loss stalled", fraction, self.phase_start, values)
+
+    def _initial_loss(self) -> float | None:
+        """The run's initial training loss: the median of its reports over the first `smoothing` of the workload."""
+        if not self._fractions:
+            return None
+        end = bisect.bisect_right(self._fractions, self._fractions[0] + self.settings.smoothing)
+        return statistics.median(self._losses[:end])
 
     def floor(self, fraction: float, best: float | None) -> float | None:
         """The accuracy below which an evaluation at `fraction` is degraded: `accuracy_drop` below the best

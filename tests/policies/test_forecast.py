@@ -6,8 +6,8 @@ import math
 import pytest
 
 from syncswitch.errors import SpecError
-from syncswitch.policies.forecast import (ACCURACY_HORIZON, LOSS_HORIZON, MIN_NOISE, STALL_GAP, STALL_SPAN,
-                                          AccuracyForecast, LossForecast, expected_accuracy, stalled)
+from syncswitch.policies.forecast import (ACCURACY_HORIZON, LOSS_HORIZON, MIN_NOISE, STALL_FLOOR, STALL_GAP,
+                                          STALL_SPAN, AccuracyForecast, LossForecast, expected_accuracy, stalled)
 from syncswitch.policies.guard import DegradationGuard, GuardSettings
 from syncswitch.spec.policy import guard_section
 
@@ -91,6 +91,20 @@ def test_a_phase_that_fell_as_far_as_bsps_forecast_and_holds_is_not():
     reached = falling(0.25 + LOSS_HORIZON) * 0.95  # where BSP's trend, held past the horizon, says it would be
     _, verdict = _run(falling, lambda f: at_switch if f < 0.3 else reached, until=0.9)
     assert verdict is None
+
+
+def _exit(f):
+    return 2.3 if f < 0.2 else 2.3 * math.exp(-25.0 * (f - 0.2))  # a plateau, then a steep fall up to the switch
+
+
+def test_a_loss_down_near_its_floor_is_not_judged():
+    # The forecast after so steep a fall says BSP's loss would go on down to 0.016; a loss that reached its floor
+    # at a few percent of the initial 2.3 has converged as far as a stall verdict can tell.
+    at_switch = _exit(0.25)
+    _, verdict = _run(_exit, lambda f: at_switch if f < 0.28 else 0.15, until=0.8)  # 6.5% of the initial loss
+    assert verdict is None
+    _, verdict = _run(_exit, lambda f: at_switch if f < 0.28 else 0.3, until=0.8)   # 13%: still judged
+    assert verdict is not None and verdict.reason == "loss stalled" and STALL_FLOOR * 2.3 < 0.3
 
 
 def test_the_forecast_is_held_past_its_horizon():
