@@ -41,8 +41,11 @@ def mean(tensors, n: int, instance_key: int, name: str) -> tuple[list, tf.Tensor
         total = collective_ops.all_reduce(flat, n, GROUP_KEY, instance_key, "Add", "Div")
     with tf.control_dependencies([total]):
         waited = tf.subtract(tf.timestamp(name=f"{name}_wait_until"), start, name=f"{name}_wait_s")
-    parts = tf.split(total, [int(t.shape.num_elements()) for t in tensors])
-    return [tf.reshape(p, t.shape) for p, t in zip(parts, tensors)], waited
+    # An embedding's gradient, made dense, has a dynamic first dimension: its size is read from the graph then.
+    sizes = [t.shape.num_elements() if t.shape.is_fully_defined() else tf.size(t) for t in tensors]
+    parts = tf.split(total, sizes, num=len(tensors))
+    shapes = [t.shape if t.shape.is_fully_defined() else tf.shape(t) for t in tensors]
+    return [tf.reshape(p, shape) for p, shape in zip(parts, shapes)], waited
 
 
 class ReplicaTraining:
