@@ -51,7 +51,6 @@ class BandwidthAwareEngine(ProtocolEngine):
             raise ValueError("b-fasgd needs the worker's model replica")
         self.loss = replica.loss
         device = replica.device
-        shared_of = {copy.ref(): shared for shared, copy in replica.pairs}
         self.meter = StalenessMeter(global_step, self.name)
         with tf.device(device), v1.variable_scope("syncswitch_b_fasgd"):
             self._c = {key: worker_variable(f"c_{key}", (), tf.float32, 0.0) for key in ("fetch", "push")}
@@ -65,53 +64,12 @@ class BandwidthAwareEngine(ProtocolEngine):
             copies = list(replica.trainable)
             trained = {c.ref() for c in copies}
             grads = [(dense(g), c) for g, c in zip(tf.gradients(self.loss, copies), copies) if g is not None]
-            moments = [(worker_variable(f"mean_{k}", c.shape, tf.float32),
-                        worker_variable(f"square_{k}", c.shape, tf.float32)) for k, (_, c) in enumerate(grads)]
-            # The moving mean and mean square of each gradient (bias-corrected, as Adam's), their standard
-            # deviation averaged over every parameter: the paper's v. Then this worker's draws for the next step.
-            t = self._t.assign_add(1.0)
-            correction = 1.0 - tf.pow(self._decay, t)
-            stds, count = [], 0
-            for (g, _), (mean, square) in zip(grads, moments):
-                g32 = tf.cast(g, tf.float32)
-                m = mean.assign(self._decay * mean + (1.0 - self._decay) * g32)
-                s = square.assign(self._decay * square + (1.0 - self._decay) * tf.square(g32))
-                square_hat = s / correction
-                variance = square_hat - tf.square(m / correction)
-                # Below float32's resolution of the mean square it is rounding, not noise: a constant gradient
-                # left ~1e-9 here, which the normalization by the maximum below would read as full noise.
-                variance = tf.where(variance > RESOLUTION * square_hat, variance, tf.zeros_like(variance))
-                stds.append(tf.reduce_sum(tf.sqrt(variance)))
-                count += int(g.shape.num_elements())
-            v = tf.add_n(stds) / float(max(count, 1))
-            v_max = self._v_max.assign(tf.maximum(self._v_max, v))
-            self.v = tf.math.divide_no_nan(v, v_max)
-            decide = tf.group(
-                self._fetch_next.assign(tf.random.uniform([]) < transmit_probability(self._c["fetch"], self.v)),
-                self._push_next.assign(tf.random.uniform([]) < transmit_probability(self._c["push"], self.v)))
+            moments, decide = self._build_draws(grads)
             # Non-trainable state the model's update ops keep (batch-norm averages) moves on the copy: its move
             # since the last push goes to the shared variable whole, as each worker's update lands under ASP.
             kept = [(s, c, worker_variable(f"anchor_{k}", c.shape, c.dtype.base_dtype))
                     for k, (s, c) in enumerate(replica.pairs) if c.ref() not in trained]
-        with tf.device(global_step.device):
-            staleness = tf.maximum(global_step.read_value() - self._step_at_fetch.read_value(), 0)
-            scale = staleness_scale(staleness, self._power.read_value())
-        scaled = []
-        for g, copy in grads:
-            shared = shared_of[copy.ref()]
-            with tf.device(shared.device):
-                scaled.append((g * tf.cast(scale, g.dtype), shared))
-        counting = CountingOptimizer(optimizer, samples, per_worker_batch, self.name)
-        update = counting.apply_gradients(scaled, global_step, after=[staleness])
-        kept_groups = fused.by_server(kept, self.name)
-        moved = fused.push_add(kept_groups, device, lambda item: item[1].read_value() - item[2].read_value())
-        with tf.control_dependencies(moved), tf.device(device):
-            rebased = [anchor.assign(copy.read_value(), read_value=False) for _, copy, anchor in kept]
-        self._push = (tf.group(update, self.meter.record(staleness), decide, *rebased, name="b_fasgd_push"),
-                      counting.counted)
-        with tf.control_dependencies([decide]), v1.colocate_with(samples):
-            dropped = samples.assign_add(tf.constant(per_worker_batch, tf.int64))
-        self._drop = (tf.group(decide, dropped, name="b_fasgd_drop"), dropped)
+        self._build_push(optimizer, grads, replica, kept, decide, global_step, samples, per_worker_batch)
         # A fetch: the shared model into the copy (and the kept state's anchors), and the global step it was at.
         groups = fused.by_server([(s, c) for s, c in replica.pairs if c.ref() in trained] + kept, self.name)
         with tf.device(global_step.device):
@@ -129,6 +87,58 @@ class BandwidthAwareEngine(ProtocolEngine):
         self._draw_fn = self._fetch_fn = None
         self._pushing = True
         self._counts = {"steps": 0, "fetches": 0, "pushes": 0}
+
+    def _build_draws(self, grads):
+        """(the gradients' moment variables, the op drawing the next step's fetch and push), on the worker."""
+        moments = [(worker_variable(f"mean_{k}", c.shape, tf.float32),
+                    worker_variable(f"square_{k}", c.shape, tf.float32)) for k, (_, c) in enumerate(grads)]
+        # The moving mean and mean square of each gradient (bias-corrected, as Adam's), their standard
+        # deviation averaged over every parameter: the paper's v. Then this worker's draws for the next step.
+        t = self._t.assign_add(1.0)
+        correction = 1.0 - tf.pow(self._decay, t)
+        stds, count = [], 0
+        for (g, _), (mean, square) in zip(grads, moments):
+            g32 = tf.cast(g, tf.float32)
+            m = mean.assign(self._decay * mean + (1.0 - self._decay) * g32)
+            s = square.assign(self._decay * square + (1.0 - self._decay) * tf.square(g32))
+            square_hat = s / correction
+            variance = square_hat - tf.square(m / correction)
+            # Below float32's resolution of the mean square it is rounding, not noise: a constant gradient
+            # left ~1e-9 here, which the normalization by the maximum below would read as full noise.
+            variance = tf.where(variance > RESOLUTION * square_hat, variance, tf.zeros_like(variance))
+            stds.append(tf.reduce_sum(tf.sqrt(variance)))
+            count += int(g.shape.num_elements())
+        v = tf.add_n(stds) / float(max(count, 1))
+        v_max = self._v_max.assign(tf.maximum(self._v_max, v))
+        self.v = tf.math.divide_no_nan(v, v_max)
+        decide = tf.group(
+            self._fetch_next.assign(tf.random.uniform([]) < transmit_probability(self._c["fetch"], self.v)),
+            self._push_next.assign(tf.random.uniform([]) < transmit_probability(self._c["push"], self.v)))
+        return moments, decide
+
+    def _build_push(self, optimizer, grads, replica, kept, decide, global_step, samples, per_worker_batch) -> None:
+        """The two step calls: the push (the gradient staleness-scaled onto the shared model, the kept state's
+        move added) and the drop (the samples counted, nothing sent)."""
+        shared_of = {copy.ref(): shared for shared, copy in replica.pairs}
+        with tf.device(global_step.device):
+            staleness = tf.maximum(global_step.read_value() - self._step_at_fetch.read_value(), 0)
+            scale = staleness_scale(staleness, self._power.read_value())
+        scaled = []
+        for g, copy in grads:
+            shared = shared_of[copy.ref()]
+            with tf.device(shared.device):
+                scaled.append((g * tf.cast(scale, g.dtype), shared))
+        counting = CountingOptimizer(optimizer, samples, per_worker_batch, self.name)
+        update = counting.apply_gradients(scaled, global_step, after=[staleness])
+        kept_groups = fused.by_server(kept, self.name)
+        moved = fused.push_add(kept_groups, replica.device, lambda item: item[1].read_value() - item[2].read_value())
+        with tf.control_dependencies(moved), tf.device(replica.device):
+            rebased = [anchor.assign(copy.read_value(), read_value=False) for _, copy, anchor in kept]
+        self._push = (tf.group(update, self.meter.record(staleness), decide, *rebased, name="b_fasgd_push"),
+                      counting.counted)
+        with tf.control_dependencies([decide]), v1.colocate_with(samples):
+            dropped = samples.assign_add(tf.constant(per_worker_batch, tf.int64))
+        self._drop = (tf.group(decide, dropped, name="b_fasgd_drop"), dropped)
 
     # The step is the push or the drop, as this worker's last draw said (two session callables).
     @property

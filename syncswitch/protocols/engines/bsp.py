@@ -26,6 +26,24 @@ class SyncReplicasEngine(ProtocolEngine):
 
     def __init__(self, optimizer, grads_and_vars, global_step, samples, per_worker_batch: int,
                  num_workers: int, is_chief: bool, **_):
+        group, take = self._group_state(global_step, num_workers)
+        counting = CountingOptimizer(optimizer, samples, tf.cast(take, tf.int64) * per_worker_batch, "bsp")
+        self._opt = v1.train.SyncReplicasOptimizer(
+            counting, replicas_to_aggregate=num_workers, total_num_replicas=num_workers, name="bsp_sync")
+        self._opt._replicas_to_aggregate = take  # read by take_grad, accepts a tensor
+        self._opt._tokens_per_step = group  # read by the token fill, accepts a tensor
+        self._num_workers = num_workers
+        train_op = self._opt.apply_gradients(grads_and_vars, global_step)
+        token = _find_op(train_op, "QueueDequeueV2")
+        self.push_op = tf.group(*token.control_inputs, name="bsp_push")  # gradients into the accumulators
+        queue = self._opt._sync_token_queue  # no public handle for the token queue
+        self._build_step(queue, token, samples)
+        self._is_chief = is_chief
+        self._queue_runner_started = False
+        self._build_control(queue, global_step, num_workers)
+
+    def _group_state(self, global_step, num_workers: int):
+        """(the group size read, the gradients an update takes), beside the global step."""
         # The synchronous group's size lives in a variable so the elastic straggler policy can
         # shrink it without rebuilding the graph: the chief aggregates that many gradients and
         # hands out that many tokens per step. Samples per update scale with it.
@@ -45,21 +63,14 @@ class SyncReplicasEngine(ProtocolEngine):
                 group = tf.identity(group)
             wanted = self.aggregate.read_value()
             take = tf.where(wanted > 0, tf.minimum(wanted, group), group)
-        counting = CountingOptimizer(optimizer, samples, tf.cast(take, tf.int64) * per_worker_batch, "bsp")
-        self._opt = v1.train.SyncReplicasOptimizer(
-            counting, replicas_to_aggregate=num_workers, total_num_replicas=num_workers, name="bsp_sync")
-        self._opt._replicas_to_aggregate = take  # read by take_grad, accepts a tensor
-        self._opt._tokens_per_step = group  # read by the token fill, accepts a tensor
-        self._num_workers = num_workers
-        train_op = self._opt.apply_gradients(grads_and_vars, global_step)
-        token = _find_op(train_op, "QueueDequeueV2")
-        self.push_op = tf.group(*token.control_inputs, name="bsp_push")  # gradients into the accumulators
-        queue = self._opt._sync_token_queue  # no public handle for the token queue
+        return group, take
+
+    def _build_step(self, queue, token, samples) -> None:
+        """The one-call step: the push, then the wait between two timestamps taken on this worker (so the wait
+        includes the token's trip), then the counter after the update, read on the counter's own device: the
+        token is only handed out once the aggregated update (and its count) is applied."""
         with tf.device(samples.device):
             self.samples_now = tf.identity(samples.read_value(), name="bsp_samples_now")
-        # One call per step: the push, then the wait between two timestamps taken on this worker (so the wait
-        # includes the token's trip), then the counter after the update, read on the counter's own device: the
-        # token is only handed out once the aggregated update (and its count) is applied.
         with tf.control_dependencies([self.push_op]):
             waited_from = tf.timestamp(name="bsp_wait_from")
         with tf.device(token.device), tf.control_dependencies([waited_from]):
@@ -73,8 +84,9 @@ class SyncReplicasEngine(ProtocolEngine):
         # The one-call step is this engine's training step: fetching train_op and samples_after together takes
         # one token, as every engine's pair does.
         self._finish(self.step_op, self.step_samples)
-        self._is_chief = is_chief
-        self._queue_runner_started = False
+
+    def _build_control(self, queue, global_step, num_workers: int) -> None:
+        """The ops the chief and the loop run outside steps: release, owed tokens, drain, warm-up tokens."""
         with tf.device(global_step.device):
             self._release_op = queue.enqueue_many(tf.fill([num_workers], global_step.read_value()))
             self._owed_count = v1.placeholder(tf.int32, [], name="bsp_owed_tokens")

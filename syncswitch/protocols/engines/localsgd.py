@@ -44,12 +44,35 @@ class LocalSGDEngine(ProtocolEngine):
         self.loss = replica.loss
         self.period = 2
         self._n = n
-        learning_rate, momentum = rates
         # Built, never run: it makes the shared momentum slots when no other protocol of the schedule did, so
         # the averaged momentum is checkpointed and continues across a switch either way.
         optimizer.apply_gradients(grads_and_vars, name="local_sgd_slots")
         device = replica.device
-        with tf.device(device), v1.variable_scope("syncswitch_local_sgd"):
+        pairs, anchors = self._build_local_step(optimizer, replica, per_worker_batch * n)
+        own = self._build_barrier(global_step, n, task_index)
+        groups = fused.by_server([(shared, copy, anchor) for (shared, copy), anchor in zip(pairs, anchors)],
+                                 self.name)
+        adds = self._push_adds(groups, device, global_step, samples, per_worker_batch, is_chief)
+        with tf.control_dependencies(adds), tf.device(global_step.device):
+            arrived = [q.enqueue(tf.constant(0, tf.int64)) for q in self._queues]
+        with tf.control_dependencies(arrived), tf.device(global_step.device):
+            everyone = own.dequeue_many(n)
+        learning_rate, momentum = rates
+        with tf.control_dependencies([everyone]):
+            pulled = self._pull(groups, device, samples, learning_rate, momentum)
+        with tf.device(device), tf.control_dependencies(pulled[1]):
+            self._sync = tf.identity(pulled[0], name="local_sgd_synced_samples")
+        # Entering the phase: the shared model as the copy and anchor, nothing pushed.
+        self._enter = tf.group(*self._pull(groups, device, samples, learning_rate, momentum)[1], name="local_sgd_enter")
+        self._sync_fn = None
+        self._rounds = 0
+        self._steps = 0
+        self._waited = 0.0
+
+    def _build_local_step(self, optimizer, replica, samples_per_step: int):
+        """The local step on the copy (this engine's train op); returns the (shared, local) pairs averaged each
+        round and their anchors (the copy as last read)."""
+        with tf.device(replica.device), v1.variable_scope("syncswitch_local_sgd"):
             # The rate and momentum are read at each average, not each step: a local step reads nothing remote.
             self._lr = worker_variable("learning_rate", (), tf.float32)
             self._momentum = worker_variable("momentum", (), tf.float32)
@@ -63,7 +86,7 @@ class LocalSGDEngine(ProtocolEngine):
             slots = [v for v in v1.global_variables() if v.ref() not in before]
             with tf.control_dependencies([step]):
                 # Lockstep: every worker takes a step of per_worker_batch examples per step of this one.
-                self._estimate_after = self._estimate.assign_add(per_worker_batch * n)
+                self._estimate_after = self._estimate.assign_add(samples_per_step)
                 counted = self._unsynced.assign_add(1)
             # (shared, local) pairs averaged each round: the model's variables, then the momentum of each
             # trained one (the shared slot against the local optimizer's).
@@ -77,10 +100,13 @@ class LocalSGDEngine(ProtocolEngine):
                        for k, (_, copy) in enumerate(pairs)]
         localize(v1.get_default_graph(), slots)  # each worker's own momentum: out of checkpoints and readiness
         self._finish(tf.group(step, self._estimate_after, counted, name="local_sgd_step"), self._estimate_after)
+        return pairs, anchors
 
-        # The barrier: one token queue per worker beside the global step. Each average puts a token into every
-        # queue and takes n from its own, so a worker goes on once all n put theirs (a worker can be at most
-        # one round ahead of another). No coordinator thread: a replacement node needs nothing from the chief.
+    def _build_barrier(self, global_step, n: int, task_index: int):
+        """The barrier: one token queue per worker beside the global step (returns this worker's). Each average
+        puts a token into every queue and takes n from its own, so a worker goes on once all n put theirs (a
+        worker can be at most one round ahead of another). No coordinator thread: a replacement node needs
+        nothing from the chief."""
         with tf.device(global_step.device):
             self._queues = [tf.queue.FIFOQueue(-1, tf.int64, shapes=[[]], name=f"local_sgd_tokens_{j}",
                                                shared_name=f"syncswitch_local_sgd_tokens_{j}") for j in range(n)]
@@ -91,9 +117,11 @@ class LocalSGDEngine(ProtocolEngine):
             # Released workers (peers stopped at a boundary) must not wait again this phase: many rounds' worth.
             self._release = tf.group(*[q.enqueue_many(tf.zeros([n * RELEASE_ROUNDS], tf.int64)) for q in self._queues])
             self._own_tokens = own.enqueue_many(tf.zeros([n], tf.int64))
-        groups = fused.by_server([(shared, copy, anchor) for (shared, copy), anchor in zip(pairs, anchors)],
-                                 self.name)
-        # Push: this worker's move since its last read, as one n-th of the average, and the samples it trained.
+        return own
+
+    def _push_adds(self, groups, device, global_step, samples, per_worker_batch: int, is_chief: bool) -> list:
+        """Push: this worker's move since its last read, as one n-th of the average, and the samples it trained."""
+        n = self._n
         adds = fused.push_add(groups, device, lambda item: (item[1].read_value() - item[2].read_value())
                               / tf.cast(n, item[0].dtype.base_dtype))
         with tf.device(device):
@@ -107,20 +135,7 @@ class LocalSGDEngine(ProtocolEngine):
                 steps = self._unsynced.read_value()
             with v1.colocate_with(global_step):
                 adds.append(global_step.assign_add(steps, read_value=False))
-        with tf.control_dependencies(adds), tf.device(global_step.device):
-            arrived = [q.enqueue(tf.constant(0, tf.int64)) for q in self._queues]
-        with tf.control_dependencies(arrived), tf.device(global_step.device):
-            everyone = own.dequeue_many(n)
-        with tf.control_dependencies([everyone]):
-            pulled = self._pull(groups, device, samples, learning_rate, momentum)
-        with tf.device(device), tf.control_dependencies(pulled[1]):
-            self._sync = tf.identity(pulled[0], name="local_sgd_synced_samples")
-        # Entering the phase: the shared model as the copy and anchor, nothing pushed.
-        self._enter = tf.group(*self._pull(groups, device, samples, learning_rate, momentum)[1], name="local_sgd_enter")
-        self._sync_fn = None
-        self._rounds = 0
-        self._steps = 0
-        self._waited = 0.0
+        return adds
 
     def _pull(self, groups, device, samples, learning_rate, momentum):
         """(the global sample count read, the assignments): the shared model and momentum as the new copy and
