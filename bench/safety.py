@@ -125,11 +125,13 @@ def momentum_variants(momenta, switch_at: float = 0.25) -> dict:
             for m in momenta}
 
 
-def target_variants(protocols, switch_at: float = 0.25) -> dict:
-    """`in-place>X` and `in-place>X+guard`: the switch in place into protocol X instead of ASP, guard off and on."""
+def target_variants(protocols, switch_at: float = 0.25, bsp_ps: bool = False) -> dict:
+    """`in-place>X` and `in-place>X+guard`: the switch in place into protocol X instead of ASP, guard off and on;
+    `bsp_ps`: BSP through the parameter servers."""
     out = {}
+    path = ", allreduce: false" if bsp_ps else ""
     for protocol in protocols:
-        schedule = f"policy.schedule=[{{protocol: bsp, until: {switch_at:g}}}, {{protocol: {protocol}}}]"
+        schedule = f"policy.schedule=[{{protocol: bsp{path}, until: {switch_at:g}}}, {{protocol: {protocol}}}]"
         out[f"in-place>{protocol}"] = (None, [schedule, "policy.switch_mode=in-place"] + GUARD_OFF)
         out[f"in-place>{protocol}+guard"] = (None, [schedule, "policy.switch_mode=in-place"])
     return out
@@ -159,12 +161,17 @@ def earlier_runs(path: str | None, workloads, variants) -> dict:
 
 
 def run(workloads, seeds: int, root: str, overrides=(), variants=tuple(VARIANTS), configurations=(),
-        momenta=(), first_seed: int = 0, targets=(), add_to: str | None = None) -> dict:
-    added = {**configuration_variants(configurations), **momentum_variants(momenta), **target_variants(targets)}
+        momenta=(), first_seed: int = 0, targets=(), add_to: str | None = None, bsp_ps: bool = False) -> dict:
+    added = {**configuration_variants(configurations), **momentum_variants(momenta),
+             **target_variants(targets, bsp_ps=bsp_ps)}
     known = {**VARIANTS, **added}
+    if bsp_ps:  # the path every result before all-reduce became BSP's default ran on
+        known["bsp"] = ("bsp(allreduce=false)", GUARD_OFF)
     # `in-place>X+guard` named in --variants: that target variant alone (not its guard-off twin)
     for name in [v for v in variants if v.startswith("in-place>") and v not in known]:
-        known.update(target_variants([name[len("in-place>"):].removesuffix("+guard")]))
+        known.update(target_variants([name[len("in-place>"):].removesuffix("+guard")], bsp_ps=bsp_ps))
+    if bsp_ps and any(known[v][0] == "switch" for v in variants if v in known):
+        raise SystemExit("error: --bsp-ps applies to the bsp and in-place>X variants only")
     unknown = [v for v in variants if v not in known]
     if unknown:
         raise SystemExit(f"error: unknown variant(s) {unknown}; valid: {', '.join(VARIANTS)}")
@@ -209,6 +216,8 @@ def add_options(parser) -> None:
     parser.add_argument("--first-seed", type=int, default=0, help="Seed of the first repeat (default 0).")
     parser.add_argument("--seeds", type=int, help="Seeds per variant (default 5, quick 2).")
     parser.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE")
+    parser.add_argument("--bsp-ps", action="store_true",
+                        help="BSP through the parameter servers (allreduce: false) in the bsp and in-place>X variants.")
     parser.add_argument("--add-to", help="An earlier result file of the same workloads and variants (other seeds): "
                                          "its runs are read back from their folders and counted with this call's.")
 
@@ -220,7 +229,7 @@ def run_part(args, root) -> dict:
     momenta = [float(m) for m in args.asp_momenta.split(",")] if args.asp_momenta else ()
     targets = args.targets.split(",") if args.targets else ()
     return run(names, args.seeds or (2 if args.quick else 5), root, args.sets, variants, configurations, momenta,
-               args.first_seed, targets, args.add_to)
+               args.first_seed, targets, args.add_to, args.bsp_ps)
 
 
 if __name__ == "__main__":
