@@ -125,28 +125,60 @@ def momentum_variants(momenta, switch_at: float = 0.25) -> dict:
             for m in momenta}
 
 
-def target_variants(protocols, switch_at: float = 0.25) -> dict:
-    """`in-place>X` and `in-place>X+guard`: the switch in place into protocol X instead of ASP, guard off and on."""
+def target_variants(protocols, switch_at: float = 0.25, bsp_ps: bool = False) -> dict:
+    """`in-place>X` and `in-place>X+guard`: the switch in place into protocol X instead of ASP, guard off and on;
+    `bsp_ps`: BSP through the parameter servers."""
     out = {}
+    path = ", allreduce: false" if bsp_ps else ""
     for protocol in protocols:
-        schedule = f"policy.schedule=[{{protocol: bsp, until: {switch_at:g}}}, {{protocol: {protocol}}}]"
+        schedule = f"policy.schedule=[{{protocol: bsp{path}, until: {switch_at:g}}}, {{protocol: {protocol}}}]"
         out[f"in-place>{protocol}"] = (None, [schedule, "policy.switch_mode=in-place"] + GUARD_OFF)
         out[f"in-place>{protocol}+guard"] = (None, [schedule, "policy.switch_mode=in-place"])
     return out
 
 
+def earlier_runs(path: str | None, workloads, variants) -> dict:
+    """{workload: {variant: [summary, ...]}} of an earlier result file's runs (--add-to), read back from their run
+    folders' summary.json, so a cell measured over several calls (seeds split to keep each call short) is one
+    file; empty without a path. Its workloads and variants must be this call's."""
+    if not path:
+        return {}
+    with open(path, encoding="utf-8") as fh:
+        doc = json.load(fh)
+    if list(doc.get("workloads", {})) != list(workloads) or doc.get("variants") != list(variants):
+        raise SystemExit(f"--add-to {path}: its workloads {list(doc.get('workloads', {}))} and variants "
+                         f"{doc.get('variants')} are not this call's {list(workloads)} and {list(variants)}")
+    out = {}
+    for label, cell in doc["workloads"].items():
+        out[label] = {}
+        for name in variants:
+            summaries = []
+            for run_dir in cell[name]["run_dirs"]:
+                with open(os.path.join(run_dir, "summary.json"), encoding="utf-8") as fh:
+                    summaries.append({**json.load(fh), "run_dir": run_dir})
+            out[label][name] = summaries
+    return {"first_seed": doc["first_seed"], "seeds": doc["seeds"], "runs": out}
+
+
 def run(workloads, seeds: int, root: str, overrides=(), variants=tuple(VARIANTS), configurations=(),
-        momenta=(), first_seed: int = 0, targets=()) -> dict:
-    added = {**configuration_variants(configurations), **momentum_variants(momenta), **target_variants(targets)}
+        momenta=(), first_seed: int = 0, targets=(), add_to: str | None = None, bsp_ps: bool = False) -> dict:
+    added = {**configuration_variants(configurations), **momentum_variants(momenta),
+             **target_variants(targets, bsp_ps=bsp_ps)}
     known = {**VARIANTS, **added}
+    if bsp_ps:  # the path every result before all-reduce became BSP's default ran on
+        known["bsp"] = ("bsp(allreduce=false)", GUARD_OFF)
     # `in-place>X+guard` named in --variants: that target variant alone (not its guard-off twin)
     for name in [v for v in variants if v.startswith("in-place>") and v not in known]:
-        known.update(target_variants([name[len("in-place>"):].removesuffix("+guard")]))
+        known.update(target_variants([name[len("in-place>"):].removesuffix("+guard")], bsp_ps=bsp_ps))
+    if bsp_ps and any(known[v][0] == "switch" for v in variants if v in known):
+        raise SystemExit("error: --bsp-ps applies to the bsp and in-place>X variants only")
     unknown = [v for v in variants if v not in known]
     if unknown:
         raise SystemExit(f"error: unknown variant(s) {unknown}; valid: {', '.join(VARIANTS)}")
     chosen = {name: known[name] for name in list(variants) + list(added)}
-    out = {"seeds": seeds, "first_seed": first_seed, "variants": list(chosen), "workloads": {}}
+    earlier = earlier_runs(add_to, workloads, chosen)
+    out = {"seeds": seeds + earlier.get("seeds", 0), "first_seed": earlier.get("first_seed", first_seed),
+           "variants": list(chosen), "workloads": {}}
     for label in workloads:
         job, workers, extra = WORKLOADS[label]
         base = common.with_workers(list(extra) + list(overrides), workers)
@@ -159,7 +191,8 @@ def run(workloads, seeds: int, root: str, overrides=(), variants=tuple(VARIANTS)
                     for name, (variant, sets) in chosen.items()}
         runs = common.interleaved(variants, seeds, os.path.join(root, label), first_seed=first_seed,
                                   on_run=lambda name, r, summary: _log_run(root, label, name, first_seed + r, summary))
-        stats = {name: _variant_stats(runs[name]) for name in chosen}
+        before = earlier.get("runs", {}).get(label, {})
+        stats = {name: _variant_stats(before.get(name, []) + runs[name]) for name in chosen}
         out["workloads"][label] = {"job": os.path.relpath(job, common.ROOT), "workers": workers,
                                    "switch_at": switch_at, **stats, "targets": _targets(stats)}
     return out
@@ -183,6 +216,10 @@ def add_options(parser) -> None:
     parser.add_argument("--first-seed", type=int, default=0, help="Seed of the first repeat (default 0).")
     parser.add_argument("--seeds", type=int, help="Seeds per variant (default 5, quick 2).")
     parser.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE")
+    parser.add_argument("--bsp-ps", action="store_true",
+                        help="BSP through the parameter servers (allreduce: false) in the bsp and in-place>X variants.")
+    parser.add_argument("--add-to", help="An earlier result file of the same workloads and variants (other seeds): "
+                                         "its runs are read back from their folders and counted with this call's.")
 
 
 def run_part(args, root) -> dict:
@@ -192,7 +229,7 @@ def run_part(args, root) -> dict:
     momenta = [float(m) for m in args.asp_momenta.split(",")] if args.asp_momenta else ()
     targets = args.targets.split(",") if args.targets else ()
     return run(names, args.seeds or (2 if args.quick else 5), root, args.sets, variants, configurations, momenta,
-               args.first_seed, targets)
+               args.first_seed, targets, args.add_to, args.bsp_ps)
 
 
 if __name__ == "__main__":

@@ -2,8 +2,9 @@
 run's past is no yardstick (a model switched during its steep early fall has no accuracy worth keeping up with).
 
 The training loss before the switch is fitted as log-linear in the workload fraction over its last stretch; the
-fit says how fast BSP's loss was still falling. An asynchronous phase whose smoothed loss stops falling while the
-forecast says BSP's would have gone on falling has lost what BSP was gaining: a verdict, whatever the accuracy.
+fit says how fast BSP's loss was still falling; it is carried on for a short horizon, then held. An asynchronous
+phase whose smoothed loss stops falling (at its switch value, or at a lower one it fell to) while the forecast
+lies well below it has lost what BSP was gaining: a verdict, whatever the accuracy.
 
 The evaluations before the switch are fitted as linear in the fraction: where BSP's accuracy was still rising,
 the best accuracy so far understates what BSP would have reached a little later, and the forecast carries the
@@ -23,7 +24,10 @@ MIN_REPORTS = 4       # fewer reports there: no forecast
 FALLING = 0.1         # BSP counts as still falling where its forecast drops this share over STALL_SPAN
 STALL_SPAN = 0.1      # how long the phase's loss may stay at or above its switch value
 STALL_MARGIN = 0.02   # "stopped falling": not more than this share below the loss at the switch ...
-STALL_RISE = 0.1      # ... nor more than this share above it (guard.LOSS_HELD: a loss that held)
+STALL_RISE = 0.25     # ... nor more than this share above it (a larger rise is the loss rule's, see `holding`)
+LOSS_HORIZON = 0.15   # BSP's loss trend is carried on this far past the switch, then held (curves flatten)
+STALL_GAP = 0.2       # a stall condemns only where BSP's forecast lies at least this share below the phase's low
+STALL_FLOOR = 0.1     # ... and only while that low is above this share of the run's initial loss (see `stalled`)
 ACCURACY_FIT_WINDOW = 0.2   # the stretch of evaluations before the switch the accuracy trend is fitted over
 MIN_EVALUATIONS = 3         # fewer evaluations there: no accuracy forecast
 ACCURACY_HORIZON = 0.1      # the rise before the switch is carried on this far past it, then held
@@ -61,24 +65,35 @@ class LossForecast:
         return cls(start, math.exp(my + slope * (start - mx)), slope)
 
 
-def stalled(forecast: LossForecast | None, onset: float | None, fraction: float, smoothed: float | None) -> dict | None:
-    """The verdict's values when the phase's smoothed loss has stayed at its switch value since `onset` for
-    STALL_SPAN while BSP's forecast fell; None otherwise."""
-    if forecast is None or not forecast.falling or onset is None or smoothed is None:
+def stalled(forecast: LossForecast | None, onset: float | None, fraction: float, smoothed: float | None,
+            low: float | None = None, initial: float | None = None) -> dict | None:
+    """The verdict's values when the phase's smoothed loss has held at its low `low` (its value at the switch until
+    it falls further) since `onset` for STALL_SPAN, while BSP's forecast, carried on for LOSS_HORIZON and then held,
+    lies at least STALL_GAP below that low; None otherwise. Not below STALL_FLOOR of the run's `initial` loss: the
+    log-linear forecast knows no floor, so after a steep fall it says BSP's loss would go on down past where a
+    converged loss stops (a loss that fell from 2.3 to its floor of 0.1 just after the switch, as BSP's would have);
+    a loss down to a tenth of where training began has converged as far as this verdict can tell."""
+    if forecast is None or onset is None or smoothed is None:
         return None
-    if fraction - onset < STALL_SPAN:
+    low = forecast.loss_at_start if low is None else low
+    if fraction - onset < STALL_SPAN or (initial is not None and low < STALL_FLOOR * initial):
         return None
-    return {"smoothed_loss": smoothed, "loss_at_switch": forecast.loss_at_start,
-            "forecast_loss": forecast.at(fraction), "forecast_slope": forecast.slope}
+    expected = forecast.at(min(fraction, forecast.start + LOSS_HORIZON))
+    if expected > low * (1.0 - STALL_GAP):
+        return None
+    return {"smoothed_loss": smoothed, "loss_at_switch": forecast.loss_at_start, "stalled_at": low,
+            "forecast_loss": expected, "forecast_slope": forecast.slope}
 
 
-def holding(forecast: LossForecast | None, smoothed: float | None) -> bool:
+def holding(forecast: LossForecast | None, smoothed: float | None, low: float | None = None) -> bool:
     """Whether the phase's smoothed loss stopped falling and did not rise: within [1 - STALL_MARGIN, 1 + STALL_RISE]
-    of its value at the switch. A rise is the loss rule's to judge (off by default: healthy switches raised the
-    loss by 36-47% for a while, guard.py), so the forecast never condemns one."""
+    of `low` (its lowest since the switch, where the stall is judged; the loss at the switch by default). A rise is
+    the loss rule's to judge (off by default: healthy switches raised the loss by 36-47% for a while, guard.py),
+    so the forecast never condemns one."""
     if forecast is None or smoothed is None:
         return False
-    return forecast.loss_at_start * (1 - STALL_MARGIN) <= smoothed <= forecast.loss_at_start * (1 + STALL_RISE)
+    low = forecast.loss_at_start if low is None else low
+    return low * (1 - STALL_MARGIN) <= smoothed <= low * (1 + STALL_RISE)
 
 
 @dataclasses.dataclass(frozen=True)

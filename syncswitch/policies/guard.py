@@ -8,7 +8,8 @@ import math
 import statistics
 
 from syncswitch.policies.base import GuardPolicy, Verdict
-from syncswitch.policies.forecast import AccuracyForecast, LossForecast, expected_accuracy, holding, stalled
+from syncswitch.policies.forecast import (STALL_MARGIN, AccuracyForecast, LossForecast, expected_accuracy, holding,
+                                          stalled)
 from syncswitch.spec.reference import interpolate
 
 # How far the training loss may rise over an asynchronous phase for its accuracy verdict to be repaired from the
@@ -110,7 +111,8 @@ class DegradationGuard(GuardPolicy):
         self.reference_loss: float | None = None
         self._loss_onset: float | None = None       # since when the smoothed loss is above the limit
         self.forecast: LossForecast | None = None   # BSP's loss trend before the watched phase
-        self._stall_onset: float | None = None      # since when the phase's loss is at or above its switch value
+        self._stall_onset: float | None = None      # since when the phase's loss has held at its low
+        self._stall_low: float | None = None        # its lowest smoothed loss since the switch (None: the switch's)
         self._long_onset: float | None = None       # since when it is above the lower, long-window limit
 
     # -- inputs ---------------------------------------------------------------------------------
@@ -123,7 +125,7 @@ class DegradationGuard(GuardPolicy):
         self._loss_onset = self._long_onset = None
         self._forget_after(fraction)  # a rollback restarts training from `fraction`
         self.reference_loss = self.smoothed_loss(fraction)
-        self._stall_onset = None
+        self._stall_onset = self._stall_low = None
         self.forecast = LossForecast.fit(self._fractions, self._losses, fraction) \
             if self.watching and self.settings.forecast else None
 
@@ -167,22 +169,37 @@ class DegradationGuard(GuardPolicy):
         return None
 
     def _stalled(self, fraction: float) -> Verdict | None:
-        """The forecast's verdict: the phase's loss has held at its switch value while BSP's was still falling."""
+        """The forecast's verdict: the phase's loss has held at its low while BSP's forecast was well below it.
+
+        The low is the loss at the switch until the phase's smoothed loss falls more than STALL_MARGIN below it,
+        then that lower value: a phase that falls for a while and then stops (the memory GRU's ASP phase fell from
+        0.69 to 0.35 and held there to the end, where BSP's went to ~0) stalled as surely as one that never fell."""
         if self.forecast is None or fraction - self.phase_start < self.settings.smoothing:
             return None  # the median still holds reports from before the switch
         smoothed = self.smoothed_loss(fraction)
         if smoothed is None:
             return None  # no report in the window (sparse reports): nothing new either way
-        if not holding(self.forecast, smoothed):
+        low = self.forecast.loss_at_start if self._stall_low is None else self._stall_low
+        if smoothed < low * (1 - STALL_MARGIN):  # fell further: a stall, if any, is judged from here
+            self._stall_low, self._stall_onset = smoothed, max(self.phase_start, fraction - self.settings.smoothing)
+            return None
+        if not holding(self.forecast, smoothed, low):
             self._stall_onset = None
             return None
         if self._stall_onset is None:
             self._stall_onset = max(self.phase_start, fraction - self.settings.smoothing)
-        values = stalled(self.forecast, self._stall_onset, fraction, smoothed)
+        values = stalled(self.forecast, self._stall_onset, fraction, smoothed, low, self._initial_loss())
         if values is None:
             return None
         self.forecast = None  # one verdict per phase
         return Verdict("loss stalled", fraction, self.phase_start, values)
+
+    def _initial_loss(self) -> float | None:
+        """The run's initial training loss: the median of its reports over the first `smoothing` of the workload."""
+        if not self._fractions:
+            return None
+        end = bisect.bisect_right(self._fractions, self._fractions[0] + self.settings.smoothing)
+        return statistics.median(self._losses[:end])
 
     def floor(self, fraction: float, best: float | None) -> float | None:
         """The accuracy below which an evaluation at `fraction` is degraded: `accuracy_drop` below the best

@@ -6,8 +6,8 @@ import math
 import pytest
 
 from syncswitch.errors import SpecError
-from syncswitch.policies.forecast import (ACCURACY_HORIZON, MIN_NOISE, AccuracyForecast, LossForecast,
-                                          expected_accuracy)
+from syncswitch.policies.forecast import (ACCURACY_HORIZON, LOSS_HORIZON, MIN_NOISE, STALL_FLOOR, STALL_GAP,
+                                          STALL_SPAN, AccuracyForecast, LossForecast, expected_accuracy, stalled)
 from syncswitch.policies.guard import DegradationGuard, GuardSettings
 from syncswitch.spec.policy import guard_section
 
@@ -72,6 +72,49 @@ def test_a_loss_that_falls_again_resets_the_stall():
     stuck = falling(0.25)
     _, verdict = _run(falling, lambda f: stuck if f < 0.3 else stuck * 0.5)
     assert verdict is None
+
+
+def test_a_phase_that_falls_then_holds_above_bsps_forecast_is_a_verdict():
+    # The memory GRU's ASP phase: it fell for a while after the switch, then held there to the end while BSP's
+    # went on to ~0; the stall is judged against the phase's low, not against the loss at the switch.
+    at_switch = falling(0.25)
+    low = at_switch * 0.7
+    guard, verdict = _run(falling, lambda f: at_switch if f < 0.3 else low, until=0.8)
+    assert verdict is not None and verdict.reason == "loss stalled"
+    assert verdict.values["stalled_at"] == pytest.approx(low, rel=0.01)
+    assert 0.3 + STALL_SPAN - 0.03 <= verdict.fraction <= 0.3 + STALL_SPAN + 0.03
+    assert verdict.values["forecast_loss"] <= low * (1 - STALL_GAP)
+
+
+def test_a_phase_that_fell_as_far_as_bsps_forecast_and_holds_is_not():
+    at_switch = falling(0.25)
+    reached = falling(0.25 + LOSS_HORIZON) * 0.95  # where BSP's trend, held past the horizon, says it would be
+    _, verdict = _run(falling, lambda f: at_switch if f < 0.3 else reached, until=0.9)
+    assert verdict is None
+
+
+def _exit(f):
+    return 2.3 if f < 0.2 else 2.3 * math.exp(-25.0 * (f - 0.2))  # a plateau, then a steep fall up to the switch
+
+
+def test_a_loss_down_near_its_floor_is_not_judged():
+    # The forecast after so steep a fall says BSP's loss would go on down to 0.016; a loss that reached its floor
+    # at a few percent of the initial 2.3 has converged as far as a stall verdict can tell.
+    at_switch = _exit(0.25)
+    _, verdict = _run(_exit, lambda f: at_switch if f < 0.28 else 0.15, until=0.8)  # 6.5% of the initial loss
+    assert verdict is None
+    _, verdict = _run(_exit, lambda f: at_switch if f < 0.28 else 0.3, until=0.8)   # 13%: still judged
+    assert verdict is not None and verdict.reason == "loss stalled" and STALL_FLOOR * 2.3 < 0.3
+
+
+def test_the_forecast_is_held_past_its_horizon():
+    fractions = [i * STEP for i in range(51)]
+    forecast = LossForecast.fit(fractions, [falling(f) for f in fractions], 0.25)
+    held = forecast.at(0.25 + LOSS_HORIZON)
+    values = stalled(forecast, 0.5, 0.9, held * 1.1, low=held * 1.1)
+    assert values is None  # held: 10% above the forecast is within STALL_GAP, however far the line would go on
+    values = stalled(forecast, 0.5, 0.9, held * 1.5, low=held * 1.5)
+    assert values["forecast_loss"] == pytest.approx(held)
 
 
 def test_a_rising_loss_is_left_to_the_loss_rule():

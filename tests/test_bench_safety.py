@@ -1,0 +1,47 @@
+"""bench/safety.py --add-to: a cell measured over several calls (seeds split) is counted as one."""
+
+import json
+
+import pytest
+
+from bench import safety
+
+
+def _result(tmp_path, seeds, first_seed=0):
+    """A result file of one workload and two variants whose runs are folders with a summary.json each."""
+    cell = {}
+    for name, accuracy in (("bsp", 0.9), ("in-place+guard", 0.8)):
+        dirs = []
+        for seed in range(first_seed, first_seed + seeds):
+            run_dir = tmp_path / f"{name}-s{seed}"
+            run_dir.mkdir()
+            (run_dir / "summary.json").write_text(json.dumps({"status": "completed", "final_accuracy": accuracy,
+                                                              "total_time_s": 10.0 + seed}))
+            dirs.append(str(run_dir))
+        cell[name] = {"run_dirs": dirs}
+    path = tmp_path / "earlier.json"
+    path.write_text(json.dumps({"seeds": seeds, "first_seed": first_seed, "variants": list(cell),
+                                "workloads": {"memory_gru-2": cell}}))
+    return str(path)
+
+
+def test_the_earlier_runs_are_read_back_from_their_folders(tmp_path):
+    earlier = safety.earlier_runs(_result(tmp_path, 3), ["memory_gru-2"], {"bsp": 0, "in-place+guard": 0})
+    assert earlier["seeds"] == 3 and earlier["first_seed"] == 0
+    runs = earlier["runs"]["memory_gru-2"]
+    assert [r["total_time_s"] for r in runs["bsp"]] == [10.0, 11.0, 12.0]
+    assert all(r["run_dir"].endswith(f"s{i}") for i, r in enumerate(runs["in-place+guard"]))
+    stats = safety._variant_stats(runs["bsp"])
+    assert stats["final_accuracy"]["n"] == 3 and stats["total_time_s"]["median"] == 11.0
+
+
+def test_another_cell_is_refused(tmp_path):
+    path = _result(tmp_path, 2)
+    with pytest.raises(SystemExit, match="--add-to"):
+        safety.earlier_runs(path, ["plain_cnn-2"], {"bsp": 0, "in-place+guard": 0})
+    with pytest.raises(SystemExit, match="--add-to"):
+        safety.earlier_runs(path, ["memory_gru-2"], {"bsp": 0})
+
+
+def test_no_file_no_runs():
+    assert safety.earlier_runs(None, ["memory_gru-2"], {"bsp": 0}) == {}
