@@ -15,6 +15,8 @@ from syncswitch.wire.forkclient import ForkedProcess, ForkServerError
 from syncswitch.wire import agent_pb2 as pb
 from syncswitch.wire import codec
 
+from tests.processes import gone
+
 pytestmark = pytest.mark.cluster
 
 
@@ -42,18 +44,6 @@ def _task(server_path, tmp_path, **kw):
         return ForkedProcess(server_path, "task", cwd=str(tmp_path), env=dict(os.environ), stderr_fd=log.fileno(), **kw)
     finally:
         log.close()
-
-
-def _gone(pid: int, within_s: float = 10.0) -> bool:
-    deadline = time.time() + within_s
-    while time.time() < deadline:
-        try:
-            if psutil.Process(pid).status() == psutil.STATUS_ZOMBIE:
-                return True
-        except psutil.NoSuchProcess:
-            return True
-        time.sleep(0.05)
-    return False
 
 
 def test_a_forked_task_starts_warm_in_its_folder_and_exits_when_its_stdin_closes(server, tmp_path):
@@ -92,7 +82,7 @@ def test_a_clients_death_kills_the_tasks_it_asked_for(server, tmp_path):
     finally:
         client.kill()
         client.wait()
-    assert _gone(pid), "the forked task outlived its client"
+    assert gone(pid), "the forked task outlived its client"
 
 
 def test_unknown_entries_and_missing_servers_are_refused(server, tmp_path):

@@ -4,26 +4,15 @@ import os
 import signal
 import subprocess
 import sys
-import time
 
 import psutil
 
 from syncswitch.backends.ray.host import GUARDIAN
 
+from tests.processes import gone
+
 # Stands in for the agent: the guardian appends `--manager-pid PID`, which `python -c` passes on as argv.
 AGENT = [sys.executable, "-c", "import time\nwhile True: time.sleep(1)"]
-
-
-def _gone(pid: int, within_s: float) -> bool:
-    deadline = time.time() + within_s
-    while time.time() < deadline:
-        try:
-            if psutil.Process(pid).status() == psutil.STATUS_ZOMBIE:
-                return True
-        except psutil.NoSuchProcess:
-            return True
-        time.sleep(0.05)
-    return False
 
 
 def _start(tmp_path):
@@ -41,7 +30,7 @@ def test_an_agent_dies_with_a_guardian_killed_without_warning(tmp_path):
     try:
         guardian.send_signal(signal.SIGKILL)
         guardian.wait(timeout=10)
-        assert _gone(agent, 5), "the agent outlived its guardian"
+        assert gone(agent, 5), "the agent outlived its guardian"
     finally:
         if psutil.pid_exists(agent):
             os.kill(agent, signal.SIGKILL)
@@ -53,7 +42,7 @@ def test_a_terminated_guardian_ends_the_agents_session(tmp_path):
     try:
         guardian.send_signal(signal.SIGTERM)
         assert guardian.wait(timeout=10) == 128 + signal.SIGTERM
-        assert _gone(agent, 5)
+        assert gone(agent, 5)
     finally:
         if psutil.pid_exists(agent):
             os.kill(agent, signal.SIGKILL)
