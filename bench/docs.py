@@ -456,26 +456,26 @@ def core_overhead_render(docs: list[dict]) -> list[str]:
 FIGURES += (
     Figure("core-overhead", "Switch overhead at the current code",
            ("core-switch-overhead-2026-11-25.json",),
-           "python -m bench switch-overhead --repeats 1 --sizes 4 (per tree, interleaved, under /work/bin/quiet)",
+           "python -m bench switch-overhead --repeats 1 --sizes 4 (per tree, interleaved, nothing else running)",
            core_overhead_render, commit="6605dd6", note="Two rounds: a check that the refactor cost nothing."),
     Figure("peers", "Against what TensorFlow users run: MultiWorkerMirroredStrategy and one process",
            ("peers-mnist1d-unbudgeted-2026-11-26.json", "peers-mnist1d-cpu040-2026-11-26.json",
             "peers-resnet-unbudgeted-2026-11-26.json", "peers-resnet-cpu040-2026-11-26.json"),
            ("python -m bench peers --job jobs/mnist1d_cnn.yaml --seeds S --variants single,mwms,bsp,default "
-            "--target 0.95 --add-to F (one seed per call, S = 1..5, under /work/bin/quiet)",
+            "--target 0.95 --add-to F (one seed per call, S = 1..5, nothing else running)",
             "python -m bench peers --job jobs/mnist1d_cnn.yaml --cpus-per-node 0.4 --seeds S --variants "
-            "single,mwms,bsp,default --target 0.95 --add-to F (one seed per call, S = 1..5, under /work/bin/quiet)",
+            "single,mwms,bsp,default --target 0.95 --add-to F (one seed per call, S = 1..5, nothing else running)",
             "python -m bench peers --job jobs/resnet_synthetic.yaml [--cpus-per-node 0.4] --seeds S --variants "
             "single,mwms,bsp,default[,asp,ps-strategy] --target 0.9 --add-to F (one call per seed and cell, cells "
-            "interleaved within a seed, under /work/bin/quiet)"), peers_render,
+            "interleaved within a seed, nothing else running)"), peers_render,
            headline=peers_headline,
            note=PEERS_NOTE),
     Figure("ray", "The ray backend against the local one (quickstart, 3 nodes, 5 seeds)",
            ("ray-compare-2026-11-26.json", "ray-recovery-2026-11-26.json", "ray-fanout-2026-11-26.json"),
-           ("python -m bench ray-backend compare --seeds 5 (under /work/bin/quiet)",
+           ("python -m bench ray-backend compare --seeds 5 (nothing else running)",
             "python -m bench ray-backend recovery --runs 2 --first-seed 1, then --runs 3 --first-seed 3 --add-to "
-            "the first's file (under /work/bin/quiet)",
-            "python -m bench ray-backend fanout --agents 8 --repeats 20 (under /work/bin/quiet)"),
+            "the first's file (nothing else running)",
+            "python -m bench ray-backend fanout --agents 8 --repeats 20 (nothing else running)"),
            ray_render,
            note="Measured 2026-11-26 with the fork server for co-located nodes; recovery at commit 616a308, after the "
                 "fix that makes a lost Ray node's agent and task die with it."),
