@@ -46,14 +46,14 @@ def real_side(arg: str) -> list[dict]:
     return out
 
 
-def simulate(cell: dict, arrivals: str, seed: int) -> dict:
+def simulate(cell: dict, arrivals: str, seed: int, out: str) -> dict:
     from syncswitch.simulator.arrivals import arrival_model
     from syncswitch.simulator.run import Options, Simulation
 
     n = cell["workers"]
     job = load_spec(cell["spec"], [*cell["overrides"], f"cluster.workers={n}", f"seed={seed}",
                                       f"policy.schedule=[{{protocol: {cell['protocol']}}}]"])
-    summary = Simulation(job, Options(n, arrival_model(arrivals, n, seed), seed, cell["out"] + f"-s{seed}")).run()
+    summary = Simulation(job, Options(n, arrival_model(arrivals, n, seed), seed, out)).run()
     measured = summary["schedule"][0].get("measured") or {}
     return {"seed": seed, "status": summary["status"], "final_accuracy": summary["final_accuracy"] or 0.0,
             "staleness_mean": measured.get("staleness_mean"), "quantum": summary["simulation"]["arrivals"].get(
@@ -76,9 +76,9 @@ def _compare(pool, cells, runs_dir, cores, own_cores, only) -> list[dict]:
             models["own"] = SIGMA
         real = spread(cell["accuracy"])
         for kind, arrivals in models.items():
-            cell["out"] = os.path.join(runs_dir, f"{cell['job']}-{cell['workers']}w-{cell['protocol']}-{kind}")
-            sims = [pool.call("bench.scale_vs_real:simulate", cell["out"] + f"-s{seed}", cell, arrivals, seed)
-                    for seed in cell["seeds"]]
+            base = os.path.join(runs_dir, f"{cell['job']}-{cell['workers']}w-{cell['protocol']}-{kind}")
+            outs = [(seed, f"{base}-s{seed}") for seed in cell["seeds"]]
+            sims = [pool.call("bench.scale_vs_real:simulate", out, cell, arrivals, seed, out) for seed, out in outs]
             sim = spread([s["final_accuracy"] for s in sims])
             stale = [s["staleness_mean"] for s in sims if s["staleness_mean"] is not None]
             rows.append({"job": cell["job"], "workers": cell["workers"], "protocol": cell["protocol"],

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import socket
 import time
 from typing import Callable
 
@@ -26,6 +27,15 @@ def wait_ready(what: str, answers: Callable[[], bool], exit_code: Callable[[], i
         if time.time() > deadline:
             raise ClusterError(f"{what} did not answer within {timeout_s:.0f} s: {last_line(work_dir)}")
         time.sleep(POLL_S)
+
+
+def answers(host: str, port: int, timeout_s: float = 1.0) -> bool:
+    """Whether something accepts a TCP connection at host:port within `timeout_s`."""
+    try:
+        socket.create_connection((host, int(port)), timeout=timeout_s).close()
+        return True
+    except OSError:
+        return False
 
 
 def last_line(work_dir: str) -> str:

@@ -16,7 +16,7 @@ from syncswitch.backends.base import (
     NodeInfo,
     ProvisionRequest,
 )
-from syncswitch.backends import forking
+from syncswitch.backends import forking, readiness
 from syncswitch.backends.ray import journal as journals
 from syncswitch.backends.ray import options, placement
 from syncswitch.backends.ray.host import FORWARDED_PREFIX, NodeHost
@@ -319,16 +319,12 @@ def _probe(address: str, timeout_s: float = 5.0) -> None:
                            "is the Ray head running, and is this its address?") from None
 
 
-def _answers(host: str, port: int, timeout_s: float = 1.0) -> bool:
-    """Whether something accepts a connection at host:port (a raylet's node manager): a refused or silent port
-    is a Ray node gone, whose death Ray's health checks declare only seconds later."""
+def _answers(host: str, port: int) -> bool:
+    """Whether a raylet's node manager accepts a connection at host:port: a refused or silent port is a Ray node
+    gone, whose death Ray's health checks declare only seconds later."""
     if not host or not port:
         return True  # nothing to probe: leave it to Ray
-    try:
-        socket.create_connection((host, int(port)), timeout=timeout_s).close()
-        return True
-    except OSError:
-        return False
+    return readiness.answers(host, port)
 
 
 def _gcs_address(ray) -> str:

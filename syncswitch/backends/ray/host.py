@@ -71,14 +71,8 @@ class NodeHost:
     def _wait_listening(self, host: str, port: int, timeout_s: float) -> None:
         from syncswitch.backends import readiness
 
-        def listens() -> bool:
-            try:
-                socket.create_connection((host, port), timeout=1.0).close()
-                return True
-            except OSError:
-                return False
-
-        readiness.wait_ready(f"the agent at {host}:{port}", listens, self.proc.poll, timeout_s, self.work_dir)
+        readiness.wait_ready(f"the agent at {host}:{port}", lambda: readiness.answers(host, port), self.proc.poll,
+                             timeout_s, self.work_dir)
 
     def exit_code(self) -> int | None:
         """The agent's exit code; None while it runs."""
