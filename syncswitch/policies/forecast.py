@@ -21,7 +21,6 @@ import statistics
 
 FIT_WINDOW = 0.1      # the stretch before the switch the trend is fitted over
 MIN_REPORTS = 4       # fewer reports there: no forecast
-FALLING = 0.1         # BSP counts as still falling where its forecast drops this share over STALL_SPAN
 STALL_SPAN = 0.1      # how long the phase's loss may stay at or above its switch value
 STALL_MARGIN = 0.02   # "stopped falling": not more than this share below the loss at the switch ...
 STALL_RISE = 0.25     # ... nor more than this share above it (a larger rise is the loss rule's, see `holding`)
@@ -45,11 +44,6 @@ class LossForecast:
 
     def at(self, fraction: float) -> float:
         return self.loss_at_start * math.exp(self.slope * max(0.0, fraction - self.start))
-
-    @property
-    def falling(self) -> bool:
-        """Whether BSP's loss was still falling fast enough for a stalled phase to have lost anything."""
-        return self.at(self.start + STALL_SPAN) <= self.loss_at_start * (1.0 - FALLING)
 
     @classmethod
     def fit(cls, fractions: list[float], losses: list[float], start: float) -> LossForecast | None:
