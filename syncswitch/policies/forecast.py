@@ -21,8 +21,8 @@ import statistics
 
 FIT_WINDOW = 0.1      # the stretch before the switch the trend is fitted over
 MIN_REPORTS = 4       # fewer reports there: no forecast
-STALL_SPAN = 0.1      # how long the phase's loss may stay at or above its switch value
-STALL_MARGIN = 0.02   # "stopped falling": not more than this share below the loss at the switch ...
+STALL_SPAN = 0.1      # how long the phase's loss may hold at its low (the switch value, or lower) before a verdict
+STALL_MARGIN = 0.02   # "stopped falling": not more than this share below the low ...
 STALL_RISE = 0.25     # ... nor more than this share above it (a larger rise is the loss rule's, see `holding`)
 LOSS_HORIZON = 0.15   # BSP's loss trend is carried on this far past the switch, then held (curves flatten)
 STALL_GAP = 0.2       # a stall condemns only where BSP's forecast lies at least this share below the phase's low
