@@ -65,6 +65,8 @@ CONFIGURATION_POLICIES: Registry = Registry("configuration policy", registered_b
 STRAGGLER_POLICIES: Registry = Registry("straggler policy", registered_by="syncswitch.policies")
 # Rules that time a scheduled switch out of BSP (syncswitch/policies/timing.py).
 SWITCH_RULES: Registry = Registry("switch rule", registered_by="syncswitch.policies")
+# Rules that judge whether a switch out of BSP buys time (syncswitch/policies/speed.py).
+SWITCH_SPEEDS: Registry = Registry("speed rule", registered_by="syncswitch.policies")
 BACKENDS: Registry = Registry("backend", registered_by="syncswitch.backends")
 # Synchronization protocols: syncswitch/protocols/catalog.py Protocol entries (names, parameters, traits).
 PROTOCOLS: Registry = Registry("protocol", registered_by="syncswitch.protocols")

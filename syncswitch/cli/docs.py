@@ -64,6 +64,8 @@ FIELDS: tuple[Section, ...] = (
                      "or `{protocol: NAME, <parameters>}`)",
         "switch_rule": "what times a scheduled switch out of BSP: a rule's name, `true`, `false` (switch where the "
                        "schedule says) or its settings (below); `switch_at: auto` leaves the point to the rule alone",
+        "switch_speed": "whether a switch out of BSP must buy time: a rule's name, `true`, `false` (speeds not "
+                        "judged) or its settings (below; [protocols.md](protocols.md#when-the-switch-happens))",
     }),
     ("policy.switch_rule", "policy.switch_rule", model.SwitchRuleSpec, ("auto",), {
         "rule": "`loss` (switch once the training loss left its early regime, from the schedule's point on) or "
@@ -72,6 +74,12 @@ FIELDS: tuple[Section, ...] = (
         "max_rate": "the last `window` may hold at most this share of the loss's whole fall so far",
         "window": "the stretch of the workload the recent fall is measured over",
         "latest": "past this fraction the run stays synchronous",
+    }),
+    ("policy.switch_speed", "policy.switch_speed", model.SwitchSpeedSpec, ("known",), {
+        "rule": "`measured` (switch only where the target is measured faster than BSP: from earlier runs of the job "
+                "in the policy store, else by a trial after the switch that goes back to BSP) or `off`",
+        "margin": "the target must train this many times BSP's examples per second",
+        "trial_reports": "metrics reports from each worker a trial judges the target on (the first left out)",
     }),
     ("policy.guard", "policy.guard", model.GuardSpec, (), {
         "enabled": "watch asynchronous phases after a synchronous one (`--no-guard` turns it off)",
@@ -168,8 +176,11 @@ def section_rows(section: Section) -> list[str]:
     heading, prefix, cls, internal, meanings = section
     from syncswitch.policies.timing import TimingSettings
 
+    from syncswitch.policies.speed import SpeedSettings
+
     guard_defaults = dataclasses.asdict(GuardSettings()) if cls is model.GuardSpec else \
-        dataclasses.asdict(TimingSettings()) if cls is model.SwitchRuleSpec else {}
+        dataclasses.asdict(TimingSettings()) if cls is model.SwitchRuleSpec else \
+        dataclasses.asdict(SpeedSettings()) if cls is model.SwitchSpeedSpec else {}
     fields = [f for f in dataclasses.fields(cls) if f.name not in internal]
     missing = [f.name for f in fields if f.name not in meanings]
     if missing:

@@ -150,7 +150,9 @@ def run_cmd(job, runs, threshold, max_settings, bsp_runs, target_accuracy, worke
                   "two_sided": not one_sided, "switching": switching,
                   **({"simulated": simulation} if simulation else {})},
         reference_runs=[os.path.abspath(d) for d in result.reference_runs],
-        switch_rule=storemod.switch_rule_for_spec(job_spec))
+        switch_rule=storemod.switch_rule_for_spec(job_spec),
+        speed=storemod.speed_from_runs([cache[key].run_dir for key in cache], then,
+                                       job_spec.policy.switch_speed.rule))
     if not no_store:
         storemod.PolicyStore().put(record)
     if fmt == "json":
@@ -162,8 +164,21 @@ def run_cmd(job, runs, threshold, max_settings, bsp_runs, target_accuracy, worke
     click.echo(f"accuracy {_acc(record.achieved_mean)} vs target {result.target_accuracy:.4f} +/- {threshold:g}; "
                f"{result.runs} pilot(s), {result.new_runs} new; cost {result.cost_s:.0f} s"
                + (f" = {result.cost_bsp:.2f}x one BSP training" if result.cost_bsp else ""))
+    if record.speed:
+        click.echo(_speed_line(record.speed, job_spec.policy.switch_speed))
     click.echo(f"stored as policy {signature[:12]}; `syncswitch submit {job}` will use it" if not no_store
                else "not stored (--no-store)")
+
+
+def _speed_line(speed: dict, spec) -> str:
+    """What the pilots' trials measured of the switch target's speed, and what later runs do with it."""
+    from syncswitch.policies.speed import SpeedSettings
+
+    margin = SpeedSettings.from_spec(spec).margin
+    said = f"{speed['target']} measured {speed['ratio']:.2f}x BSP's throughput in {speed['runs']} pilot trial(s)"
+    if speed["ratio"] < margin:
+        return f"{said}: later runs stay synchronous (a switch needs {margin:g}x)"
+    return f"{said}: later runs switch without a trial"
 
 
 def _pilots(job_spec, root: str, simulated: bool, arrivals: str, step_time: float | None):

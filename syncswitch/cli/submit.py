@@ -31,11 +31,13 @@ def submit(job, protocol, switch_at, switch_to, switch_mode, workers, target_acc
                                no_guard, cpus_per_node, switch_to)
     job_spec = specmod.load(job, overrides)
     # A recurring job reuses its searched switch point, unless the spec or the command line gives one, and
-    # the search's BSP pilots become the guard's reference, unless the spec names one.
+    # the search's BSP pilots become the guard's reference, unless the spec names one ...
     stored = stored_policy(job_spec)
     job_spec = specmod.adopt_stored_switch_at(job_spec, stored.switch_at if stored else None,
                                               stored.switch_rule if stored else None)
     job_spec = specmod.adopt_stored_reference(job_spec, stored.reference_runs if stored else ())
+    # ... and the switch target's speed the search's pilots measured: the speed rule decides from it without a trial.
+    job_spec = specmod.adopt_stored_speed(job_spec, stored.speed if stored else None)
     if dry_run:
         click.echo(submission.dry_run(job_spec))
         return

@@ -8,6 +8,7 @@ import math
 from syncswitch.cluster_manager.record import EvaluationResult
 from syncswitch.policies.base import Verdict
 from syncswitch.policies.guard import DegradationGuard, GuardSettings
+from syncswitch.policies.speed import SLOWER
 from syncswitch.protocols.catalog import synchronous
 from syncswitch.runfolder import NO_ACTION, guard_acted
 
@@ -77,6 +78,11 @@ class GuardRuntime:
     def on_divergence(self, fraction: float, loss: float) -> Verdict | None:
         return self._decide(self.policy.on_divergence(fraction, loss) or Verdict("diverged", fraction, fraction,
                                                                                {"loss": loss}))
+
+    def on_slower(self, verdict: Verdict) -> Verdict | None:
+        """The speed rule's trial found the switch target slower than BSP: fall back to the ladder's next rung from
+        the current weights, as for a degradation (None where the guard is off or no rung is left)."""
+        return self._decide(verdict)
 
     def on_checkpoint(self, path: str, fraction: float, samples: int) -> None:
         if any(c.path == path for c in self.checkpoints):
@@ -159,6 +165,8 @@ class GuardRuntime:
         """Whether the verdict being acted on is repaired by a rollback rather than from the current weights (the
         policy's choice, `action`), once every worker has paused at `reached`: there, at the end of the workload,
         no training is left to repair them. False without a checkpoint to roll back to."""
+        if self.verdict.reason == SLOWER:
+            return False  # nothing degraded: a rollback would only throw training away
         target = self.target(self.verdict) or self.chosen
         return target is not None and (reached >= 1.0 or self.policy.rolls_back(self.verdict, self.workers))
 

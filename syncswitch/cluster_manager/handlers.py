@@ -140,10 +140,15 @@ class EventRouter:
         ctx.bar.update(fraction, metrics.protocol, sum(m.examples_per_s for m in ctx.latest.values()), metrics.loss)
         running = ctx.lifecycle.phase if ctx.lifecycle.state is JobState.RUNNING else None
         self.responder.on_metrics(source, metrics, received, fraction, running)
+        slower = self.timing.on_rate(source, metrics.protocol, metrics.phase, metrics.examples_per_s, fraction)
         cut = self.timing.on_loss(ctx.plan, running, metrics.fraction, metrics.loss, fraction)
         if cut is not None:  # the switch rule ends BSP here
             self.nodes.broadcast(set_boundary=pb.SetBoundary(phase=running, until=cut))
         if running is not None:
-            verdict = self.guard.on_loss(metrics.fraction, metrics.loss)
+            # A trial that found the switch target slower than BSP goes back by the guard's fall-back.
+            verdict = slower and self.guard.on_slower(slower)
+            if slower and verdict is None:
+                self.timing.not_acted("no fall-back: the guard is off, busy, or has no rung left")
+            verdict = verdict or self.guard.on_loss(metrics.fraction, metrics.loss)
             if verdict is not None:
                 self.repairs.abandon(verdict, received)

@@ -4,17 +4,25 @@ When a BSP phase followed by an asynchronous one starts, BSP's boundary is pushe
 phase and the phase is held aside; the rule reads every loss report from the earliest point on. When it says
 switch, BSP's boundary comes back to the progress reached and the held phase runs from there; when it says stay
 (past its latest point), the held phase is dropped and the run goes on synchronously. Either way no extra pause
-is taken: workers pause only where the switch happens. A run resumed (`syncswitch resume`) while its switch was
-deferred goes on with the plan it had saved: synchronous to the end of the held phase.
+is taken: workers pause only where the switch happens.
+
+Where the rule says switch, the speed rule (`policy.switch_speed`, policies/speed.py) asks whether the switch can
+buy time: it keeps the run synchronous where earlier runs measured the target slower than BSP, and otherwise lets
+the switch happen; without such a measure the target's first reports are a trial, and a target measured not faster
+than BSP is handed to the guard as a `slower` verdict, whose fall-back returns the run to BSP from its weights.
+A run resumed (`syncswitch resume`) while its switch was deferred goes on with the plan it had saved: synchronous to
+the end of the held phase.
 """
 
 from __future__ import annotations
 
 import dataclasses
 
+from syncswitch.policies import SWITCH_RULES, SWITCH_SPEEDS
+from syncswitch.policies.base import Verdict
+from syncswitch.policies.speed import BACK, SLOWER, TRIAL, KnownSpeed, SpeedSettings, SwitchSpeedPolicy
 from syncswitch.policies.timing import STAY, SWITCH, SwitchTimingPolicy, TimingSettings
 from syncswitch.protocols.catalog import synchronous
-from syncswitch.policies import SWITCH_RULES
 
 # How often (in workload) a deferred switch says so again on the progress line.
 REPEAT_EVERY = 0.1
@@ -23,11 +31,18 @@ REPEAT_EVERY = 0.1
 class SwitchTiming:
     """Moves the plan's BSP -> asynchronous boundaries as the switch rule decides; records what it saw."""
 
-    def __init__(self, rule_spec, say=lambda line: None, enabled: bool = True):
+    def __init__(self, rule_spec, say=lambda line: None, enabled: bool = True, speed_spec=None):
         self.spec = rule_spec
         self._say = say
         self.settings = TimingSettings.from_spec(rule_spec)
         self.rule: SwitchTimingPolicy = SWITCH_RULES.get(rule_spec.rule)(self.settings)
+        # No speed spec (the simulator, whose speeds are simulated): speeds are not judged.
+        self.speed_name = speed_spec.rule if speed_spec is not None else "off"
+        self.speed_settings = SpeedSettings.from_spec(speed_spec) if speed_spec is not None else SpeedSettings()
+        known = tuple(KnownSpeed(*entry) for entry in getattr(speed_spec, "known", ()))
+        self.speed: SwitchSpeedPolicy = SWITCH_SPEEDS.get(self.speed_name)(self.speed_settings, known)
+        self.trial: tuple[int, str] | None = None  # (phase, target) of a switch whose target is on trial
+        self.speed_decisions: list[dict] = []
         # Greedy straggler policies move the switch themselves; a fixed rule leaves the schedule as written.
         self.enabled = enabled and rule_spec.rule != "fixed"
         self.phase: int | None = None      # the BSP phase whose end the rule is deciding
@@ -42,6 +57,12 @@ class SwitchTiming:
         if self.phase is not None:  # another phase started first (a repair, a recovery): that deferral is over
             self.decisions.append({"action": "abandoned", "phase": self.phase, "reason": f"phase {k} started first"})
             self.phase = None
+        if self.trial is not None and self.trial[0] != k:  # the trial's phase was cut short before it was judged
+            self.speed_decisions.append({"action": "abandoned", "phase": self.trial[0],
+                                         "reason": f"phase {k} started first"})
+            self.trial = None
+        if self.trial is not None:
+            self.speed.start_trial()
         if not self.enabled or k + 1 >= len(phases) or not synchronous(phases[k].protocol):
             return
         if synchronous(phases[k + 1].protocol):
@@ -72,12 +93,60 @@ class SwitchTiming:
             self._say(f"stayed synchronous at {reached * 100:.1f}%: {decision.reason}")
             return None
         assert decision.action == SWITCH
+        speed = self.speed.before_switch(reached, self.held.protocol)
+        self._record_speed(speed)
+        if speed.action == STAY:
+            entry.update(action=STAY, reason=f"staying synchronous: {speed.reason}")
+            self._say(f"staying synchronous at {reached * 100:.1f}%: {speed.reason}")
+            return None
         at = max(reached, self.earliest)
         plan.release(k, at, self.held)
+        if speed.action == TRIAL:
+            self.trial = (k + 1, self.held.protocol)
         if at > self.earliest:
             self._say(f"switching to {self.held.protocol} at {at * 100:.1f}% (earliest "
                       f"{self.earliest * 100:g}%): {decision.reason}")
         return at
+
+    def on_rate(self, worker: int, protocol: str, phase: int, examples_per_s: float, fraction: float) -> Verdict | None:
+        """A worker's throughput report. During a BSP phase the rule decides the end of, it is BSP's measure; during a
+        trial, the target's. Returns a `slower` verdict (for the guard's fall-back) when the trial says go back."""
+        if self.phase is not None and phase == self.phase and synchronous(protocol):
+            self.speed.on_rate("bsp", worker, examples_per_s)
+        if self.trial is None or phase != self.trial[0] or protocol != self.trial[1]:
+            return None
+        self.speed.on_rate("target", worker, examples_per_s)
+        decision = self.speed.after_trial(fraction, protocol)
+        if decision is None:
+            return None
+        self.trial = None
+        self._record_speed(decision)
+        if decision.action != BACK:
+            self._say(f"keeping {protocol} at {fraction * 100:.1f}%: {decision.reason}")
+            return None
+        self._say(f"going back to bsp at {fraction * 100:.1f}%: {decision.reason}")
+        return Verdict(SLOWER, fraction, fraction, {k: v for k, v in decision.values.items()
+                                                    if isinstance(v, float)})
+
+    def not_acted(self, why: str) -> None:
+        """The last `back` decision could not be acted on: the run stays on the target."""
+        self.speed_decisions[-1]["not_acted"] = why
+        self._say(f"staying on the switch target: {why}")
+
+    def _record_speed(self, decision) -> None:
+        self.speed_decisions.append({"action": decision.action, "fraction": decision.fraction,
+                                     "reason": decision.reason,
+                                     "values": {k: v for k, v in decision.values.items() if v is not None}})
+
+    def speed_summary(self) -> dict:
+        """summary.json `switch_speed`: the speed rule, its thresholds, the earlier runs' measures, its decisions."""
+        out = {"rule": self.speed_name, **dataclasses.asdict(self.speed_settings),
+               "known": [dataclasses.asdict(k) for k in self.speed.known.values()],
+               "decisions": list(self.speed_decisions)}
+        if self.trial is not None:
+            out["decisions"].append({"action": "undecided", "phase": self.trial[0],
+                                     "reason": "the trial's phase ended before enough reports"})
+        return {"switch_speed": out}
 
     def summary(self) -> dict:
         """summary.json `switch_rule`: the rule, its thresholds, the window it decided in and what it decided."""
@@ -87,4 +156,4 @@ class SwitchTiming:
                "earliest": self.earliest or None, "decisions": self.decisions}
         if self.phase is not None:  # the run ended (or failed) before the rule decided
             out["decisions"] = self.decisions + [{"action": "undecided", "reason": "the run ended first"}]
-        return {"switch_rule": out}
+        return {"switch_rule": out, **(self.speed_summary() if self.enabled else {})}

@@ -1,5 +1,5 @@
-"""Policies by name: configuration and straggler policies and switch rules register here into the ground floor's
-registries when this package is imported (the spec looks them up there by name)."""
+"""Policies by name: configuration and straggler policies, switch rules and speed rules register here into the
+ground floor's registries when this package is imported (the spec looks them up there by name)."""
 
 import syncswitch.protocols  # noqa: F401 - registers the protocols the configuration policies look up
 
@@ -7,9 +7,10 @@ from syncswitch.policies.base import Action, ConfigurationPolicy, PhaseConfig, P
 from syncswitch.policies.configuration import (AsyncMomentumConfiguration, CompensatedConfiguration,
                                                 FixedConfiguration, LrWarmupConfiguration,
                                                 MomentumRampConfiguration, PaperConfiguration)
+from syncswitch.policies.speed import IgnoreSpeed, MeasuredSpeed, SwitchSpeedPolicy
 from syncswitch.policies.stragglers import ElasticPolicy, GreedyPolicy, NoStragglerPolicy
 from syncswitch.policies.timing import FixedTiming, LossRegimeTiming, SwitchTimingPolicy, TimingDecision, TimingSettings
-from syncswitch.registry import CONFIGURATION_POLICIES, STRAGGLER_POLICIES, SWITCH_RULES
+from syncswitch.registry import CONFIGURATION_POLICIES, STRAGGLER_POLICIES, SWITCH_RULES, SWITCH_SPEEDS
 
 CONFIGURATION_POLICIES.register("paper")(PaperConfiguration)
 CONFIGURATION_POLICIES.register("fixed")(FixedConfiguration)
@@ -25,5 +26,9 @@ STRAGGLER_POLICIES.register("elastic")(ElasticPolicy)
 SWITCH_RULES.register("loss")(LossRegimeTiming)
 SWITCH_RULES.register("fixed")(FixedTiming)
 
-__all__ = ["CONFIGURATION_POLICIES", "STRAGGLER_POLICIES", "SWITCH_RULES", "Action", "ConfigurationPolicy",
-           "PhaseConfig", "PolicyContext", "StragglerPolicy", "SwitchTimingPolicy", "TimingDecision", "TimingSettings"]
+SWITCH_SPEEDS.register("measured")(MeasuredSpeed)
+SWITCH_SPEEDS.register("off")(IgnoreSpeed)
+
+__all__ = ["CONFIGURATION_POLICIES", "STRAGGLER_POLICIES", "SWITCH_RULES", "SWITCH_SPEEDS", "Action",
+           "ConfigurationPolicy", "PhaseConfig", "PolicyContext", "StragglerPolicy", "SwitchSpeedPolicy",
+           "SwitchTimingPolicy", "TimingDecision", "TimingSettings"]

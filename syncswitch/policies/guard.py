@@ -8,6 +8,7 @@ import math
 import statistics
 
 from syncswitch.policies.base import GuardPolicy, Verdict
+from syncswitch.policies.speed import SLOWER
 from syncswitch.policies.forecast import (STALL_MARGIN, AccuracyForecast, LossForecast, expected_accuracy, holding,
                                           stalled)
 from syncswitch.spec.reference import interpolate
@@ -258,6 +259,8 @@ class DegradationGuard(GuardPolicy):
     def may_fall_back(self, verdict: Verdict) -> bool:
         """Whether `verdict` can be repaired from the current weights (`action`): not after a non-finite loss (no
         weights to go on from), nor at the end of the workload (no training left to repair them)."""
+        if verdict.reason == SLOWER:  # nothing degraded: the target was only slower, its weights are sound
+            return verdict.fraction < 1.0
         return self.settings.action != "rollback" and verdict.reason != "diverged" and verdict.fraction < 1.0
 
     def rolls_back(self, verdict: Verdict, workers: int) -> bool:
@@ -266,7 +269,7 @@ class DegradationGuard(GuardPolicy):
         reports tell. Asked once every worker has paused, when each has reported its loss at the pause."""
         if not self.may_fall_back(verdict):
             return True
-        if self.settings.action == "fall-back":
+        if self.settings.action == "fall-back" or verdict.reason == SLOWER:
             return False
         return self.loss_rose(workers) is not False
 

@@ -112,6 +112,9 @@ class PolicyRecord:
     reference_runs: list = dataclasses.field(default_factory=list)
     # The switch rule (name and thresholds) the pilots were timed by: a recurring job adopts it with the switch point
     switch_rule: dict = dataclasses.field(default_factory=dict)
+    # The switch target's throughput as a share of BSP's, measured by the pilots' trials ({target, ratio, runs,
+    # rule}; empty where none measured it): a recurring job's speed rule decides from it without a trial
+    speed: dict = dataclasses.field(default_factory=dict)
 
     @classmethod
     def from_dict(cls, doc: dict, where: str) -> "PolicyRecord":
@@ -304,7 +307,38 @@ def switching_for_spec(job_spec) -> dict:
         # A switch point where the schedule says, the only way before there were rules, stays unnamed: pilots and
         # policies stored for it still match; a point that is the earliest for a rule is another setting.
         out["switch_rule"] = rule
+    speed = switch_speed_for_spec(job_spec)
+    if speed["rule"] != "off":
+        # Pilots whose speeds were not judged, the only way before there were speed rules, stay unnamed.
+        out["switch_speed"] = speed
     return out
+
+
+def switch_speed_for_spec(job_spec) -> dict:
+    """The speed rule a job's switches are judged by, thresholds resolved to the rule's defaults."""
+    from syncswitch.policies.speed import SpeedSettings
+
+    speed = job_spec.policy.switch_speed
+    return {"rule": speed.rule, **dataclasses.asdict(SpeedSettings.from_spec(speed))}
+
+
+def speed_from_runs(run_dirs, target: str, rule: str) -> dict:
+    """The switch target's throughput as a share of BSP's, the median over the runs whose speed rule measured it
+    side by side with BSP's in a trial (summary.json `switch_speed`); {} where none did."""
+    import statistics
+
+    from syncswitch.runfolder import read_json
+
+    ratios = []
+    for run_dir in run_dirs:
+        summary = (read_json(run_dir, "summary.json") or {}) if run_dir else {}
+        for decision in (summary.get("switch_speed") or {}).get("decisions", []):
+            values = decision.get("values") or {}
+            if values.get("source") == "trial" and values.get("target") == target and values.get("ratio"):
+                ratios.append(float(values["ratio"]))
+    if not ratios:
+        return {}
+    return {"target": target, "ratio": statistics.median(ratios), "runs": len(ratios), "rule": rule}
 
 
 def switch_rule_for_spec(job_spec) -> dict:

@@ -76,6 +76,21 @@ class SwitchRuleSpec:
     auto: bool = False
 
 
+DEFAULT_SWITCH_SPEED = "measured"
+
+
+@dataclasses.dataclass(frozen=True)
+class SwitchSpeedSpec:
+    """`policy.switch_speed`: which rule judges whether a switch out of BSP buys time, and its thresholds (None: the
+    rule's default). `known` holds the switch targets' speeds from earlier runs of the job (the policy store):
+    (target, throughput as a share of BSP's, runs) each."""
+
+    rule: str = DEFAULT_SWITCH_SPEED
+    margin: float | None = None
+    trial_reports: int | None = None
+    known: tuple[tuple[str, float, int], ...] = ()
+
+
 @dataclasses.dataclass(frozen=True)
 class GuardSpec:
     """`policy.guard`: the accuracy guard's switch and thresholds; None leaves a threshold at the guard's default."""
@@ -108,6 +123,7 @@ class PolicySpec:
     # the policy section fills in the protocol's parameters.
     switch_to: Phase = Phase(DEFAULT_SWITCH_TO, 1.0)
     switch_rule: SwitchRuleSpec = SwitchRuleSpec()
+    switch_speed: SwitchSpeedSpec = SwitchSpeedSpec()
 
 
 PER_NODE = "per-node"

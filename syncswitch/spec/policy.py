@@ -6,11 +6,11 @@ import dataclasses
 from typing import Any
 
 from syncswitch.errors import SpecError
-from syncswitch.registry import CONFIGURATION_POLICIES, PROTOCOLS, SWITCH_RULES
+from syncswitch.registry import CONFIGURATION_POLICIES, PROTOCOLS, SWITCH_RULES, SWITCH_SPEEDS
 from syncswitch.spec.fields import check_keys, choice, fail, mapping, number
 from syncswitch.spec.model import (AUTO_SWITCH_EARLIEST, DEFAULT_SWITCH_AT, DEFAULT_SWITCH_TO, GUARD_ACTIONS,
                                    LOOKAHEAD_MAX_WORKERS, NONBLOCKING_SWITCH_TO, PHASE_HYPERPARAMETERS, SWITCH_MODES,
-                                   GuardSpec, Phase, PolicySpec, SwitchRuleSpec)
+                                   GuardSpec, Phase, PolicySpec, SwitchRuleSpec, SwitchSpeedSpec)
 from syncswitch.spec.reference import load_reference
 
 
@@ -230,6 +230,45 @@ def switch_rule_section(value: Any, auto: bool = False) -> SwitchRuleSpec:
                           window=given("window", lo=0.005, hi=0.5), latest=given("latest", lo=0.0, hi=1.0), auto=auto)
 
 
+SWITCH_SPEED_KEYS = ("rule", "margin", "trial_reports")
+
+
+def switch_speed_section(value: Any) -> SwitchSpeedSpec:
+    """`policy.switch_speed`: a rule's name, true (the default rule), false (speeds not judged), or
+    `{rule, margin, trial_reports}`."""
+    field = "policy.switch_speed"
+    if value is None or value is True:
+        doc = {}
+    elif value is False:
+        doc = {"rule": "off"}
+    elif isinstance(value, str):
+        doc = {"rule": value}
+    else:
+        doc = mapping(value, field)
+    check_keys(doc, SWITCH_SPEED_KEYS, f"{field}.")
+    rule = doc.get("rule", SwitchSpeedSpec.rule)
+    SWITCH_SPEEDS.get(rule, field=f"{field}.rule")
+    margin = None if doc.get("margin") is None else number(doc["margin"], f"{field}.margin", lo=0.0, lo_open=True,
+                                                           hi=100.0)
+    reports = None if doc.get("trial_reports") is None else number(doc["trial_reports"], f"{field}.trial_reports",
+                                                                   lo=1, hi=1000, integer=True)
+    return SwitchSpeedSpec(rule=rule, margin=margin, trial_reports=reports)
+
+
+def adopt_stored_speed(job_spec, speed: dict | None):
+    """The spec to run when the policy store holds the switch target's measured speed for this job: the speed rule
+    judges the switch from it instead of a trial. Nothing changes where nothing is stored, or the stored measure is
+    of another target."""
+    if not speed or speed.get("ratio") is None:
+        return job_spec
+    policy = job_spec.policy
+    if speed.get("target") != switch_target(policy).protocol:
+        return job_spec
+    known = ((str(speed["target"]), float(speed["ratio"]), int(speed.get("runs", 1))),)
+    return job_spec.with_policy(dataclasses.replace(
+        policy, switch_speed=dataclasses.replace(policy.switch_speed, known=known)))
+
+
 def fallback_section(value: Any) -> tuple[str, ...]:
     field = "policy.fallback"
     if isinstance(value, str):
@@ -246,7 +285,7 @@ def fallback_section(value: Any) -> tuple[str, ...]:
 def policy_section(doc: Any, base: str = ".", workers: int | None = None, stragglers: bool = False) -> PolicySpec:
     doc = mapping(doc, "policy")
     check_keys(doc, ("schedule", "switch_at", "switch_to", "switch_mode", "configuration", "guard", "fallback",
-                     "switch_rule"), "policy.")
+                     "switch_rule", "switch_speed"), "policy.")
     if "schedule" in doc and "switch_at" in doc:
         raise SpecError("policy.schedule and policy.switch_at are exclusive: give one")
     # A schedule names its own phases; switch_to still says where a moved switch point goes (search, experiments).
@@ -264,4 +303,5 @@ def policy_section(doc: Any, base: str = ".", workers: int | None = None, stragg
     CONFIGURATION_POLICIES.get(configuration, field="policy.configuration")
     return PolicySpec(schedule, mode, configuration, source, guard=guard_section(doc.get("guard", True), base),
                       fallback=fallback_section(doc.get("fallback", ["bsp"])), switch_to=switch_to,
-                      switch_rule=switch_rule_section(doc.get("switch_rule"), auto=doc.get("switch_at") == "auto"))
+                      switch_rule=switch_rule_section(doc.get("switch_rule"), auto=doc.get("switch_at") == "auto"),
+                      switch_speed=switch_speed_section(doc.get("switch_speed")))

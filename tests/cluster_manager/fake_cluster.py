@@ -58,7 +58,8 @@ class FakeCluster:
     """Nodes sharing one sample counter of `total` samples; every node adds `batch` per tick of `tick_s`."""
 
     def __init__(self, total: int = 2000, batch: int = 10, tick_s: float = 0.002,
-                 failure: Failure | list[Failure] | None = None, slow: dict[int, float] | None = None, loss=None):
+                 failure: Failure | list[Failure] | None = None, slow: dict[int, float] | None = None, loss=None,
+                 rates: dict[str, float] | None = None):
         self.total = total
         self.batch = batch
         self.tick_s = tick_s
@@ -67,6 +68,8 @@ class FakeCluster:
         self.on_failure = None               # on_failure(failure) as it strikes (a test's cloud-side effect)
         self.slow = slow or {}               # worker -> share of the ticks it steps in (0.5: half speed)
         self.loss = loss or (lambda fraction, protocol: 1.0 - 0.5 * fraction)
+        # protocol -> factor on the throughput its workers report (the speed rule's input); the ticks stay as they are
+        self.rates = rates or {}
         self.checkpoint_name = "model.ckpt"
         self.restores: list[str] = []
         self.shared_filesystem = True
@@ -248,7 +251,7 @@ class FakeCluster:
         self.emit(node, metrics=pb.Metrics(worker=node.index, protocol=node.protocol, phase=node.phase,
                                            samples=self.samples, fraction=self.fraction,
                                            local_steps=node.local_steps, step_time_s=self.tick_s,
-                                           examples_per_s=self.batch / self.tick_s,
+                                           examples_per_s=self.batch / self.tick_s * self.rates.get(node.protocol, 1),
                                            loss=self.loss(self.fraction, node.protocol),
                                            busy_s=node.busy_s))
         self._chief_saves()

@@ -28,8 +28,9 @@ policy: {switch_rule: fixed}
 """
 
 
-def _run(write_spec, tmp_path, overrides=(), cluster=None, workers=2, raises=None):
+def _run(write_spec, tmp_path, overrides=(), cluster=None, workers=2, raises=None, adopt=None):
     spec = specmod.load(write_spec(JOB.replace("WORKERS", str(workers))), list(overrides))
+    spec = adopt(spec) if adopt else spec  # what `submit` takes from the policy store
     cluster = cluster or FakeCluster(total=spec.workload.samples)
     job = JobRun(spec, str(tmp_path / "run"), progress=False, backend=FakeBackend(cluster), connect=cluster.connect,
                  start_evaluator=start_fake_evaluator)

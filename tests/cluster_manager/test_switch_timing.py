@@ -3,10 +3,14 @@ synchronous; each decision in summary.json."""
 
 import math
 
+import pytest
+
+from syncswitch.spec import adopt_stored_speed
 from tests.cluster_manager.fake_cluster import FakeCluster
 from tests.cluster_manager.test_job_lifecycle import _run
 
 LOSS_RULE = "policy.switch_rule=loss"
+NO_SPEED = "policy.switch_speed=off"  # every protocol of the fake cluster reports one speed: a trial would go back
 
 
 def _plateau(until):
@@ -15,7 +19,7 @@ def _plateau(until):
 
 def test_a_switch_waits_until_the_loss_leaves_its_plateau(write_spec, tmp_path):
     cluster = FakeCluster(total=2000, loss=_plateau(0.3))
-    summary, _, _ = _run(write_spec, tmp_path, ["policy.switch_at=0.25", LOSS_RULE], cluster=cluster)
+    summary, _, _ = _run(write_spec, tmp_path, ["policy.switch_at=0.25", LOSS_RULE, NO_SPEED], cluster=cluster)
     assert summary["status"] == "completed"
     (switch,) = summary["switches"]
     assert 0.35 < switch["at_fraction"] < 0.6
@@ -30,7 +34,7 @@ def test_a_switch_waits_until_the_loss_leaves_its_plateau(write_spec, tmp_path):
 
 def test_a_settled_run_switches_at_the_earliest_point(write_spec, tmp_path):
     cluster = FakeCluster(total=2000, loss=lambda f, p: 0.1 + 2.2 * math.exp(-f / 0.02))
-    summary, _, _ = _run(write_spec, tmp_path, ["policy.switch_at=0.25", LOSS_RULE], cluster=cluster)
+    summary, _, _ = _run(write_spec, tmp_path, ["policy.switch_at=0.25", LOSS_RULE, NO_SPEED], cluster=cluster)
     (switch,) = summary["switches"]
     assert 0.25 <= switch["at_fraction"] <= 0.26  # decided just before it; the cut lands within a step or two
 
@@ -56,7 +60,7 @@ def test_the_fixed_rule_keeps_the_schedule(write_spec, tmp_path):
 
 def test_auto_lets_the_rule_alone_decide(write_spec, tmp_path):
     cluster = FakeCluster(total=2000, loss=_plateau(0.05))
-    summary, _, _ = _run(write_spec, tmp_path, ["policy.switch_at=auto", LOSS_RULE], cluster=cluster)
+    summary, _, _ = _run(write_spec, tmp_path, ["policy.switch_at=auto", LOSS_RULE, NO_SPEED], cluster=cluster)
     (switch,) = summary["switches"]
     assert 0.1 <= switch["at_fraction"] < 0.25
     assert summary["switch_rule"]["auto"] and summary["switch_rule"]["earliest"] == 0.1
@@ -64,8 +68,55 @@ def test_auto_lets_the_rule_alone_decide(write_spec, tmp_path):
 
 def test_a_deferred_switch_by_relaunch(write_spec, tmp_path):
     cluster = FakeCluster(total=2000, loss=_plateau(0.3))
-    summary, _, _ = _run(write_spec, tmp_path, ["policy.switch_at=0.25", LOSS_RULE, "policy.switch_mode=relaunch"],
+    summary, _, _ = _run(write_spec, tmp_path, ["policy.switch_at=0.25", LOSS_RULE, NO_SPEED,
+                                                "policy.switch_mode=relaunch"],
                          cluster=cluster)
     assert summary["status"] == "completed"
     (switch,) = summary["switches"]
     assert switch["mode"] == "relaunch" and 0.35 < switch["at_fraction"] < 0.6
+
+
+# The speed rule on the fake cluster: the target's workers report a throughput of `rates` times BSP's.
+SETTLED = "policy.switch_at=0.25"
+
+
+def _settled(fraction, protocol):
+    return 0.1 + 2.2 * math.exp(-fraction / 0.02)
+
+
+def test_a_trial_that_finds_the_target_slower_goes_back_to_bsp(write_spec, tmp_path):
+    cluster = FakeCluster(total=4000, loss=_settled, rates={"asp": 0.4})
+    summary, _, _ = _run(write_spec, tmp_path, [SETTLED, LOSS_RULE, "policy.switch_to=asp"], cluster=cluster)
+    assert summary["status"] == "completed"
+    assert [p["protocol"] for p in summary["schedule"]] == ["bsp", "asp", "bsp"]
+    trial, back = summary["switch_speed"]["decisions"]
+    assert trial["action"] == "trial" and back["action"] == "back"
+    assert back["values"]["ratio"] == pytest.approx(0.4) and back["values"]["margin"] == 1.2
+    assert "asp measured 0.40x BSP's throughput on this job" in back["reason"]
+    (event,) = summary["guard_events"]
+    assert event["reason"] == "slower" and event["action"].startswith("fall back at")
+    asp = summary["schedule"][1]
+    assert asp["end_fraction"] - asp["start_fraction"] < 0.2  # three reports a worker, not the rest of the run
+
+
+def test_a_trial_that_finds_the_target_faster_keeps_it(write_spec, tmp_path):
+    cluster = FakeCluster(total=4000, loss=_settled, rates={"asp": 2.0})
+    summary, _, _ = _run(write_spec, tmp_path, [SETTLED, LOSS_RULE, "policy.switch_to=asp"], cluster=cluster)
+    assert [p["protocol"] for p in summary["schedule"]] == ["bsp", "asp"]
+    trial, keep = summary["switch_speed"]["decisions"]
+    assert trial["action"] == "trial" and keep["action"] == "keep" and keep["values"]["ratio"] == pytest.approx(2.0)
+    assert summary["guard_events"] == []
+
+
+def test_a_speed_from_earlier_runs_keeps_the_run_synchronous(write_spec, tmp_path):
+    cluster = FakeCluster(total=2000, loss=_settled)
+    stored = {"target": "asp", "ratio": 0.55, "runs": 3, "rule": "measured"}
+    summary, _, _ = _run(write_spec, tmp_path, [SETTLED, LOSS_RULE, "policy.switch_to=asp"], cluster=cluster,
+                         adopt=lambda spec: adopt_stored_speed(spec, stored))
+    assert summary["switches"] == [] and [p["protocol"] for p in summary["schedule"]] == ["bsp"]
+    (stay,) = summary["switch_speed"]["decisions"]
+    assert stay["action"] == "stay" and stay["values"]["source"] == "earlier runs (3)"
+    (decision,) = summary["switch_rule"]["decisions"]
+    assert decision["action"] == "stay"
+    assert decision["reason"].startswith("staying synchronous: asp measured 0.55x BSP's throughput on this job")
+    assert summary["switch_speed"]["known"] == [{"target": "asp", "ratio": 0.55, "runs": 3}]

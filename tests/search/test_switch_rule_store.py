@@ -1,7 +1,9 @@
 """A stored policy records the switch rule its pilots were timed by, and a recurring job runs under it."""
 
+import json
+
 from syncswitch import spec as specmod
-from syncswitch.search.store import switch_rule_for_spec, switching_for_spec
+from syncswitch.search.store import speed_from_runs, switch_rule_for_spec, switching_for_spec
 
 
 def test_the_rule_and_its_resolved_thresholds_are_recorded(job_file):
@@ -24,3 +26,37 @@ def test_a_recurring_job_adopts_the_stored_point_with_its_rule(job_file):
     assert (adopted.switch_rule.latest, adopted.switch_rule.max_rate) == (0.45, 0.2)
     explicit = specmod.load(str(job_file), ["policy.switch_at=0.5", "policy.switch_rule=fixed"])
     assert specmod.adopt_stored_switch_at(explicit, 0.3, stored).policy.switch_rule.rule == "fixed"
+
+
+def _summary(folder, decisions):
+    folder.mkdir()
+    (folder / "summary.json").write_text(json.dumps({"switch_speed": {"rule": "measured", "decisions": decisions}}))
+    return str(folder)
+
+
+def test_the_pilots_trials_give_the_stored_speed(tmp_path):
+    trial = {"action": "trial", "values": {"target": "asp", "source": "trial"}}
+    runs = [_summary(tmp_path / f"p{i}", [trial, {"action": "back", "values": {"target": "asp", "source": "trial",
+                                                                               "ratio": ratio}}])
+            for i, ratio in enumerate((0.3, 0.4, 0.9))]
+    runs.append(_summary(tmp_path / "bsp", []))  # a BSP pilot measured no target
+    runs.append(_summary(tmp_path / "stored", [{"action": "stay", "values": {"target": "asp", "ratio": 0.5,
+                                                                              "source": "earlier runs (3)"}}]))
+    assert speed_from_runs(runs + [None], "asp", "measured") == {"target": "asp", "ratio": 0.4, "runs": 3,
+                                                                   "rule": "measured"}
+    assert speed_from_runs(runs, "lookahead", "measured") == {}
+
+
+def test_a_recurring_job_adopts_the_stored_speed(job_file):
+    job = specmod.load(str(job_file), ["policy.switch_to=asp"])
+    adopted = specmod.adopt_stored_speed(job, {"target": "asp", "ratio": 0.4, "runs": 3}).policy.switch_speed
+    assert adopted.known == (("asp", 0.4, 3),) and adopted.rule == "measured"
+    assert specmod.adopt_stored_speed(job, {"target": "lookahead", "ratio": 0.4}) is job  # another target's
+    assert specmod.adopt_stored_speed(job, {}) is job
+
+
+def test_pilots_whose_speeds_were_judged_are_another_setting(job_file):
+    measured = switching_for_spec(specmod.load(str(job_file)))
+    off = switching_for_spec(specmod.load(str(job_file), ["policy.switch_speed=off"]))
+    assert measured["switch_speed"] == {"rule": "measured", "margin": 1.2, "trial_reports": 3, "bsp_reports": 10}
+    assert "switch_speed" not in off  # off: what was stored before

@@ -1,0 +1,110 @@
+"""The speed rules on throughputs real runs reported (metrics.jsonl `examples_per_s`, per worker, in order)."""
+
+import pytest
+
+from syncswitch.errors import SpecError
+from syncswitch.policies import SWITCH_SPEEDS
+from syncswitch.policies.speed import (BACK, KEEP, STAY, SWITCH, TRIAL, IgnoreSpeed, KnownSpeed, MeasuredSpeed,
+                                       SpeedSettings)
+
+# memory_gru-2 seed 2, 2026-11-26 (BSP by all-reduce, then ASP through the parameter servers at 0.49): each worker's
+# last 11 BSP reports before the switch and its first 5 ASP reports. The run took 2.2x the same seed's BSP run.
+GRU_BSP = {0: [2414, 2631, 2641, 2175, 2573, 3029, 2522, 2622, 2543, 2637, 2713],
+           1: [2678, 2214, 2330, 2575, 2019, 2550, 3107, 2274, 2671, 2534, 2314]}
+GRU_ASP = {0: [614, 1015, 1070, 1395, 896], 1: [908, 809, 785, 617, 865]}
+# plain_cnn-2 seed 0, 2026-11-26 (BSP through the parameter servers, then lookahead at 0.52): lookahead was faster.
+CNN_BSP = {0: [1729, 1924, 2098, 1847, 1793, 1701, 1703, 1302, 1913, 1767, 2095],
+           1: [1291, 1515, 1321, 1552, 1047, 1590, 1172, 1167, 776, 1840, 1439]}
+CNN_LOOKAHEAD = {0: [2495, 3170, 2879, 3410, 3058], 1: [3548, 2644, 2902, 3321, 3274]}
+
+
+def _feed(rule, kind, reports, upto=None):
+    for i in range(max(len(r) for r in reports.values()) if upto is None else upto):
+        for worker, series in reports.items():
+            if i < len(series):
+                rule.on_rate(kind, worker, series[i])
+
+
+def _trial(rule, bsp, target, target_name):
+    """Feed BSP's reports, decide the switch, then feed the target's one round at a time: the first decision."""
+    _feed(rule, "bsp", bsp)
+    assert rule.before_switch(0.5, target_name).action == TRIAL
+    rule.start_trial()
+    for i in range(len(target[0])):
+        for worker, series in target.items():
+            rule.on_rate("target", worker, series[i])
+            decision = rule.after_trial(0.5 + 0.01 * i, target_name)
+            if decision is not None:
+                return decision, i
+    return None, None
+
+
+def test_a_trial_of_a_slower_target_goes_back():
+    decision, at = _trial(MeasuredSpeed(), GRU_BSP, GRU_ASP, "asp")
+    assert decision.action == BACK and at == 3  # the first report of each worker is left out, three more counted
+    values = decision.values
+    # BSP: each worker's median of its last 10 reports (2626.5 + 2432); ASP: of reports 2-4 (1070 + 785)
+    assert values["bsp_examples_per_s"] == pytest.approx(2626.5 + 2432)
+    assert values["target_examples_per_s"] == pytest.approx(1070 + 785)
+    assert values["ratio"] == pytest.approx(1855 / 5058.5)
+    assert decision.reason == "asp measured 0.37x BSP's throughput on this job; a switch needs 1.2x"
+
+
+def test_a_trial_of_a_faster_target_keeps_it():
+    decision, _ = _trial(MeasuredSpeed(), CNN_BSP, CNN_LOOKAHEAD, "lookahead")
+    assert decision.action == KEEP and decision.values["ratio"] > 1.5
+
+
+def test_a_trial_waits_for_enough_reports():
+    rule = MeasuredSpeed(SpeedSettings(trial_reports=5))
+    _feed(rule, "bsp", GRU_BSP)
+    rule.before_switch(0.5, "asp")
+    _feed(rule, "target", GRU_ASP, upto=5)  # 4 counted a worker
+    assert rule.after_trial(0.55, "asp") is None
+
+
+def test_a_worker_with_no_target_report_is_waited_for():
+    rule = MeasuredSpeed()
+    _feed(rule, "bsp", GRU_BSP)
+    rule.before_switch(0.5, "asp")
+    for value in GRU_ASP[0]:
+        rule.on_rate("target", 0, value)
+    assert rule.rate("target", skip=1) == (pytest.approx((1015 + 1070) / 2), 4)
+    rule.on_rate("target", 1, 0.0)  # a worker that has not stepped reports nothing usable
+    assert rule.after_trial(0.55, "asp") is None  # its share of the target's throughput is not known yet
+    for value in GRU_ASP[1]:
+        rule.on_rate("target", 1, value)
+    assert rule.after_trial(0.56, "asp").action == BACK
+
+
+def test_a_margin_is_asked_of_the_target():
+    settings = SpeedSettings(margin=2.0)
+    decision, _ = _trial(MeasuredSpeed(settings), CNN_BSP, CNN_LOOKAHEAD, "lookahead")
+    assert decision.action == BACK and "a switch needs 2x" in decision.reason
+
+
+def test_earlier_runs_decide_without_a_trial():
+    slow = MeasuredSpeed(known=(KnownSpeed("asp", 0.55, runs=4),))
+    _feed(slow, "bsp", GRU_BSP)
+    decision = slow.before_switch(0.45, "asp")
+    assert decision.action == STAY
+    assert decision.reason == "asp measured 0.55x BSP's throughput on this job (earlier runs); a switch needs 1.2x"
+    assert decision.values["target_examples_per_s"] == pytest.approx(0.55 * 5058.5)
+    assert decision.values["source"] == "earlier runs (4)"
+    fast = MeasuredSpeed(known=(KnownSpeed("lookahead", 1.9),))
+    assert fast.before_switch(0.45, "lookahead").action == SWITCH
+    assert fast.before_switch(0.45, "asp").action == TRIAL  # measured for another target only
+
+
+def test_off_switches_without_judging():
+    rule = IgnoreSpeed()
+    _feed(rule, "bsp", GRU_BSP)
+    assert rule.before_switch(0.5, "asp").action == SWITCH
+    _feed(rule, "target", GRU_ASP)
+    assert rule.after_trial(0.6, "asp") is None
+
+
+def test_speed_rules_are_registered_by_name():
+    assert SWITCH_SPEEDS.names() == ["measured", "off"]
+    with pytest.raises(SpecError, match="valid: measured, off"):
+        SWITCH_SPEEDS.get("fastest", field="policy.switch_speed.rule")
