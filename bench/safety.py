@@ -15,7 +15,7 @@ import os
 import sys
 
 from bench import common
-from syncswitch.runfolder import RunSummary
+from syncswitch.runfolder import RunSummary, repair_of
 
 # (label, job, workers, extra overrides)
 WORKLOADS = {
@@ -67,7 +67,48 @@ def _variant_stats(summaries: list[dict]) -> dict:
                            for d in (s.get("switch_rule") or {}).get("decisions") or []] for s in summaries]
     out["stayed_synchronous"] = sum(any(d.get("action") == "stay" for d in (s.get("switch_rule") or {}).get(
         "decisions") or []) for s in completed)
+    out["switch_speed"] = [[{k: d.get(k) for k in ("action", "fraction", "reason")}
+                            for d in (s.get("switch_speed") or {}).get("decisions") or []] for s in summaries]
+    out["outcomes"] = [outcome(s) for s in summaries]
     out["run_dirs"] = [s.get("run_dir") for s in summaries]
+    return out
+
+
+OUTCOMES = ("bsp", "stayed", "went back", "switched", "repaired")
+
+
+def outcome(summary: dict) -> str:
+    """What a run did about its switch: `bsp` (none scheduled), `stayed` synchronous (the switch rule's latest point,
+    or a target measured slower by earlier runs), `went back` (its trial found the target slower: the speed rule's
+    fall-back), `switched` (and kept the target), or `repaired` (the guard repaired a degradation after it)."""
+    events = summary.get("guard_events") or []
+    if any(e.get("reason") == "slower" and repair_of(e) for e in events):
+        return "went back"
+    if RunSummary(summary).guard_acted:
+        return "repaired"
+    if summary.get("switches"):
+        return "switched"
+    decisions = (summary.get("switch_rule") or {}).get("decisions") or []
+    return "stayed" if any(d.get("action") == "stay" for d in decisions) else "bsp"
+
+
+def _seed_of(summary: dict) -> str | None:
+    """The seed a run folder is named for (`<variant>-s<seed>`): runs are paired with BSP's of the same seed."""
+    name = os.path.basename(str(summary.get("run_dir") or ""))
+    return name.rsplit("-s", 1)[-1] if "-s" in name else None
+
+
+def same_seed_times(bsp: list[dict], runs: list[dict]) -> dict:
+    """Each completed run's time over the same seed's BSP run (measured in the same call, interleaved), over all runs
+    and by outcome: {all: spread, <outcome>: spread}."""
+    base = {_seed_of(s): s.get("total_time_s") for s in bsp if s.get("status") == "completed"}
+    ratios = [(outcome(s), common.ratio(s.get("total_time_s"), base.get(_seed_of(s)))) for s in runs
+              if s.get("status") == "completed"]
+    out = {"all": common.spread([r for _, r in ratios])}
+    for name in OUTCOMES:
+        picked = [r for kind, r in ratios if kind == name]
+        if picked:
+            out[name] = common.spread(picked)
     return out
 
 
@@ -89,6 +130,15 @@ def _targets(stats: dict) -> dict:
             "time_vs_bsp_when_quiet": common.ratio(quiet, bsp_time),
             "time_vs_bsp_when_rolled_back_worst": common.ratio(acted, bsp_time),
         }
+        by_seed = stats[name].get("time_vs_same_seed_bsp") or {}
+        if by_seed:
+            # The time bars, per seed against the same seed's BSP run: below it where the run switched (and kept
+            # the target), at most it where the run stayed synchronous or went back.
+            switched, kept = by_seed.get("switched", {}), [by_seed.get(k, {}) for k in ("stayed", "went back")]
+            out[name]["time_below_bsp_where_switched"] = None if not switched else switched["max"] < 1.0
+            worst_kept = max([k["max"] for k in kept if k.get("max") is not None], default=None)
+            out[name]["time_at_most_bsp_where_stayed_or_went_back"] = None if worst_kept is None else \
+                worst_kept <= 1.0
     for name in [n for n in stats if n in ("in-place", "relaunch") or n.startswith("in-place>") and "+" not in n]:
         runs = [a for a in stats[name]["final_accuracy"]["runs"] if a is not None]
         lost = sum(bsp_acc is not None and a < bsp_acc - 0.03 for a in runs)
@@ -192,7 +242,11 @@ def run(workloads, seeds: int, root: str, overrides=(), variants=tuple(VARIANTS)
         runs = common.interleaved(variants, seeds, os.path.join(root, label), first_seed=first_seed,
                                   on_run=lambda name, r, summary: _log_run(root, label, name, first_seed + r, summary))
         before = earlier.get("runs", {}).get(label, {})
-        stats = {name: _variant_stats(before.get(name, []) + runs[name]) for name in chosen}
+        summaries = {name: before.get(name, []) + runs[name] for name in chosen}
+        stats = {name: _variant_stats(summaries[name]) for name in chosen}
+        if "bsp" in summaries:
+            for name in [n for n in chosen if n != "bsp"]:
+                stats[name]["time_vs_same_seed_bsp"] = same_seed_times(summaries["bsp"], summaries[name])
         out["workloads"][label] = {"job": os.path.relpath(job, common.ROOT), "workers": workers,
                                    "switch_at": switch_at, **stats, "targets": _targets(stats)}
     return out

@@ -45,3 +45,24 @@ def test_another_cell_is_refused(tmp_path):
 
 def test_no_file_no_runs():
     assert safety.earlier_runs(None, ["memory_gru-2"], {"bsp": 0}) == {}
+
+
+def _run(seed, time_s, variant="in-place+guard", **summary):
+    return {"status": "completed", "total_time_s": time_s, "run_dir": f"/runs/{variant}-s{seed}", **summary}
+
+
+def test_times_are_paired_with_the_same_seeds_bsp_run_by_outcome():
+    bsp = [_run(0, 10.0, "bsp"), _run(1, 20.0, "bsp"), _run(2, 10.0, "bsp")]
+    back = {"reason": "slower", "action": "fall back at 52.0%, continue with bsp"}
+    stay = {"decisions": [{"action": "stay", "reason": "staying synchronous: asp measured 0.55x"}]}
+    runs = [_run(1, 18.0, switches=[{"at_fraction": 0.5}]),  # seed 1 first: pairing goes by seed, not by order
+            _run(0, 12.0, switches=[{"at_fraction": 0.5}, {"at_fraction": 0.55}], guard_events=[back]),
+            _run(2, 9.0, switch_rule=stay)]
+    times = safety.same_seed_times(bsp, runs)
+    assert times["all"]["runs"] == [0.9, 1.2, 0.9]
+    assert times["switched"]["runs"] == [0.9] and times["went back"]["runs"] == [1.2]
+    assert times["stayed"]["runs"] == [0.9] and "repaired" not in times
+    assert [safety.outcome(r) for r in runs] == ["switched", "went back", "stayed"]
+    assert safety.outcome(_run(3, 1.0, guard_events=[{"reason": "loss", "action": "rollback to 40.0%"}])) == "repaired"
+    assert safety.outcome(_run(3, 1.0, guard_events=[{"reason": "slower", "action": "no action: no rung"}],
+                               switches=[{"at_fraction": 0.5}])) == "switched"
