@@ -55,6 +55,11 @@ class RunSummary:
         """The guard repaired the run, by whichever repair; a verdict it could not act on does not count."""
         return guard_acted(self.guard_events)
 
+    @property
+    def went_back_slower(self) -> bool:
+        """The speed rule's trial found the switch target slower than BSP and the run went back to BSP."""
+        return any(e.get("reason") == "slower" and repair_of(e) for e in self.guard_events)
+
     def repaired_by(self, kind: str) -> bool:
         """Whether one of the guard's repairs was `kind` ("rollback" or "fall back")."""
         return any(repair_of(e) == kind for e in self.guard_events)

@@ -19,8 +19,10 @@ def run_pilot_factory(job_spec, output_root: str):
         run_dir = os.path.join(output_root, f"switch{switch_at:.4f}-r{repeat}")
         summary = RunSummary(run_variant(job_spec, f"switch@{switch_at}", run_dir))
         accuracy = summary.doc.get("converged_accuracy") if summary.completed else None
-        # The guard repaired it (rolled back, or fell back from the current weights): that switch point degraded.
+        # The guard repaired it (rolled back, or fell back from the current weights): that switch point degraded;
+        # or the speed rule's trial sent it back to BSP: the switch target is slower on this job.
         return PilotResult(converged_accuracy=accuracy, total_time_s=summary.doc.get("total_time_s") or 0.0,
-                           run_dir=run_dir, rolled_back=summary.guard_acted)
+                           run_dir=run_dir, rolled_back=summary.guard_acted and not summary.went_back_slower,
+                           slower=summary.went_back_slower)
 
     return run_pilot

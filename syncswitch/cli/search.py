@@ -160,7 +160,8 @@ def run_cmd(job, runs, threshold, max_settings, bsp_runs, target_accuracy, worke
                                "stored": not no_store}, indent=2))
         return
     click.echo(f"switch at {_pct(result.switch_at)} of the workload (BSP, then {then})"
-               + (" - no earlier switch kept the accuracy: pure BSP" if result.switch_at == 1.0 else ""))
+               + (" - the switch target is slower than BSP on this job: pure BSP" if result.stopped == "target-slower"
+                  else " - no earlier switch kept the accuracy: pure BSP" if result.switch_at == 1.0 else ""))
     click.echo(f"accuracy {_acc(record.achieved_mean)} vs target {result.target_accuracy:.4f} +/- {threshold:g}; "
                f"{result.runs} pilot(s), {result.new_runs} new; cost {result.cost_s:.0f} s"
                + (f" = {result.cost_bsp:.2f}x one BSP training" if result.cost_bsp else ""))

@@ -32,6 +32,9 @@ class PilotResult:
     total_time_s: float
     run_dir: str | None = None
     rolled_back: bool = False
+    # The speed rule's trial found the switch target slower than BSP and the pilot went back to BSP: no switch point
+    # buys time on this job, so the search stops there (pure BSP).
+    slower: bool = False
 
     @property
     def ok(self) -> bool:
@@ -69,7 +72,7 @@ class SearchResult:
     bsp_time_s: float | None
     runs: int  # pilots the search needed (reference + candidates)
     new_runs: int  # of which actually launched by this call (the rest came from the cache)
-    stopped: str  # "max-settings" | "grid-exhausted"
+    stopped: str  # "max-settings" | "grid-exhausted" | "target-slower"
     # The run folders of the BSP reference pilots that completed: the accuracy guard's reference for later runs
     reference_runs: tuple[str, ...] = ()
 
@@ -213,6 +216,10 @@ def _reference(pilots: _Pilots, bsp_runs: int, target_accuracy: float | None) ->
                       tuple(r.total_time_s for r in results))
 
 
+class _TargetSlower(Exception):
+    """A pilot's trial found the switch target slower than BSP: every switch point would go back the same way."""
+
+
 def _setting_test(pilots: _Pilots, runs: int, target: float, threshold: float, two_sided: bool,
                   explored: list[PointResult]) -> Callable[[float], bool]:
     """Whether a switch point keeps A: its `runs` pilots' mean accuracy within the threshold; records each point."""
@@ -224,9 +231,13 @@ def _setting_test(pilots: _Pilots, runs: int, target: float, threshold: float, t
         # A failed pilot fails its setting: it cannot vouch for BSP-level accuracy.
         mean = statistics.fmean(accs) if all(a is not None for a in accs) else None
         ok = within(mean, target, threshold, two_sided)
+        slower = any(p.slower for p, _ in got)
+        ok = ok and not slower
         explored.append(PointResult(s, accs, mean, ok, pilots.cost - before, sum(r for _, r in got)))
         pilots.emit("setting_done", index=len(explored), switch_at=s, accuracies=accs, mean_accuracy=mean,
                     accepted=ok)
+        if slower:
+            raise _TargetSlower()
         return ok
 
     return accept
@@ -260,7 +271,10 @@ def binary_search(
     pilots.emit("target", target_accuracy=ref.target, threshold=threshold, reference=ref.accuracies)
     explored: list[PointResult] = []
     accept = _setting_test(pilots, runs, ref.target, threshold, two_sided, explored)
-    switch_at, _, stopped = bisect(points_grid, max_settings, accept)
+    try:
+        switch_at, _, stopped = bisect(points_grid, max_settings, accept)
+    except _TargetSlower:  # the speed rule's verdict holds at any switch point: the job stays synchronous
+        switch_at, stopped = BSP, "target-slower"
     ref_time = statistics.median(ref.times) if ref.times else bsp_time_s
     result = SearchResult(
         switch_at=switch_at,

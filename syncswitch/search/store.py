@@ -263,7 +263,8 @@ class JsonPilotCache(MutableMapping):
         doc = self._data[self._key(key)]
         acc = doc.get("converged_accuracy")
         return PilotResult(None if acc is None or (isinstance(acc, float) and math.isnan(acc)) else float(acc),
-                           float(doc.get("total_time_s", 0.0)), doc.get("run_dir"), bool(doc.get("rolled_back")))
+                           float(doc.get("total_time_s", 0.0)), doc.get("run_dir"), bool(doc.get("rolled_back")),
+                           bool(doc.get("slower")))
 
     def __setitem__(self, key, result) -> None:
         acc = result.converged_accuracy
@@ -272,6 +273,7 @@ class JsonPilotCache(MutableMapping):
             "total_time_s": float(result.total_time_s),
             "run_dir": result.run_dir,
             "rolled_back": bool(result.rolled_back),
+            "slower": bool(result.slower),
         }
         with _locked(self.path):
             atomic_write_json(self.path, {"version": STORE_VERSION, "pilots": self._data})

@@ -178,3 +178,20 @@ def test_the_completed_bsp_references_are_the_result_s_reference_runs():
     result = binary_search(pilots, max_settings=2, runs=1, bsp_runs=3)
     assert result.reference_runs == ("/runs/1.0-0", "/runs/1.0-2")  # the failed one is no reference
     assert binary_search(Pilots(knee_curve(0.2)), max_settings=2, target_accuracy=0.9).reference_runs == ()
+
+
+def test_a_pilot_whose_target_was_slower_stops_the_search_at_bsp(tmp_path):
+    calls = []
+
+    def pilots(s, repeat):
+        calls.append(s)
+        # The BSP reference has nothing to switch; every switched pilot's trial finds the target slower.
+        return PilotResult(BSP_ACC, 100.0, f"/runs/{s}-{repeat}", slower=s < 1.0)
+
+    cache = JsonPilotCache(tmp_path / "pilots.json")
+    result = binary_search(pilots, max_settings=5, threshold=0.01, runs=2, bsp_runs=1, cache=cache)
+    assert result.switch_at == 1.0 and result.stopped == "target-slower"
+    assert calls == [1.0, 0.5, 0.5]  # one setting is enough: the verdict holds at any switch point
+    (point,) = result.points
+    assert point.switch_at == 0.5 and not point.accepted
+    assert JsonPilotCache(tmp_path / "pilots.json")[(0.5, 0)].slower  # and a cached search reads it back
