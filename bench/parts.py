@@ -38,6 +38,7 @@ PARTS = {
 TOOLS = {
     "docs": ("bench.docs", "regenerate docs/spec.md, docs/cli.md, docs/results.md and the README's results table"),
     "switch-replay": ("bench.switch_replay", "replay the switch rule over stored runs' loss reports"),
+    "speed-replay": ("bench.speed_replay", "replay the speed rule's trial over stored switched runs' throughputs"),
     "scale-vs-real": ("bench.scale_vs_real", "simulated accuracy (a scale result) against real runs' spread"),
 }
 

@@ -1,0 +1,69 @@
+"""Replay the speed rule over stored switched runs: would a trial have kept the switch target, or gone back to BSP?
+
+Reads each run folder's summary.json (where it switched, into what) and metrics.jsonl (every worker's throughput
+report, as the manager received them) and feeds the rule the reports in order, as the runtime does: BSP's before
+the switch, then the target phase's, one at a time, until the trial decides. Pure replay (no cluster):
+`python -m bench speed-replay RUN_DIR... [--set margin=1.2] [--set trial_reports=3] [--out F]`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import sys
+
+from syncswitch.policies.speed import MeasuredSpeed, SpeedSettings
+from syncswitch.runfolder import read_json, read_records
+
+
+def replay(run_dir: str, settings: SpeedSettings) -> dict | None:
+    """The trial's decision in a run that switched out of BSP: {target, switched_at, action, fraction, ratio, ...};
+    None for a run that did not switch."""
+    summary = read_json(run_dir, "summary.json") or {}
+    switches = summary.get("switches") or []
+    if not switches:
+        return None
+    at, target = float(switches[0]["at_fraction"]), switches[0]["to"]
+    rule = MeasuredSpeed(settings)
+    reports = [r for r in read_records(run_dir) if r.get("kind") == "metrics"]
+    for r in reports:
+        if r.get("phase") == 0 and r.get("protocol") == "bsp" and r["fraction"] < at:
+            rule.on_rate("bsp", r["worker"], r["examples_per_s"])
+    rule.before_switch(at, target)
+    rule.start_trial()
+    out = {"target": target, "switched_at": round(at, 4)}
+    for r in reports:
+        if r.get("phase") == 1 and r.get("protocol") == target:
+            rule.on_rate("target", r["worker"], r["examples_per_s"])
+            decision = rule.after_trial(r["fraction"], target)
+            if decision is not None:
+                values = decision.values
+                return {**out, "action": decision.action, "fraction": round(decision.fraction, 4),
+                        "ratio": round(values["ratio"], 3), "bsp_examples_per_s": round(values["bsp_examples_per_s"]),
+                        "target_examples_per_s": round(values["target_examples_per_s"])}
+    return {**out, "action": "undecided", "fraction": None, "ratio": None}
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("runs", nargs="+", help="Run folders of runs that switched out of BSP.")
+    parser.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
+                        help="A speed rule threshold (margin, trial_reports, bsp_reports).")
+    parser.add_argument("--out", help="Also write the JSON here.")
+    args = parser.parse_args(argv)
+    given = dict(s.split("=", 1) for s in args.sets)
+    settings = SpeedSettings(**{k: (float(v) if k == "margin" else int(v)) for k, v in given.items()})
+    decisions = {os.path.normpath(r): replay(r, settings) for r in args.runs}
+    text = json.dumps({"settings": dataclasses.asdict(settings),
+                       "runs": {k: v for k, v in decisions.items() if v is not None}}, indent=2)
+    print(text)
+    if args.out:
+        with open(args.out, "w", encoding="utf-8") as fh:
+            fh.write(text + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

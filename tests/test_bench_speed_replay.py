@@ -1,0 +1,37 @@
+"""bench/speed_replay.py: the speed rule's trial replayed over a switched run folder's stored throughput reports."""
+
+import json
+
+from bench.speed_replay import main, replay
+from syncswitch.policies.speed import SpeedSettings
+
+
+def _write_run(path, bsp_rate, target_rate, switch_at=0.5):
+    """Two workers reporting every 0.01 of the workload: BSP until `switch_at`, then ASP."""
+    path.mkdir()
+    (path / "summary.json").write_text(json.dumps({"switches": [{"at_fraction": switch_at, "to": "asp"}]}))
+    with open(path / "metrics.jsonl", "w", encoding="utf-8") as fh:
+        for i in range(100):
+            fraction = i / 100
+            phase, protocol, rate = (0, "bsp", bsp_rate) if fraction < switch_at else (1, "asp", target_rate)
+            for worker in (0, 1):
+                report = {"kind": "metrics", "worker": worker, "phase": phase, "protocol": protocol,
+                          "fraction": fraction, "examples_per_s": rate + worker}
+                fh.write(json.dumps(report) + "\n")
+    return path
+
+
+def test_a_slower_target_goes_back_and_a_faster_one_stays(tmp_path, capsys):
+    slow = _write_run(tmp_path / "slow", 2600, 900)
+    fast = _write_run(tmp_path / "fast", 1600, 3000)
+    back = replay(str(slow), SpeedSettings())
+    assert back["action"] == "back" and back["fraction"] == 0.53  # the first report left out, three more counted
+    assert back["ratio"] == round(1801 / 5201, 3) and back["bsp_examples_per_s"] == 5201
+    assert replay(str(fast), SpeedSettings())["action"] == "keep"
+    assert replay(str(fast), SpeedSettings(margin=2.0))["action"] == "back"
+    (tmp_path / "bsp").mkdir()
+    (tmp_path / "bsp" / "summary.json").write_text(json.dumps({"switches": []}))
+    assert main([str(slow), str(fast), str(tmp_path / "bsp"), "--set", "margin=2"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["settings"]["margin"] == 2.0
+    assert [d["action"] for d in out["runs"].values()] == ["back", "back"]  # the BSP run switched nothing
