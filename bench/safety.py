@@ -70,6 +70,9 @@ def _variant_stats(summaries: list[dict]) -> dict:
     out["switch_speed"] = [[{k: d.get(k) for k in ("action", "fraction", "reason")}
                             for d in (s.get("switch_speed") or {}).get("decisions") or []] for s in summaries]
     out["outcomes"] = [outcome(s) for s in summaries]
+    # The target's throughput over BSP's that decided the switch (a trial's, or the stored one); None: not judged.
+    out["speed_ratio"] = [next((d.get("values", {}).get("ratio") for d in (s.get("switch_speed") or {}).get(
+        "decisions") or [] if d.get("action") in ("back", "keep", "stay", "switch")), None) for s in summaries]
     out["run_dirs"] = [s.get("run_dir") for s in summaries]
     return out
 
