@@ -269,11 +269,13 @@ class RayBackend(Backend):
         ray = self._ray
         if ray is None or not ray.is_initialized():
             return
-        actors, self._actors = [a for a in self._actors if a is not None], []
-        stops = [a.stop.remote() for a in actors]
+        actors, self._actors = [(i, a) for i, a in enumerate(self._actors) if a is not None], []
+        stops = {a.stop.remote(): i for i, a in actors}
         if stops:
-            ray.wait(stops, num_returns=len(stops), timeout=15)
-        for actor in actors:
+            done, _ = ray.wait(list(stops), num_returns=len(stops), timeout=15)
+            for call in done:
+                self._keep_logs(stops[call], call)
+        for _, actor in actors:
             try:
                 ray.kill(actor, no_restart=True)
             except (ValueError, ray.exceptions.RayError) as exc:
@@ -291,6 +293,22 @@ class RayBackend(Backend):
         if self._connected:
             self._connected = False
             ray.shutdown()  # with address: null this also stops the local Ray started for the job
+
+    def _keep_logs(self, index: int, call) -> None:
+        """Write the logs node `index` brought back from its own temp folder into the run folder, where the nodes
+        of a shared run folder write theirs (nodes/<index>/)."""
+        try:
+            logs = self._ray.get(call, timeout=5)
+        except self._ray.exceptions.RayError as exc:  # its actor died: its folder went with its node, or stays
+            log.warning("ray: node %d's logs: %s", index, _first_line(exc))
+            return
+        if not logs:
+            return
+        folder = os.path.join(os.path.abspath(self._request.run_dir), "nodes", str(index))
+        os.makedirs(folder, exist_ok=True)
+        for name, data in logs.items():
+            with open(os.path.join(folder, os.path.basename(name)), "wb") as fh:
+                fh.write(data)
 
     def dry_run(self, request: ProvisionRequest) -> str:
         cfg = options.resolve(request.options)

@@ -9,6 +9,7 @@ node lost with its raylet, takes its agent and task with it, and the manager see
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -18,6 +19,9 @@ import tempfile
 GUARDIAN = os.path.join(os.path.dirname(os.path.abspath(__file__)), "guardian.py")
 # The job's own settings follow it to every node (debug output, the test harness's process marker).
 FORWARDED_PREFIX = "SYNCSWITCH_"
+# A node's logs travel back to the run folder through Ray's object store at teardown: each log keeps its
+# last bytes only, so a runaway log cannot fill the manager's disk or memory.
+LOG_TAIL_BYTES = 8 << 20
 
 
 class NodeHost:
@@ -27,6 +31,7 @@ class NodeHost:
         self.proc: subprocess.Popen | None = None  # the guardian (guardian.py), parent of the agent
         self.agent_pid: int | None = None
         self.work_dir = ""
+        self.own_dir = False  # the work dir is this node's own temp folder, not the (shared) run folder
 
     def start(self, index: int, job_id: str, token: str, run_dir_work: str, shared: str, spare: bool,
               env: dict[str, str], ready_timeout_s: float, fork: dict | None = None, checkpoint_dir: str = "") -> dict:
@@ -45,6 +50,7 @@ class NodeHost:
         host = _node_address(ray, node_id)
         agent_port, ps_port, worker_port = free_ports(3)
         in_run_dir = shared == "always" or shared == socket.gethostname()
+        self.own_dir = not in_run_dir
         self.work_dir = run_dir_work if in_run_dir else \
             os.path.join(tempfile.gettempdir(), f"syncswitch-{job_id}", str(index))
         os.makedirs(self.work_dir, exist_ok=True)
@@ -78,8 +84,22 @@ class NodeHost:
         """The agent's exit code; None while it runs."""
         return None if self.proc is None else self.proc.poll()
 
-    def stop(self) -> None:
-        """End the agent and everything in its session (its training task), through its guardian."""
+    def stop(self) -> dict[str, bytes]:
+        """End the agent and everything in its session (its training task), through its guardian. Where the node
+        worked in a temp folder of its own, returns its logs ({name: bytes}) for the run folder and removes the
+        folder (its checkpoints were copied to the manager as they were written); else returns nothing."""
+        self._end_agent()
+        if not self.own_dir or not os.path.isdir(self.work_dir):
+            return {}
+        logs = _read_logs(self.work_dir)
+        shutil.rmtree(self.work_dir, ignore_errors=True)
+        try:
+            os.rmdir(os.path.dirname(self.work_dir))  # the job's folder, once its last node on this machine left
+        except OSError:
+            pass
+        return logs
+
+    def _end_agent(self) -> None:
         proc, self.proc = self.proc, None
         if proc is None:
             return
@@ -91,6 +111,18 @@ class NodeHost:
             proc.wait(timeout=5)
         if self.agent_pid:
             _signal_group(self.agent_pid, signal.SIGKILL)  # already gone, unless the guardian was too slow
+
+
+def _read_logs(work_dir: str) -> dict[str, bytes]:
+    """The agent's and the tasks' logs in `work_dir` (its top level, where they write them), each cut to its tail."""
+    logs = {}
+    for name in sorted(os.listdir(work_dir)):
+        path = os.path.join(work_dir, name)
+        if name.endswith(".log") and os.path.isfile(path):
+            with open(path, "rb") as fh:
+                fh.seek(max(0, os.path.getsize(path) - LOG_TAIL_BYTES))
+                logs[name] = fh.read()
+    return logs
 
 
 def _node_address(ray, node_id: str) -> str:

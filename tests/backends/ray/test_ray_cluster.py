@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import time
 
 import pytest
@@ -148,4 +149,9 @@ def test_a_lost_ray_node_is_replaced_and_restored_from_checkpoint_dir(ray_cluste
     assert json.loads((folder / "durable.json").read_text())["checkpoints"]
     assert list(folder.glob("model-f1.ckpt-*.index")), "no checkpoint after the recovery"
     assert not (run / "checkpoints").exists()
+    # The nodes worked in temp folders of their own: their logs came back to the run folder, the folders went.
+    assert not os.path.exists(os.path.join(tempfile.gettempdir(), f"syncswitch-{summary['job_id']}"))
+    for index in range(NODES):
+        assert "agent" in (run / "nodes" / str(index) / "agent.log").read_text(), index
+        assert list((run / "nodes" / str(index)).glob("task-*.log")), index
     assert cluster_is_clean(ray_cluster.address) == ""
