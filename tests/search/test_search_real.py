@@ -18,6 +18,7 @@ def test_short_real_search_on_two_workers(write_spec, tmp_path, no_leftovers):
         hyperparameters: {batch_size: 16, learning_rate: 0.05}
         workload: {epochs: 1}
         cluster: {backend: local, workers: 2}
+        policy: {switch_speed: off}  # the search's mechanics: a trial that went back would stop it at one point
     """))
     events = []
     cache: dict = {}
