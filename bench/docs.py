@@ -552,10 +552,11 @@ FIGURES += (
            switch_speed_render,
            note="Runtime code of 5b7b10e (the speed rule as merged; later commits change only the bench, docs and "
                 "search). Calls under /work/bin/quiet (nothing else heavy ran) except the GRU's seeds 0-3 (under "
-                "/work/bin/heavy beside another benchmark and a test run). The machine was loaded all the same: the GRU's "
-                "BSP runs took 13-33 s, and runs kept synchronous (BSP's path, same seed) took 0.44-1.68x their "
-                "seed's BSP run, so time ratios within about that band say nothing. The file's statistics are recomputed from the run folders by this "
-                "tree's bench code (`safety.run` with zero seeds and --add-to)."),
+                "/work/bin/heavy beside another benchmark and a test run). The machine was loaded all the same: "
+                "the GRU's BSP runs took 13-33 s, and runs kept synchronous (BSP's path, same seed) took 0.44-1.68x "
+                "their seed's BSP run, so time ratios within about that band say nothing. The file's statistics "
+                "are recomputed from the run folders by this tree's bench code (`safety.run` with zero seeds and "
+                "--add-to)."),
     Figure("switch-rule-shipped", "The switch rule against the fixed 0.25 on the shipped jobs (5 seeds)",
            ("safety-switch-rule-vs-fixed-digits-cnn-2-2026-11-26.json",),
            "python -m bench safety --workloads digits_cnn-2 --variants bsp,in-place+guard,in-place@fixed+guard "
