@@ -19,7 +19,7 @@ DRIVER = SETUP + '''
 from syncswitch.node.background_save import BackgroundWrites
 
 out_dir = sys.argv[7]
-for sub in ("sync", "beside", "later"):
+for sub in ("sync", "beside", "during", "later"):
     os.makedirs(os.path.join(out_dir, sub))
 
 
@@ -46,13 +46,17 @@ def saved(prefix):
 engine = g0.engines[protocol]
 run_steps(3)
 _, step = chief.run([engine.snapshot.take, engine.snapshot.global_step])
-engine.publish(chief)  # the synchronous path at the same step: publish, then the checkpoints' own saver
-synchronous = g0.saver.save(chief, os.path.join(out_dir, "sync", "model.ckpt"), global_step=chief.run(g0.global_step),
-                            write_meta_graph=False)
 paths = []
 writes = BackgroundWrites()
 writes.start(lambda: paths.append(engine.snapshot.saver.save(
     chief, os.path.join(out_dir, "beside", "model.ckpt"), global_step=int(step), write_meta_graph=False)))
+writes.wait()  # written before anything publishes: the parameter servers still hold the phase's entry
+engine.publish(chief)  # the synchronous path at the same step: publish, then the checkpoints' own saver
+synchronous = g0.saver.save(chief, os.path.join(out_dir, "sync", "model.ckpt"), global_step=chief.run(g0.global_step),
+                            write_meta_graph=False)
+_, step = chief.run([engine.snapshot.take, engine.snapshot.global_step])  # a second copy, at step 3 too
+writes.start(lambda: paths.append(engine.snapshot.saver.save(
+    chief, os.path.join(out_dir, "during", "model.ckpt"), global_step=int(step), write_meta_graph=False)))
 run_steps(3)  # the replicas move on while it is written
 writes.wait()
 engine._published = False  # the steps since moved the chief's replica: publish it again
@@ -66,6 +70,7 @@ out = {"names": [os.path.basename(synchronous), os.path.basename(paths[0])],
        "latest": tf.train.latest_checkpoint(os.path.join(out_dir, "beside")),
        "sync": {k: v.tolist() for k, v in saved(synchronous).items()},
        "beside": {k: v.tolist() for k, v in saved(paths[0]).items()},
+       "during": {k: v.tolist() for k, v in saved(paths[1]).items()},
        "later": {k: v.tolist() for k, v in saved(later).items()}, "restored": restored}
 print("RESULT " + json.dumps(out), flush=True)
 os._exit(0)
@@ -90,12 +95,13 @@ def _run(tmp_path, protocol, params):
 @pytest.mark.parametrize("protocol, params", [("bsp", {"allreduce": True}), ("local-sgd", {"period": 2})])
 def test_checkpoint_written_beside_training_is_the_published_one(tmp_path, protocol, params):
     out = _run(tmp_path, protocol, params)
-    synchronous, beside, later = out["sync"], out["beside"], out["later"]
+    synchronous, later = out["sync"], out["later"]
     assert out["names"][0] == out["names"][1] == "model.ckpt-3"  # the global step at the copy
     assert out["latest"].endswith("beside/model.ckpt-3")
-    assert sorted(beside) == sorted(synchronous)
-    for name, value in synchronous.items():  # every variable, the momentum and the counts: the same bits
-        np.testing.assert_array_equal(np.asarray(beside[name]), np.asarray(value), err_msg=name)
+    for copy in (out["beside"], out["during"]):  # written before the publish, and while the workers stepped on
+        assert sorted(copy) == sorted(synchronous)
+        for name, value in synchronous.items():  # every variable, the momentum and the counts: the same bits
+            np.testing.assert_array_equal(np.asarray(copy[name]), np.asarray(value), err_msg=name)
     assert synchronous["global_step"] == 3 and synchronous["syncswitch/samples"] == 3 * 16
     assert later["global_step"] == 6  # the workers stepped on while it was written, and the model moved
     moved = [k for k, v in out["restored"].items() if not np.array_equal(np.asarray(later[k]), np.asarray(v))]

@@ -143,7 +143,7 @@ class ReplicaTraining:
         with tf.device(self.replica.device):
             stepped = tf.add(published, self.steps.read_value(), name=f"{self.name}_snapshot_global_step")
         names, copies, sources = {}, [], []
-        for name, variable in saveable_object_util.op_list_to_dict(saved).items():
+        for name, variable in saveable_object_util.op_list_to_dict(saved, convert_variable_to_tensor=False).items():
             source = stepped if variable.ref() == global_step.ref() else mine.get(variable.ref())
             if source is None:
                 names[name] = variable
