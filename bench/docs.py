@@ -402,9 +402,10 @@ PEERS_NOTE = (
     "Peers: MWMS and one process step with tf.compat.v1.train.MomentumOptimizer, the update rule syncswitch applies "
     "(Keras' SGD carries the old rate's velocity past each rate drop: 0.03-0.08 accuracy on the ResNet's 93-update "
     "job); ps-strategy keeps Keras' SGD. MNIST-1D, no budget: five seeds with these peers at 5578f8b. The synthetic "
-    "ResNet, both cells: five seeds with these peers at 4d0eac2 (checkpoints of the replica engines copied at the "
-    "step and written beside training); at 0.4 CPU per node one process alone ran seeds 1-2 only. MNIST-1D at 0.4 "
-    "CPU per node (each peer process, each syncswitch node in its own cgroup): the earlier figure, five seeds at "
+    "ResNet, no budget: five seeds with these peers at 4d0eac2 (checkpoints of the replica engines copied at the "
+    "step and written beside training). The ResNet at 0.4 CPU per node (each peer process, each syncswitch node in "
+    "its own cgroup): two seeds only, with these peers, at bbdd1a5 (before that change); not rerun since, the CPU "
+    "slots of the shared machine allowed no more. MNIST-1D at 0.4 CPU per node: the earlier figure, five seeds at "
     "9c4e5dc/03ec57b with the earlier peers (Keras' SGD) and evaluator, not rerun since.")
 
 
@@ -469,8 +470,8 @@ FIGURES += (
             "python -m bench peers --job jobs/mnist1d_cnn.yaml --cpus-per-node 0.4 --seeds S --variants "
             "single,mwms,bsp,default --target 0.95 --add-to F (one seed per call, S = 1..5, nothing else running)",
             "python -m bench peers --job jobs/resnet_synthetic.yaml [--cpus-per-node 0.4] --seeds S --variants "
-            "single,mwms,bsp,default --target 0.9 --add-to F (seeds in chunks of 2-3 per call, S = 1..5; at 0.4 CPU "
-            "seeds 3-5 with --variants mwms,bsp,default; nothing else running)"), peers_render,
+            "single,mwms,bsp,default --target 0.9 --add-to F (no budget: seeds 1,2 then 3,4,5 per call; at 0.4 CPU one "
+            "call per seed; nothing else running)"), peers_render,
            headline=peers_headline,
            note=PEERS_NOTE),
     Figure("ray", "The ray backend against the local one (quickstart, 3 nodes, 5 seeds)",
