@@ -437,13 +437,14 @@ PEER_NAMES = {"single": "one process alone", "mwms": "TensorFlow's MultiWorkerMi
 
 
 PEERS_NOTE = (
-    "MNIST-1D, no budget: five seeds at 0910158/a0cd1c3 (all-reduce BSP's default), with the earlier peers (Keras' "
-    "SGD). MNIST-1D at 0.4 CPU per node (each peer process, each syncswitch node in its own cgroup): five seeds at "
-    "9c4e5dc/03ec57b, with the earlier peers and evaluator (not rerun since). The synthetic ResNet "
-    "(both cells): the peers step with tf.compat.v1.train.MomentumOptimizer, the update rule syncswitch applies "
-    "(Keras' SGD carries the old rate's velocity past each rate drop: 0.03-0.08 accuracy on this 93-update job, "
-    "which was MWMS's 0.853 of the first ResNet figure); ps-strategy keeps Keras' SGD. Fewer than five seeds where "
-    "the table says so: the CPU slots of the shared machine allowed no more; not settled figures.")
+    "Peers: MWMS and one process step with tf.compat.v1.train.MomentumOptimizer, the update rule syncswitch applies "
+    "(Keras' SGD carries the old rate's velocity past each rate drop: 0.03-0.08 accuracy on the ResNet's 93-update "
+    "job); ps-strategy keeps Keras' SGD. MNIST-1D, no budget: five seeds with these peers at 5578f8b. The synthetic "
+    "ResNet, no budget: five seeds with these peers at 4d0eac2 (checkpoints of the replica engines copied at the "
+    "step and written beside training). The ResNet at 0.4 CPU per node (each peer process, each syncswitch node in "
+    "its own cgroup): two seeds only, with these peers, at bbdd1a5 (before that change); not rerun since, the CPU "
+    "slots of the shared machine allowed no more. MNIST-1D at 0.4 CPU per node: the earlier figure, five seeds at "
+    "9c4e5dc/03ec57b with the earlier peers (Keras' SGD) and evaluator, not rerun since.")
 
 
 def peers_cell(doc: dict) -> str:
@@ -503,12 +504,12 @@ FIGURES += (
            ("peers-mnist1d-unbudgeted-2026-11-26.json", "peers-mnist1d-cpu040-2026-11-26.json",
             "peers-resnet-unbudgeted-2026-11-26.json", "peers-resnet-cpu040-2026-11-26.json"),
            ("python -m bench peers --job jobs/mnist1d_cnn.yaml --seeds S --variants single,mwms,bsp,default "
-            "--target 0.95 --add-to F (one seed per call, S = 1..5, nothing else running)",
+            "--target 0.95 --add-to F (seeds 1,2 then 3,4,5 per call, nothing else running)",
             "python -m bench peers --job jobs/mnist1d_cnn.yaml --cpus-per-node 0.4 --seeds S --variants "
             "single,mwms,bsp,default --target 0.95 --add-to F (one seed per call, S = 1..5, nothing else running)",
             "python -m bench peers --job jobs/resnet_synthetic.yaml [--cpus-per-node 0.4] --seeds S --variants "
-            "single,mwms,bsp,default[,asp,ps-strategy] --target 0.9 --add-to F (one call per seed and cell, cells "
-            "interleaved within a seed, nothing else running)"), peers_render,
+            "single,mwms,bsp,default --target 0.9 --add-to F (no budget: seeds 1,2 then 3,4,5 per call; at 0.4 CPU one "
+            "call per seed; nothing else running)"), peers_render,
            headline=peers_headline,
            note=PEERS_NOTE),
     Figure("ray", "The ray backend against the local one (quickstart, 3 nodes, 5 seeds)",

@@ -313,6 +313,10 @@ def build(launch, total: int, module, params: dict, cluster) -> TrainGraph:
             engines = build_engines(protocols, optimizer, model.grads, global_step, samples, batch_by_protocol,
                                     launch.num_workers, index == 0, task_index=index, replica=replica,
                                     rates=(settings.learning_rate, settings.momentum_now), schedule=settings.schedule)
+            if index == 0:  # the chief's checkpoints: replica engines copy at the step, write beside training
+                saved = checkpointed(graph)
+                for engine in engines.values():
+                    engine.add_snapshot(saved, global_step, samples)
         saver, scaffold = _saving(graph, model.iterator)
     return TrainGraph(graph=graph, engines=engines, loss=model.loss, losses=LiveLosses(engines), samples=samples,
                       global_step=global_step, settings=settings, total_samples=total, saver=saver, scaffold=scaffold)

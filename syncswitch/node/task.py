@@ -15,6 +15,7 @@ import traceback
 
 from syncswitch.node import startup  # first: its clock starts with the process
 from syncswitch.node.startup import mark
+from syncswitch.node.background_save import BackgroundWrites
 
 os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")  # tf.keras -> Keras 2, which builds v1 graphs
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -101,6 +102,7 @@ class Task:
         self.runner = None
         self.session = None
         self.eval_hook = None
+        self.writes = BackgroundWrites()
 
     # -- what commands do -------------------------------------------------------------------
     def apply_config(self, session, config: pb.PhaseConfig) -> None:
@@ -129,6 +131,7 @@ class Task:
 
     def save(self, session, kind: str, samples: int | None = None) -> tuple[str, int]:
         """Save a checkpoint and its record (syncswitch/wire/saved.py); (path, samples it holds)."""
+        self.writes.wait()
         engine = self.g.engines.get(self.state.protocol)
         if engine is not None:
             engine.publish(session)  # workers stepping on replicas: the servers get the phase's model first
@@ -138,6 +141,27 @@ class Task:
                                  write_meta_graph=False)
         saved_record.write(path, samples, samples / self.state.total, kind)
         return path, samples
+
+    def checkpoint(self, session, kind: str, samples: int, then) -> None:
+        """The hooks' checkpoint at this step: `then(path)` once it is on disk. Where the phase's workers step on
+        replicas, the chief copies its replica now and the file is written beside training (background_save.py);
+        otherwise it is saved before this returns."""
+        engine = self.g.engines.get(self.state.protocol)
+        snapshot = engine.snapshot if engine is not None else None
+        if snapshot is None:
+            path, _ = self.save(session, kind, samples)
+            then(path)
+            return
+        self.writes.wait()  # the previous copy is still being written from the snapshot variables
+        _, step = session.run([snapshot.take, snapshot.global_step])
+        prefix, total = os.path.join(self.checkpoint_dir, self.checkpoint_name), self.state.total
+
+        def write():
+            path = snapshot.saver.save(session, prefix, global_step=int(step), write_meta_graph=False)
+            saved_record.write(path, samples, samples / total, kind)
+            then(path)
+
+        self.writes.start(write)
 
     def save_on_request(self, session, reason: int) -> None:
         path, samples = self.save(session, saved_record.KINDS.get(reason, "periodic"))
@@ -149,6 +173,7 @@ class Task:
     def restore(self, session, cmd: pb.Restore) -> None:
         """Chief, every worker paused: roll every variable back to the checkpoint at `cmd.path`."""
         g = self.g
+        self.writes.wait()
         g.saver.restore(session, cmd.path)
         if cmd.checkpoint_name:
             self.checkpoint_name = cmd.checkpoint_name
@@ -221,7 +246,7 @@ class Task:
                  DivergenceHook(state, g.loss, g.losses), DelayHook(state)]
         self.metrics_hook = hooks[0]  # reports at each pause too (PhaseControl.at_boundary)
         if self.eval_points or self.durable_points or self.checkpoint_every_s:
-            self.eval_hook = EvalCheckpointHook(state, self.eval_points, self.save, emit, self.durable_points,
+            self.eval_hook = EvalCheckpointHook(state, self.eval_points, self.checkpoint, emit, self.durable_points,
                                                 self.checkpoint_every_s)
             hooks.append(self.eval_hook)
         hooks.append(BoundaryHook(state))
@@ -246,7 +271,10 @@ class Task:
             while True:
                 self.runner.step(g.engines[state.protocol])
                 request, state.pause_request = state.pause_request, None
-                if request is not None and not pauses[request](session):
+                if request is None:
+                    continue
+                self.writes.wait()  # a pause reports, restores, saves or ends: checkpoints taken are on disk
+                if not pauses[request](session):
                     return 0
 
 

@@ -51,6 +51,20 @@ def _check_common(summary, tmp_path):
     assert len(paths) == len(set(paths)), paths
 
 
+def _check_copies(tmp_path):
+    """A synchronous run's evaluation checkpoints each hold the model at their own step (BSP's all-reduce engine
+    copies its replica at the step and writes it beside training): the counts inside are those each was named and
+    reported with (asynchronous workers move the counts between the read and the save, so not there)."""
+    import tensorflow as tf
+
+    records = _records(tmp_path, "eval_checkpoint")
+    assert records
+    for record in records:
+        reader = tf.train.load_checkpoint(record["path"])
+        assert reader.get_tensor("global_step") == int(record["path"].rsplit("-", 1)[1]), record
+        assert reader.get_tensor("syncswitch/samples") == record["samples"], record
+
+
 @pytest.mark.parametrize("protocol, parameter_servers", [("bsp", 1), ("asp", "per-node")])
 def test_single_protocol_run(write_spec, tmp_path, no_leftovers, protocol, parameter_servers):
     # the local default (one PS task) and the paper's layout (one per node)
@@ -58,6 +72,8 @@ def test_single_protocol_run(write_spec, tmp_path, no_leftovers, protocol, param
                                           "evaluation.target_accuracy=0.5",
                                           f"cluster.parameter_servers={parameter_servers}"])
     _check_common(summary, tmp_path)
+    if protocol == "bsp":
+        _check_copies(tmp_path)
     assert [p["protocol"] for p in summary["schedule"]] == [protocol]
     assert summary["switches"] == []
     phase = summary["schedule"][0]

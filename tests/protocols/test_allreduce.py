@@ -31,7 +31,8 @@ def model_fn(features, labels, params, training):
     return {"loss": tf.reduce_mean(loss), "logits": logits}
 '''
 
-DRIVER = '''
+# The cluster and its sessions, every worker entered into `protocol` (tests/protocols/test_snapshot.py too).
+SETUP = '''
 import json, os, socket, sys, threading
 os.environ["TF_USE_LEGACY_KERAS"] = "1"
 import tensorflow as tf
@@ -76,6 +77,9 @@ chief.run([st.set_lr, st.set_momentum, st.set_ramp], {st.lr_in: 0.2, st.momentum
 g0.engines[protocol].enter_chief(chief, params)
 for s, g in zip(sessions, graphs):
     g.engines[protocol].enter_worker(s, params)
+'''
+
+DRIVER = SETUP + '''
 losses = {}
 
 

@@ -26,7 +26,7 @@ class EvalCheckpointHook(v1.train.SessionRunHook):
         self._eval = {round(p, 9) for p in points}
         self._all = sorted(self._eval | {round(p, 9) for p in durable})
         self.points = list(self._all)
-        self.save = save        # save(session, kind, samples) -> (checkpoint path, samples)
+        self.save = save        # save(session, kind, samples, then): then(checkpoint path) once it is on disk
         self.emit = emit
         self.every_s = every_s
         self.clock = clock
@@ -55,14 +55,18 @@ class EvalCheckpointHook(v1.train.SessionRunHook):
         state.marks = list(self.points)
         t0 = time.perf_counter()
         evaluated = any(p in self._eval for p in crossed)
-        path, _ = self.save(self.session, "evaluation" if evaluated else "periodic", state.samples)
+        samples = state.samples
+
+        def report(path: str) -> None:  # the checkpoint is on disk (maybe written beside training, on a thread)
+            if evaluated:
+                self.emit(codec.event(eval_checkpoint=pb.EvalCheckpoint(path=path, fraction=fraction,
+                                                                        samples=samples)))
+            else:
+                self.emit(codec.event(saved=pb.Saved(path=path, reason=pb.SAVE_REASON_PERIODIC, fraction=fraction,
+                                                     samples=samples)))
+
+        self.save(self.session, "evaluation" if evaluated else "periodic", samples, report)
         self.last_save = self.clock()
         # Checkpointing is syncswitch's own cost, not the chief being slow:
         # keep it out of the busy time the straggler detector compares.
         state.last_wait_s += time.perf_counter() - t0
-        if evaluated:
-            self.emit(codec.event(eval_checkpoint=pb.EvalCheckpoint(path=path, fraction=fraction,
-                                                                    samples=state.samples)))
-        else:
-            self.emit(codec.event(saved=pb.Saved(path=path, reason=pb.SAVE_REASON_PERIODIC, fraction=fraction,
-                                                 samples=state.samples)))

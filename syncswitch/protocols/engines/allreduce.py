@@ -57,6 +57,7 @@ class AllReduceEngine(ProtocolEngine):
             self.agreed_stop = tf.greater(tf.reshape(means[-1], []), 0.0, name="allreduce_agreed_stop")
         self._finish(tf.group(step, name="allreduce_step"), core.estimate_after)
         self._enter, self._publish = core.boundaries(optimizer, global_step, samples)
+        self._core = core
         self._published = True
 
     def enter_worker(self, session, params: dict | None = None) -> None:
@@ -68,6 +69,9 @@ class AllReduceEngine(ProtocolEngine):
         if state.at_boundary():
             self.publish(session)
         return 0.0
+
+    def add_snapshot(self, saved, global_step, samples) -> None:
+        self.snapshot = self._core.snapshot(saved, global_step, samples)
 
     def publish(self, session) -> None:
         """The chief writes the group's model back to the parameter servers (the replicas are equal)."""

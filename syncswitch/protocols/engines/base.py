@@ -156,6 +156,8 @@ class ProtocolEngine(abc.ABC):
     # Its workers meet in collectives: a boundary moved while the phase runs is agreed by the group (see
     # TrainState.move_boundary), never taken by one worker alone.
     collective = False
+    # The chief's checkpoint taken as a copy and written beside training (add_snapshot); None: publish and save.
+    snapshot = None
 
     def _finish(self, train_op, samples_after) -> None:
         self.train_op = train_op
@@ -174,6 +176,10 @@ class ProtocolEngine(abc.ABC):
 
     def publish(self, session) -> None:
         """Make the parameter servers hold the phase's model (before a checkpoint), where workers step on copies."""
+
+    def add_snapshot(self, saved, global_step, samples) -> None:
+        """On the chief, where workers step on replicas: build `snapshot` (replica_training.Snapshot), so a
+        checkpoint is a copy at the step and written off it. `saved`: the checkpointed variables."""
 
     def release(self, session) -> None:
         """Unblock workers waiting inside a step so they can reach a phase boundary."""

@@ -55,6 +55,7 @@ class CollectiveLocalSGDEngine(ProtocolEngine):
             self.loss = tf.where(tf.math.is_finite(own), own, self._mean_loss.read_value(), name="local_sgd_loss")
         self._finish(tf.group(step, remembered, name="local_sgd_step"), core.estimate_after)
         self._enter, self._publish = core.boundaries(optimizer, global_step, samples)
+        self._core = core
         with tf.device(replica.device):
             self._stop = v1.placeholder_with_default(tf.constant(0.0), [], name="local_sgd_stop_in")
             copies = [copy for _, copy in core.pairs]
@@ -110,6 +111,9 @@ class CollectiveLocalSGDEngine(ProtocolEngine):
         if state.at_boundary():
             self.publish(session)
         return waited
+
+    def add_snapshot(self, saved, global_step, samples) -> None:
+        self.snapshot = self._core.snapshot(saved, global_step, samples)
 
     def publish(self, session) -> None:
         """The chief writes its copy back to the parameter servers (the group's mean right after an average)."""

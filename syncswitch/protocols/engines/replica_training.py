@@ -14,8 +14,11 @@ all-reduce over the workers' gRPC servers per call, however many variables the m
 
 from __future__ import annotations
 
+import dataclasses
+
 import tensorflow as tf
 from tensorflow.python.ops import collective_ops
+from tensorflow.python.training.saving import saveable_object_util
 
 from . import fused
 from .base import dense, localize, worker_variable
@@ -48,6 +51,18 @@ def mean(tensors, n: int, instance_key: int, name: str) -> tuple[list, tf.Tensor
     return [tf.reshape(p, shape) for p, shape in zip(parts, shapes)], waited
 
 
+@dataclasses.dataclass
+class Snapshot:
+    """The chief's copy, taken at one step, of what a checkpoint after `publish` would hold, and a saver that
+    writes it under the checkpoint's own names. Taking it is a copy in the chief's memory; writing it needs no
+    step to wait: the replicas move on, the copy does not, and what it leaves to the parameter servers (the
+    schedule's settings, any other protocol's variables) only changes at a phase's boundary."""
+
+    take: tf.Operation        # copies the replica, its momentum, the count and the steps into the snapshot
+    global_step: tf.Tensor    # the global step the checkpoint holds (read with `take`)
+    saver: object             # v1.train.Saver writing the snapshot under the shared variables' names
+
+
 class ReplicaTraining:
     """The worker's optimizer, count and schedule on its replica, and the phase's entry and publish ops.
 
@@ -59,6 +74,7 @@ class ReplicaTraining:
 
     def __init__(self, replica, schedule, per_worker_batch: int, num_workers: int, name: str):
         self.replica = replica
+        self.name = name
         self.estimate = worker_variable("samples", (), tf.int64)
         self.steps = worker_variable("steps", (), tf.int64)  # taken since the last publish
         self.settings = [worker_variable(f"schedule_{k}", v.shape, v.dtype.base_dtype)
@@ -115,3 +131,33 @@ class ReplicaTraining:
         with tf.control_dependencies(writes), tf.device(device):
             publish = self.steps.assign_sub(steps, read_value=False)
         return tf.group(*enter), publish
+
+    def snapshot(self, saved, global_step, samples) -> Snapshot:
+        """A Snapshot of the checkpointed variables `saved` (call after `boundaries`, on the chief): each one a
+        publish writes is copied from the worker (the replica and its momentum; the count; the global step plus
+        the steps taken since the last publish) into a worker-local variable, the others are read at save time."""
+        mine = {shared.ref(): copy for shared, copy in self.pairs}
+        mine[samples.ref()] = self.estimate
+        with v1.colocate_with(global_step):
+            published = global_step.read_value()
+        with tf.device(self.replica.device):
+            stepped = tf.add(published, self.steps.read_value(), name=f"{self.name}_snapshot_global_step")
+        names, copies, sources = {}, [], []
+        for name, variable in saveable_object_util.op_list_to_dict(saved, convert_variable_to_tensor=False).items():
+            source = stepped if variable.ref() == global_step.ref() else mine.get(variable.ref())
+            if source is None:
+                names[name] = variable
+                continue
+            with tf.device(self.replica.device):
+                copy = worker_variable(f"{self.name}_snapshot/{len(copies)}", variable.shape, variable.dtype.base_dtype)
+            names[name] = copy
+            copies.append(copy)
+            sources.append(source)
+        with tf.device(self.replica.device):
+            take = tf.group(*[c.assign(s, read_value=False) for c, s in zip(copies, sources)],
+                            name=f"{self.name}_snapshot_take")
+        # Placed as the checkpoints' own saver is (graph.py): its file is written by the chief's worker.
+        saver = v1.train.Saver(names, max_to_keep=None, sharded=False, save_relative_paths=True,
+                               name=f"{self.name}_snapshot_saver")
+        localize(v1.get_default_graph(), copies)
+        return Snapshot(take, stepped, saver)

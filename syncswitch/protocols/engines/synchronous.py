@@ -53,6 +53,7 @@ class SynchronousEngine(ProtocolEngine):
     stop_in = property(lambda self: getattr(self.active, "stop_in", None))
     collective = property(lambda self: self.active.collective)
     collective_wait_s = property(lambda self: self.active.collective_wait_s)
+    snapshot = property(lambda self: self.active.snapshot)
 
     def choose_path(self, params: dict | None) -> None:
         self.active = self.choose(params)
@@ -75,6 +76,10 @@ class SynchronousEngine(ProtocolEngine):
         """Write the phase's model to the parameter servers (before a checkpoint)."""
         if self.active is self.fast:
             self.fast.publish(session)
+
+    def add_snapshot(self, saved, global_step, samples) -> None:
+        if self.fast is not None:
+            self.fast.add_snapshot(saved, global_step, samples)
 
     def stats(self, session) -> dict:
         return {"allreduce": self.active is self.fast, **self.active.stats(session)}
