@@ -484,13 +484,15 @@ FIGURES += (
                 "fix that makes a lost Ray node's agent and task die with it."),
     Figure("scale", "Scale in the simulator: 2 to 64 workers",
            ("scale-quickstart-2026-11-26.json", "scale-digits-cnn-2026-11-25.json"),
-           ("python -m bench scale --jobs quickstart --workers 2,8,32,64 --seeds 5 (seeds 0-1 finished)",
+           ("python -m bench scale --jobs quickstart --workers 2,8,32,64 --seeds 5 (seeds 0-1 finished; b-fasgd "
+            "rerun with --add-to after its fetch moved to right after the push)",
             "python -m bench scale --jobs digits_cnn --seeds 2"),
            scale_render,
            note="Partial: two seeds a cell, not the five aimed at; a map of where each protocol breaks, not a settled "
                 "figure; the weak-scaling run (--weak) was not made. The quickstart table "
                 "is at the current simulator (the switch rule times the switch, the guard reads 20-step mean "
-                "losses); the digits CNN table is from the simulator before those changes. With the workload fixed "
+                "losses, b-fasgd refreshes its copy right after the push as its engine does); the digits CNN table "
+                "is from the simulator before those changes. With the workload fixed "
                 "in epochs BSP itself falls to chance from 32 workers (the linearly scaled rate breaks it, and 40 "
                 "updates are too few at any rate), so 'below BSP' says nothing from 32 workers on; at 32 and 64 "
                 "workers the switch rule keeps the default switch synchronous (the loss never leaves its initial "
