@@ -523,13 +523,15 @@ FIGURES += (
                 "fix that makes a lost Ray node's agent and task die with it."),
     Figure("scale", "Scale in the simulator: 2 to 64 workers",
            ("scale-quickstart-2026-11-26.json", "scale-digits-cnn-2026-11-25.json"),
-           ("python -m bench scale --jobs quickstart --workers 2,8,32,64 --seeds 5 (seeds 0-1 finished)",
+           ("python -m bench scale --jobs quickstart --workers 2,8,32,64 --seeds 5 (seeds 0-1 finished; b-fasgd "
+            "rerun with --add-to after its fetch moved to right after the push)",
             "python -m bench scale --jobs digits_cnn --seeds 2"),
            scale_render,
            note="Partial: two seeds a cell, not the five aimed at; a map of where each protocol breaks, not a settled "
                 "figure; the weak-scaling run (--weak) was not made. The quickstart table "
                 "is at the current simulator (the switch rule times the switch, the guard reads 20-step mean "
-                "losses); the digits CNN table is from the simulator before those changes. With the workload fixed "
+                "losses, b-fasgd refreshes its copy right after the push as its engine does); the digits CNN table "
+                "is from the simulator before those changes. With the workload fixed "
                 "in epochs BSP itself falls to chance from 32 workers (the linearly scaled rate breaks it, and 40 "
                 "updates are too few at any rate), so 'below BSP' says nothing from 32 workers on; at 32 and 64 "
                 "workers the switch rule keeps the default switch synchronous (the loss never leaves its initial "
@@ -571,22 +573,26 @@ FIGURES += (
            ("python -m bench scale-vs-real --real <the recorded 4-worker protocols results, see the file's "
             "real_sources> (b-fasgd rows: --protocols b-fasgd, after its fetch moved to the step's start)",
             "python -m bench scale-vs-real --real bench/results/protocols-quickstart-digits-2workers-2026-11-26.json "
-            "(in parts: --protocols, one job at a time)",
+            "(in parts: --protocols, --jobs)",
             "python -m bench protocols --job jobs/J.yaml --workers 2 --repeats 1 --first-seed S --variants "
             "bsp,asp,ssp,dc-asgd,fasgd,b-fasgd,specsync,lookahead,local-sgd --set policy.guard.enabled=false "
-            "(one call per seed or two, merged)"),
+            "(one call per seed or two, merged; b-fasgd again with --variants b-fasgd --repeats 5 after its "
+            "engine's fix)"),
            sim_vs_real_render, commit="2c8dc16",
-           note="Real: each protocol alone on local workers, guard off: 4 workers 5 seeds (recorded 2026-11-24/25); "
-                "2 workers (2026-11-26, from a copy of 0009650): the quickstart 5 seeds, the digits CNN 2 seeds only "
-                "(partial: CPU ran out), so its 'real spread' is one pair of runs. "
+           note="Real: each protocol alone on local workers, guard off: 4 workers 5 seeds (recorded 2026-11-24/25, "
+                "b-fasgd from its engine before the fix below); 2 workers 5 seeds on both jobs (2026-11-26). "
                 "Simulated: the same job, protocol and seeds on workers sharing one core (the CPU slot a real "
                 "run holds), time-sliced in the slice at which simulated ASP is as stale as the real ASP runs "
                 "measured (about 1.63 at 4 workers, 0.53-0.54 at 2); one calibration per job and size, the same for "
                 "every protocol. The 2-worker simulations ran in the benches' child process at one TensorFlow "
-                "thread (commit a0109a2; the 4-worker rows at 2c8dc16). BSP, which has no staleness, differs by 1-2 "
-                "points between simulated and "
-                "real medians at 2 workers: the simulator's seed is not the real run's initialization, so the two "
-                "sides are two draws of five (two) runs each."),
+                "thread (the quickstart rows but b-fasgd at commit a0109a2, the digits CNN and both b-fasgd rows at "
+                "this section's latest simulator; the 4-worker rows at 2c8dc16). b-fasgd at 2 workers: its engine "
+                "now reads the staleness once the gradients exist (it read it as the step started and missed the "
+                "updates landing meanwhile: 0.47 reported, 0.74 counted), and the simulator refreshes the copy "
+                "right after the push as the engine does; the 4-worker b-fasgd rows predate both. BSP, which has "
+                "no staleness, differs by 1-2 points between simulated and real medians on the quickstart at 2 "
+                "workers: the simulator's seed is not the real run's initialization, so the two sides are two "
+                "draws of five runs each."),
 )
 HEADLINE_ORDER = ("peers", "safety", "tta", "protocols", "stragglers", "recovery")  # the README's rows, at most 6
 

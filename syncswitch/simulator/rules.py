@@ -262,9 +262,10 @@ class SpecSync(Asp):
 @register
 class BFasgd(Asp):
     """Each worker steps on its own copy; a push (probability `transmit_probability(c_push, v)`) applies the
-    gradient to the shared model staleness-scaled from the copy's fetch; the copy is refreshed before a step with
-    probability `transmit_probability(c_fetch, v)` drawn at the end of the previous one; v is the worker's
-    bias-corrected gradient noise, in units of the largest it has seen."""
+    gradient to the shared model staleness-scaled from the copy's fetch; the copy is refreshed right after the
+    step with probability `transmit_probability(c_fetch, v)` (the engine's `after_step`: the updates that land
+    before the worker's next step are not in it); v is the worker's bias-corrected gradient noise, in units of
+    the largest it has seen."""
 
     name = "b-fasgd"
 
@@ -273,17 +274,10 @@ class BFasgd(Asp):
         self.copies = [self.s.w] * self.n
         self.fetched = [self.s.step] * self.n
         self.pushing = [True] * self.n
-        self.refresh = [False] * self.n  # the fetch each worker's last step drew, run as its next step starts
         self.moments: list = [None] * self.n  # (t, mean, square, v_max)
         self.counts = {"steps": 0, "fetches": 0, "pushes": 0}
 
     def fetch(self, client):
-        # The fetch the last step drew runs as the next step starts (the engine's fetch before its step): on
-        # shared cores that is when the worker next gets a core, not when it pushed.
-        if self.refresh[client]:
-            self.refresh[client] = False
-            self.counts["fetches"] += 1
-            self.copies[client], self.fetched[client] = self.s.w, self.s.step
         return self.copies[client], self.fetched[client]
 
     def _noise(self, client, g):
@@ -311,7 +305,9 @@ class BFasgd(Asp):
             self.step_momentum(grads * np.float32(staleness_scale(staleness, float(self.params["power"]))))
         self.s.samples += self.batch
         v = self._noise(client, grads.astype(np.float64))
-        self.refresh[client] = bool(self.rng.uniform() < transmit_probability(float(self.params["fetch"]), v))
+        if self.rng.uniform() < transmit_probability(float(self.params["fetch"]), v):
+            self.counts["fetches"] += 1
+            self.copies[client], self.fetched[client] = self.s.w, self.s.step
         self.pushing[client] = bool(self.rng.uniform() < transmit_probability(float(self.params["push"]), v))
         return applied
 

@@ -34,9 +34,14 @@ class _Rig:
             self.samples = v1.get_variable("samples", [], tf.int64, v1.zeros_initializer(), trainable=False)
             self.w = v1.get_variable("w", initializer=W0)
             self.g_in = v1.placeholder(tf.float32, [3])
+            # `k` peer updates land while the step computes: after it started, before its gradient exists.
+            self.k_in = v1.placeholder_with_default(tf.constant(0, tf.int64), [])
+            peer = self.global_step.assign_add(self.k_in)
+            with tf.control_dependencies([peer]):
+                g = self.g_late = tf.identity(self.g_in)
             self.copy = v1.get_variable("copy", initializer=np.zeros(3, np.float32))
             localize(self.graph, [self.copy])
-            replica = Replica(tf.reduce_sum(self.copy * self.g_in), [(self.w, self.copy)], [self.copy], device="")
+            replica = Replica(tf.reduce_sum(self.copy * g), [(self.w, self.copy)], [self.copy], device="")
             optimizer = v1.train.MomentumOptimizer(LR, momentum)
             self.engine = build_engines(["b-fasgd"], optimizer, [(tf.zeros([3]), self.w)], self.global_step,
                                         self.samples, {"b-fasgd": BATCH}, 1, True, replica=replica)["b-fasgd"]
@@ -48,8 +53,8 @@ class _Rig:
         self.engine.enter_chief(self.session, params)
         self.engine.enter_worker(self.session, params)
 
-    def step(self, g=G):
-        self.session.run([self.engine.train_op, self.engine.samples_after], {self.g_in: g})
+    def step(self, g=G, k=0):
+        self.session.run([self.engine.train_op, self.engine.samples_after], {self.g_in: g, self.k_in: k})
         self.engine.after_step(self.session, None)
         return self.session.run([self.w, self.copy, self.samples, self.global_step])
 
@@ -87,6 +92,22 @@ def test_without_fetches_the_staleness_grows_from_the_last_fetch_and_scales_the_
         np.testing.assert_allclose(copy, W0)  # never refreshed
     stats = rig.engine.stats(rig.session)
     assert stats["fetches"] == 0 and stats["staleness_mean"] == pytest.approx(np.mean([0, 1, 2, 3]))
+
+
+def test_updates_landing_while_the_step_computes_count_in_its_staleness():
+    """The global step is read once the gradient exists: the peers' updates made meanwhile count, in the record
+    and in the rate's scale (read at the step's start they would not)."""
+    from syncswitch.node.updates import ancestors
+
+    rig = _Rig()
+    assert rig.engine.staleness.op in ancestors([rig.engine.train_op])
+    assert rig.g_late.op in ancestors([rig.engine.staleness])  # the gradient's input: read after it
+    rig.enter(fetch=0.0, push=0.0, power=1.0)
+    w, copy, _, step = rig.step(k=3)  # fetched at the entry (step 0); 3 peer updates while computing
+    np.testing.assert_allclose(w, W0 - LR * G / 3, rtol=1e-6)
+    assert step == 4
+    stats = rig.engine.stats(rig.session)
+    assert stats["staleness_mean"] == 3.0
 
 
 def test_fetch_rate_follows_gradient_noise():
