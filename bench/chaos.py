@@ -79,13 +79,14 @@ def reached(run_dir: str) -> float:
 
 
 class Killer(threading.Thread):
-    """SIGKILLs node `node`'s task or agent (or the process `manager_pid`) once the run reaches `at`."""
+    """SIGKILLs node `node`'s task or agent (or the process `manager_pid`) once the run reaches `at`; `sig`
+    another signal (SIGSTOP: a process that hangs, alive and silent)."""
 
     def __init__(self, run_dir: str, what: str, node: int | None, at: float, manager_pid: int | None = None,
-                 timeout_s: float = 600.0):
+                 timeout_s: float = 600.0, sig: int = signal.SIGKILL):
         super().__init__(daemon=True)
         self.run_dir, self.what, self.node, self.at = run_dir, what, node, at
-        self.manager_pid, self.timeout_s = manager_pid, timeout_s
+        self.manager_pid, self.timeout_s, self.sig = manager_pid, timeout_s, sig
         self.killed_at: float | None = None   # wall time of the kill
         self.fraction: float | None = None    # progress when it was sent
         self.pid: int | None = None
@@ -99,7 +100,7 @@ class Killer(threading.Thread):
                 pid = self._pick()
                 if pid is not None:
                     try:
-                        os.kill(pid, signal.SIGKILL)
+                        os.kill(pid, self.sig)
                     except ProcessLookupError:
                         time.sleep(0.05)
                         continue

@@ -114,6 +114,12 @@ FIELDS: tuple[Section, ...] = (
         "max_restarts": "recoveries per run; the next loss ends it `failed` with its last checkpoint intact",
         "on_worker_loss": "`restore` (every node from the last durable checkpoint), the only choice: each node "
                           "holds a PS shard",
+        "step_timeout_s": "the least time a training step may take before its task fails and the run recovers "
+                          "(a step through the parameter servers that never returns); a phase whose steps are "
+                          "slow gives its steps 20 times the slowest of its recent ones",
+        "silence_s": "a node that sends nothing this long (no metrics, no report) while the others wait at the "
+                     "phase's end or go on training is lost: replaced, and every node restarts from the last "
+                     "durable checkpoint. When no node is heard from and none waits at the end, the run fails",
     }),
     ("stragglers", "stragglers", model.StragglerSpec, ("injections", "window_s", "consecutive", "min_gap"), {
         "policy": "`none`, `greedy` or `elastic` (`--straggler-policy`)",

@@ -12,6 +12,7 @@ from syncswitch.wire import agent_pb2 as pb
 from syncswitch.wire import codec
 
 EVALUATOR = "evaluator"
+WATCH_EVERY_S = 1.0  # how often a wait asks whether a node went silent
 
 
 class EventFeed:
@@ -21,6 +22,9 @@ class EventFeed:
         self.queue: queue.Queue[tuple[object, pb.Event, float]] = queue.Queue()
         self.handler = handler          # handler(source, event, received)
         self.stall_timeout_s = stall_timeout_s
+        # watch(now) -> the loss of a node silent too long while the others go on (an exception), or None.
+        self.watch = None
+        self._watched = 0.0
         self._threads: list[threading.Thread] = []
 
     def put(self, source, event: pb.Event) -> None:
@@ -55,20 +59,36 @@ class EventFeed:
         self._threads.append(thread)
 
     def wait_until(self, condition, what: str, timeout_s: float | None = None) -> None:
-        """Handle events until `condition()` holds; fail on stalls and on `timeout_s`."""
+        """Handle events until `condition()` holds; fail on stalls, on a silent node (`watch`) and on `timeout_s`."""
         deadline = None if timeout_s is None else time.time() + timeout_s
+        quiet_since = time.time()
         while not condition():
-            remaining = self.stall_timeout_s if deadline is None else min(self.stall_timeout_s, deadline - time.time())
-            if remaining <= 0:
+            now = self._watch(time.time())
+            if deadline is not None and now >= deadline:
                 raise WaitTimeout(f"timed out after {timeout_s:.0f} s waiting for {what}")
-            try:
-                source, event, received = self.queue.get(timeout=remaining)
-            except queue.Empty:
-                if deadline is not None and time.time() >= deadline:
-                    raise WaitTimeout(f"timed out after {timeout_s:.0f} s waiting for {what}") from None
+            if now - quiet_since >= self.stall_timeout_s:
                 raise ClusterError(f"no event from any node for {self.stall_timeout_s:.0f} s while waiting "
-                                   f"for {what}") from None
+                                   f"for {what}")
+            wait = quiet_since + self.stall_timeout_s - now
+            if deadline is not None:
+                wait = min(wait, deadline - now)
+            if self.watch is not None:
+                wait = min(wait, WATCH_EVERY_S)
+            try:
+                source, event, received = self.queue.get(timeout=max(0.01, wait))
+            except queue.Empty:
+                continue
+            quiet_since = time.time()
             self.handler(source, event, received)
+
+    def _watch(self, now: float) -> float:
+        """Ask `watch` (at most once a second) whether a node went silent; it raises that node's loss."""
+        if self.watch is not None and now - self._watched >= WATCH_EVERY_S:
+            self._watched = now
+            failure = self.watch(now)
+            if failure is not None:
+                raise failure
+        return now
 
 
 class WaitTimeout(ClusterError):

@@ -93,6 +93,10 @@ class JobRun:
         self.repairs = Repairs(restart, nodes, self.stragglers)
         self.recovery = Recovery(restart, nodes)
         self.resumer = Resumer(restart, self.recovery, self.stragglers)
+        # A node silent past recovery.silence_s while the others go on is lost (the stall fails the run only when
+        # no node is heard from and none waits at the phase's end).
+        ctx.feed.stall_timeout_s = max(ctx.feed.stall_timeout_s, spec.recovery.silence_s)
+        ctx.feed.watch = lambda now: self.recovery.silent(now, self.stragglers.idle)
         self.events = EventRouter(ctx, nodes, self.launcher, self.phases, self.repairs, self.recovery, self.guard,
                                   self.evaluations, self.durable, self.stragglers, self.responder, self.journal,
                                   self.timing)

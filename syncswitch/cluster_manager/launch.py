@@ -43,6 +43,7 @@ def launch_message(spec, plan, cluster, run_dir: str, index: int, start_phase: i
         restore_from=restore_from, checkpoint_name=checkpoint_name,
         # Durable checkpoints besides the evaluation points (which are durable too).
         checkpoint_every=spec.checkpoint.every or 0.0, checkpoint_every_s=spec.checkpoint.every_s or 0.0,
+        step_timeout_s=spec.recovery.step_timeout_s,
         # Verification mode: the chief reports variable digests at save and restore.
         report_variables=os.environ.get("SYNCSWITCH_REPORT_VARIABLES") == "1")
 

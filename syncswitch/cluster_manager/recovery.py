@@ -133,6 +133,34 @@ class Recovery:
         if self.ctx.tasks is not TaskState.REPLACING:
             ev.raise_for_event(source, codec.event(error=error), self.ctx.tasks.exits_expected)
 
+    def silent(self, now: float, idle=frozenset()) -> NodeFailure | None:
+        """A node heard from by nothing for recovery.silence_s while the running phase goes on: its task or agent
+        hangs (a step whose request to a parameter server never came back), so it is lost like a dead one:
+        replaced, and every node restarts from the last durable checkpoint. The others must show that the run
+        can go on: one heard from within that time, or waiting at the phase's end. When none does, there is none
+        to blame (None): the feed's stall fails the run. Workers a straggler policy idled wait by design."""
+        ctx = self.ctx
+        if ctx.lifecycle.state is not JobState.RUNNING or ctx.tasks is not TaskState.LIVE:
+            return None
+        run = ctx.phase_runs.get(ctx.running_phase)
+        if run is None or not run.started(self.nodes.workers):
+            return None  # a phase still starting is timed by its own waits
+        limit = ctx.spec.recovery.silence_s
+        quiet = {node: now - max(self.last_heard.get(node, 0.0), run.last_start_time)
+                 for node in range(self.nodes.workers) if node not in run.paused and node not in idle}
+        lost = [node for node, seconds in quiet.items() if seconds >= limit]
+        going_on = [node for node in range(self.nodes.workers) if node in run.paused or quiet.get(node, limit) < limit]
+        if not lost or not going_on:
+            return None
+        node = max(lost, key=quiet.get)
+        waiting = sorted(n for n in going_on if n in run.paused)
+        others = f"node(s) {', '.join(map(str, waiting))} waiting at the phase's end" if waiting else \
+            "the others training"
+        failure = NodeFailure(node, f"silent for {quiet[node]:.0f} s (recovery.silence_s {limit:g}: no metrics, no "
+                                    f"report) while {others}", now, self.last_heard.get(node))
+        failure.agent_lost = True  # its agent may hang with it: the node is replaced, not only its task
+        return failure
+
     # -- the restart -----------------------------------------------------------------------------
     def settle(self, failure: NodeFailure, settle_s: float = SETTLE_S) -> NodeFailure:
         """The node that died first: a survivor that lost a peer's parameter server can report its own error

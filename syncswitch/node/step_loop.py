@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import collections
 import sys
+import time
 
 import tensorflow as tf
 
+from syncswitch.errors import ClusterError
 from syncswitch.node.updates import ancestors
 
 v1 = tf.compat.v1
+SLOWEST_TIMES = 20   # a step may take this many times the slowest of its phase's recent steps (or the floor)
+RECENT_STEPS = 50    # how many of the phase's last steps that slowest one is taken from
 
 
 def _leaves(structure) -> tuple:
@@ -62,6 +67,45 @@ def _retry_duplicate(fn, attempts: int = 3, fallback=None):
     raise AssertionError("unreachable")
 
 
+class StepDeadline:
+    """How long one training step may take before it is given up: the floor (recovery.step_timeout_s), or 20 times
+    the slowest of the protocol's last 50 steps where that is more.
+
+    A step whose RunGraph request to a parameter server was lost never returns: TF refuses a request delivered
+    twice (a gRPC retry under load) and the partition waiting for its tensors waits forever. The deadline turns
+    that into a task error, which the manager's recovery handles. Generous, so a slow but healthy step never
+    meets it: a protocol's first steps (nothing measured yet) and a step that waits for the chief's evaluation
+    save get the floor, tens of seconds; a slowed phase (an injected straggler, BSP waiting for it) raises it.
+    """
+
+    def __init__(self, floor_s: float):
+        self.floor_s = floor_s
+        self._engine = None
+        self._times: collections.deque[float] = collections.deque(maxlen=RECENT_STEPS)
+
+    def seconds(self, engine) -> float | None:
+        if self.floor_s <= 0:
+            return None
+        if engine is not self._engine:  # another protocol: its own step time
+            self._engine = engine
+            self._times.clear()
+        return max(self.floor_s, SLOWEST_TIMES * max(self._times, default=0.0))
+
+    def options(self, engine, given=None):
+        """RunOptions with the step's deadline (a copy of the hooks' `given`, if any); None without a floor."""
+        seconds = self.seconds(engine)
+        if seconds is None:
+            return given
+        options = v1.RunOptions()
+        if given is not None:
+            options.CopyFrom(given)
+        options.timeout_in_ms = int(seconds * 1000)
+        return options
+
+    def took(self, seconds: float) -> None:
+        self._times.append(seconds)
+
+
 class StepRunner:
     """Runs a protocol engine's step plus the hooks' fetches through session callables.
 
@@ -75,10 +119,11 @@ class StepRunner:
     before the hooks' `after_run`.
     """
 
-    def __init__(self, session, hook, state):
+    def __init__(self, session, hook, state, step_timeout_s: float = 0.0):
         self.session = session
         self.hook = hook
         self.state = state
+        self.deadline = StepDeadline(step_timeout_s)
         self._callables: dict[tuple, object] = {}
 
     def _callable(self, *fetches):
@@ -86,7 +131,7 @@ class StepRunner:
         fn = self._callables.get(key)
         if fn is None:
             check_collective_call(fetches)
-            fn = self.session.make_callable(list(fetches))
+            fn = self.session.make_callable(list(fetches), accept_options=True)
             self._callables[key] = fn
         return fn
 
@@ -131,7 +176,7 @@ class StepRunner:
         return self._callable(engine.train_op, engine.samples_after, engine.agreed_stop, engine.collective_wait_s,
                               hook_fetches)
 
-    def _collective_step(self, engine, args, fetches):
+    def _collective_step(self, engine, args, fetches, options=None):
         """A step every worker takes together: (samples, seconds waited for the group, results). A worker past its
         boundary says so in the step, and the step the group agrees to stop after ends the phase on every worker."""
         want = self.state.at_boundary()
@@ -140,9 +185,9 @@ class StepRunner:
             feed[engine.stop_in] = 1.0 if want else 0.0
             _, samples, stop, wait_s, results = self.session.run(
                 [engine.train_op, engine.samples_after, engine.agreed_stop, engine.collective_wait_s, fetches],
-                feed_dict=feed)
+                feed_dict=feed, options=options)
         else:
-            _, samples, stop, wait_s, results = self._agreed(engine, fetches)()
+            _, samples, stop, wait_s, results = self._agreed(engine, fetches)(options=options)
         self.state.samples = int(samples)
         if stop:
             self.state.boundary = min(self.state.boundary, self.state.fraction - 1e-12)  # at it, float-safe
@@ -150,6 +195,39 @@ class StepRunner:
 
     def _one_call(self, engine, hook_fetches):
         return self._callable(engine.step_op, engine.step_samples, engine.step_wait_s, hook_fetches)
+
+    def _run_step(self, engine, args, fetches, options):
+        """The step's call(s) under `options` (its deadline): (samples, seconds waited, results, exact count?)."""
+        wait_s = 0.0
+        exact = True
+        feed = args.feed_dict if args is not None else None
+        if engine.step_op is not None:
+            # Feeds go through the general path; a duplicated request must not take a second token.
+            if feed:
+                run = lambda: self.session.run([engine.step_op, engine.step_samples, engine.step_wait_s,  # noqa: E731
+                                                fetches], feed_dict=feed, options=options)
+            else:
+                one = self._one_call(engine, fetches)
+                run = lambda: one(options=options)  # noqa: E731
+            _, samples, wait_s, results = _retry_duplicate(
+                run, fallback=lambda: (None, self.session.run(engine.samples_now, options=options), 0.0, None))
+            wait_s = float(wait_s)
+        elif engine.agreed_stop is not None:
+            samples, wait_s, results = self._collective_step(engine, args, fetches, options)
+        elif feed:
+            # Feeds change per step, so they go through the general path.
+            _, samples, results = self.session.run([engine.train_op, engine.samples_after, fetches],
+                                                   feed_dict=feed, options=options)
+        else:
+            exact = self.state.needs_exact_samples()
+            first = self._fn(engine, fetches, exact)
+            if not exact:
+                # The counter lives on a parameter server: skip the read, estimate the count.
+                _, results = _retry_duplicate(lambda: first(options=options))
+                samples = self.state.samples + self.state.stride
+            else:
+                _, samples, results = _retry_duplicate(lambda: first(options=options))
+        return samples, wait_s, results, exact
 
     def push_only(self, engine) -> None:
         """Hand this worker's gradient for the token it holds to the group, without waiting.
@@ -168,33 +246,16 @@ class StepRunner:
         context = v1.train.SessionRunContext(None, self.session)
         args = self.hook.before_run(context)
         fetches = (args.fetches if args is not None else None) or {}
-        wait_s = 0.0
-        exact = True
-        if engine.step_op is not None:
-            # Feeds go through the general path; a duplicated request must not take a second token.
-            if args is not None and args.feed_dict:
-                run = lambda: self.session.run([engine.step_op, engine.step_samples, engine.step_wait_s,  # noqa: E731
-                                                fetches], feed_dict=args.feed_dict, options=args.options)
-            else:
-                run = self._one_call(engine, fetches)
-            _, samples, wait_s, results = _retry_duplicate(
-                run, fallback=lambda: (None, self.session.run(engine.samples_now), 0.0, None))
-            wait_s = float(wait_s)
-        elif engine.agreed_stop is not None:
-            samples, wait_s, results = self._collective_step(engine, args, fetches)
-        elif args is not None and args.feed_dict:
-            # Feeds change per step, so they go through the general path.
-            _, samples, results = self.session.run([engine.train_op, engine.samples_after, fetches],
-                                                   feed_dict=args.feed_dict, options=args.options)
-        else:
-            exact = self.state.needs_exact_samples()
-            first = self._fn(engine, fetches, exact)
-            if not exact:
-                # The counter lives on a parameter server: skip the read, estimate the count.
-                _, results = _retry_duplicate(first)
-                samples = self.state.samples + self.state.stride
-            else:
-                _, samples, results = _retry_duplicate(first)
+        options = self.deadline.options(engine, args.options if args is not None else None)
+        started = time.monotonic()
+        try:
+            samples, wait_s, results, exact = self._run_step(engine, args, fetches, options)
+        except tf.errors.DeadlineExceededError as exc:
+            limit = options.timeout_in_ms / 1000 if options is not None else 0.0
+            raise ClusterError(f"a {self.state.protocol} training step took over {limit:.0f} s "
+                               "(recovery.step_timeout_s) and was given up: "
+                               "a request to a parameter server or a peer never came back") from exc
+        self.deadline.took(time.monotonic() - started)
         self.state.unread_steps = 0 if exact else self.state.unread_steps + 1
         self.state.samples = int(samples)
         # A bounded-staleness protocol holds a worker that ran ahead here (SSP); that is waiting too.

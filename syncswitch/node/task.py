@@ -263,7 +263,7 @@ class Task:
             mark("session")
             hooks.after_create_session(session, None)
             self.session = session
-            self.runner = StepRunner(session, hooks, state)
+            self.runner = StepRunner(session, hooks, state, launch.step_timeout_s)
             pauses = {PauseRequest.BOUNDARY: control.at_boundary, PauseRequest.IDLE: control.idle,
                       PauseRequest.DIVERGED: control.at_divergence}
             if not control.at_start(session):

@@ -45,11 +45,13 @@ def checkpoint_dir(value: Any) -> str:
 
 def recovery_section(doc: Any) -> RecoverySpec:
     doc = mapping(doc, "recovery")
-    check_keys(doc, ("max_restarts", "on_worker_loss"), "recovery.")
+    check_keys(doc, ("max_restarts", "on_worker_loss", "step_timeout_s", "silence_s"), "recovery.")
     on_worker_loss = choice(doc.get("on_worker_loss", "restore"), "recovery.on_worker_loss", WORKER_LOSS)
     if on_worker_loss == "continue":
         raise fail("recovery.on_worker_loss", on_worker_loss, WHY_NOT_CONTINUE)
     return RecoverySpec(
         max_restarts=number(doc.get("max_restarts", 3), "recovery.max_restarts", lo=0, hi=100, integer=True),
         on_worker_loss=on_worker_loss,
+        step_timeout_s=number(doc.get("step_timeout_s", 60.0), "recovery.step_timeout_s", lo=1, hi=86400),
+        silence_s=number(doc.get("silence_s", 180.0), "recovery.silence_s", lo=1, hi=86400),
     )

@@ -179,6 +179,8 @@ class RecoverySpec:
 
     max_restarts: int = 3           # recoveries per run; one more loss ends the run `failed`
     on_worker_loss: str = "restore"  # restore: every node from the last durable checkpoint; continue: ASP goes on
+    step_timeout_s: float = 60.0    # a training step's deadline, at least (more where the phase's steps are slow)
+    silence_s: float = 180.0        # a node heard from by nothing this long, while others go on, is lost
 
 
 @dataclasses.dataclass(frozen=True)

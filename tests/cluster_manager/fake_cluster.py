@@ -27,7 +27,8 @@ FAKE_EVALUATOR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fake_
 @dataclasses.dataclass
 class Failure:
     """Make `worker` report `kind` once progress reaches `at`: "exit" (its task died), "diverged", "error"
-    (the task raised), or "agent" (its agent died: the event stream breaks)."""
+    (the task raised), "agent" (its agent died: the event stream breaks), or "hang" (its task stops stepping and
+    says nothing more, alive; the others go on)."""
 
     worker: int
     at: float
@@ -228,7 +229,10 @@ class FakeCluster:
             node.running = False
             if self.on_failure is not None:
                 self.on_failure(failure)
-            self.held = failure.kind != "diverged"  # a divergence is no death: the task waits at a boundary
+            # A divergence is no death (the task waits at a boundary); a hang is not noticed by the others.
+            self.held = failure.kind not in ("diverged", "hang")
+            if failure.kind == "hang":
+                return
             if failure.kind == "agent":
                 node.events.put(LOST)
                 return

@@ -6,10 +6,11 @@ import os
 import pytest
 
 from syncswitch import spec as specmod
+from syncswitch.cluster_manager.job import JobRun
 from syncswitch.errors import ClusterError
 from syncswitch.wire import saved
-from tests.cluster_manager.fake_cluster import FakeCluster, Failure
-from tests.cluster_manager.test_job_lifecycle import LOSS_RULE, _dip, _run, _states
+from tests.cluster_manager.fake_cluster import FakeBackend, FakeCluster, Failure, start_fake_evaluator
+from tests.cluster_manager.test_job_lifecycle import JOB, LOSS_RULE, _dip, _run, _states
 
 
 def _manifest(tmp_path):
@@ -317,3 +318,26 @@ def test_the_failure_names_what_the_dead_task_said_before_it_exited(write_spec, 
     cluster = FakeCluster(total=2000, failure=Failure(worker=1, at=0.6, kind="error"))
     summary, _, error = _run(write_spec, tmp_path, ["recovery.max_restarts=0"], cluster=cluster, raises=ClusterError)
     assert str(error).startswith("node 1: task exited with code 3 after simulated failure; recovery.max_restarts=0")
+
+
+def test_a_node_silent_while_the_other_reaches_the_phases_end_is_replaced(write_spec, tmp_path):
+    cluster = FakeCluster(total=2000, failure=Failure(worker=1, at=0.6, kind="hang"))
+    summary, cluster, _ = _run(write_spec, tmp_path, ["recovery.silence_s=1"], cluster=cluster)
+    assert summary["status"] == "completed"
+    (failure,) = summary["failures"]
+    assert failure["node"] == 1 and failure["what"].startswith("silent for") and failure["agent_replaced"]
+    assert failure["state"] == "running" and failure["resumed_phase"] == 1
+    assert cluster.replaced == [1] and cluster.nodes[0].launches[1].restore_from == failure["checkpoint"]
+
+
+def test_when_no_node_is_heard_from_and_none_waits_at_the_end_the_run_fails(write_spec, tmp_path):
+    cluster = FakeCluster(total=2000, failure=[Failure(worker=0, at=0.6, kind="hang"),
+                                               Failure(worker=1, at=0.6, kind="hang")])
+    spec = specmod.load(write_spec(JOB.replace("WORKERS", "2")), ["recovery.silence_s=1"])
+    job = JobRun(spec, str(tmp_path / "run"), progress=False, backend=FakeBackend(cluster), connect=cluster.connect,
+                 start_evaluator=start_fake_evaluator)
+    job.ctx.feed.stall_timeout_s = 3.0  # the stall the run fails on (the default is minutes)
+    with pytest.raises(ClusterError, match="no event from any node for 3 s"):
+        job.run()
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert summary["status"] == "failed" and summary["failures"] == [] and cluster.replaced == []

@@ -71,3 +71,25 @@ def test_a_moved_boundary_waits_for_the_next_step_in_a_collective_phase():
     state.boundary = 1.0
     state.take_moved_boundary()  # taken once
     assert state.boundary == 1.0
+
+
+def test_a_steps_deadline_is_the_floor_or_twenty_times_the_protocols_slowest_recent_step():
+    from syncswitch.node.step_loop import RECENT_STEPS, StepDeadline
+
+    bsp, asp = object(), object()
+    deadline = StepDeadline(30.0)
+    assert deadline.seconds(bsp) == 30.0  # nothing measured yet: the floor
+    for _ in range(10):
+        deadline.took(0.05)
+    deadline.took(2.5)  # a straggler's step
+    assert deadline.seconds(bsp) == pytest.approx(50.0)
+    assert deadline.options(bsp).timeout_in_ms == 50_000
+    given = tf.compat.v1.RunOptions(trace_level=tf.compat.v1.RunOptions.FULL_TRACE)
+    merged = deadline.options(bsp, given)
+    assert merged.timeout_in_ms == 50_000 and merged.trace_level == given.trace_level and given.timeout_in_ms == 0
+    for _ in range(RECENT_STEPS):
+        deadline.took(0.05)
+    assert deadline.seconds(bsp) == 30.0  # the slow step has left the recent ones
+    deadline.took(5.0)
+    assert deadline.seconds(asp) == 30.0  # another protocol: its own steps
+    assert StepDeadline(0.0).options(bsp) is None and StepDeadline(0.0).options(bsp, given) is given
