@@ -439,7 +439,9 @@ PEER_NAMES = {"single": "one process alone", "mwms": "TensorFlow's MultiWorkerMi
 PEERS_NOTE = (
     "Peers: MWMS and one process step with tf.compat.v1.train.MomentumOptimizer, the update rule syncswitch applies "
     "(Keras' SGD carries the old rate's velocity past each rate drop: 0.03-0.08 accuracy on the ResNet's 93-update "
-    "job); ps-strategy keeps Keras' SGD. MNIST-1D, no budget: five seeds with these peers at 5578f8b. The synthetic "
+    "job); ps-strategy keeps Keras' SGD. MNIST-1D, no budget: five seeds with these peers at 94fc645, with the "
+    "speed rule (the default's local-sgd went back to BSP where its trial measured it under 1.2x BSP's throughput). "
+    "The synthetic "
     "ResNet, no budget: five seeds with these peers at 4d0eac2 (checkpoints of the replica engines copied at the "
     "step and written beside training). The ResNet at 0.4 CPU per node (each peer process, each syncswitch node in "
     "its own cgroup): two seeds only, with these peers, at bbdd1a5 (before that change); not rerun since, the CPU "
@@ -504,7 +506,7 @@ FIGURES += (
            ("peers-mnist1d-unbudgeted-2026-11-26.json", "peers-mnist1d-cpu040-2026-11-26.json",
             "peers-resnet-unbudgeted-2026-11-26.json", "peers-resnet-cpu040-2026-11-26.json"),
            ("python -m bench peers --job jobs/mnist1d_cnn.yaml --seeds S --variants single,mwms,bsp,default "
-            "--target 0.95 --add-to F (seeds 1,2 then 3,4,5 per call, nothing else running)",
+            "--target 0.95 --add-to F (seeds 1,2,3 then 4,5 per call, nothing else running)",
             "python -m bench peers --job jobs/mnist1d_cnn.yaml --cpus-per-node 0.4 --seeds S --variants "
             "single,mwms,bsp,default --target 0.95 --add-to F (one seed per call, S = 1..5, nothing else running)",
             "python -m bench peers --job jobs/resnet_synthetic.yaml [--cpus-per-node 0.4] --seeds S --variants "
