@@ -203,19 +203,24 @@ def guard_section(value: Any, base: str = ".") -> GuardSpec:
 SWITCH_RULE_KEYS = ("rule", "min_drop", "max_rate", "window", "latest")
 
 
+def _rule_doc(value: Any, field: str, off: str) -> dict:
+    """A rule section's mapping from what a spec may give: nothing or true (the default rule), false (the rule named
+    `off`), a rule's name, or the mapping itself."""
+    if value is None or value is True:
+        return {}
+    if value is False:
+        return {"rule": off}
+    if isinstance(value, str):
+        return {"rule": value}
+    return mapping(value, field)
+
+
 def switch_rule_section(value: Any, auto: bool = False) -> SwitchRuleSpec:
     """`policy.switch_rule`: a rule's name, true (the default rule), false (switch where the schedule says), or
     `{rule, min_drop, max_rate, window, latest}`; `auto` is a `switch_at: auto`, which needs a rule that reads the
     run."""
     field = "policy.switch_rule"
-    if value is None or value is True:
-        doc = {}
-    elif value is False:
-        doc = {"rule": "fixed"}
-    elif isinstance(value, str):
-        doc = {"rule": value}
-    else:
-        doc = mapping(value, field)
+    doc = _rule_doc(value, field, off="fixed")
     check_keys(doc, SWITCH_RULE_KEYS, f"{field}.")
     rule = doc.get("rule", SwitchRuleSpec.rule)
     SWITCH_RULES.get(rule, field=f"{field}.rule")
@@ -237,14 +242,7 @@ def switch_speed_section(value: Any) -> SwitchSpeedSpec:
     """`policy.switch_speed`: a rule's name, true (the default rule), false (speeds not judged), or
     `{rule, margin, trial_reports}`."""
     field = "policy.switch_speed"
-    if value is None or value is True:
-        doc = {}
-    elif value is False:
-        doc = {"rule": "off"}
-    elif isinstance(value, str):
-        doc = {"rule": value}
-    else:
-        doc = mapping(value, field)
+    doc = _rule_doc(value, field, off="off")
     check_keys(doc, SWITCH_SPEED_KEYS, f"{field}.")
     rule = doc.get("rule", SwitchSpeedSpec.rule)
     SWITCH_SPEEDS.get(rule, field=f"{field}.rule")
