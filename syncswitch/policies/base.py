@@ -6,6 +6,13 @@ import abc
 import dataclasses
 
 
+def settings_from_spec(cls, spec):
+    """A policy's settings dataclass `cls` from its spec section: the section's value for each field it gives
+    (not None), the dataclass's default for the rest."""
+    given = {f.name: getattr(spec, f.name) for f in dataclasses.fields(cls) if getattr(spec, f.name, None) is not None}
+    return cls(**given)
+
+
 @dataclasses.dataclass(frozen=True)
 class PhaseConfig:
     """Hyperparameters one protocol phase runs with."""

@@ -7,7 +7,7 @@ import dataclasses
 import math
 import statistics
 
-from syncswitch.policies.base import GuardPolicy, Verdict
+from syncswitch.policies.base import GuardPolicy, Verdict, settings_from_spec
 from syncswitch.policies.speed import SLOWER
 from syncswitch.policies.forecast import (STALL_MARGIN, AccuracyForecast, LossForecast, expected_accuracy, holding,
                                           stalled)
@@ -82,9 +82,7 @@ class GuardSettings:
     @classmethod
     def from_spec(cls, spec) -> "GuardSettings":
         """The settings of a spec's `policy.guard` (a GuardSpec), defaults where it gives none."""
-        given = {f.name: getattr(spec, f.name) for f in dataclasses.fields(cls)
-                 if getattr(spec, f.name, None) is not None}
-        return cls(**given)
+        return settings_from_spec(cls, spec)
 
 
 class DegradationGuard(GuardPolicy):

@@ -14,6 +14,8 @@ import abc
 import dataclasses
 import statistics
 
+from syncswitch.policies.base import settings_from_spec
+
 SWITCH, STAY, TRIAL, KEEP, BACK = "switch", "stay", "trial", "keep", "back"  # a rule's decisions
 
 SLOWER = "slower"  # the guard's verdict reason for a trial whose target was not faster: a fall-back, not a rollback
@@ -40,9 +42,7 @@ class SpeedSettings:
     @classmethod
     def from_spec(cls, spec) -> SpeedSettings:
         """The settings of a spec's `policy.switch_speed` (a SwitchSpeedSpec), defaults where it gives none."""
-        given = {f.name: getattr(spec, f.name) for f in dataclasses.fields(cls)
-                 if getattr(spec, f.name, None) is not None}
-        return cls(**given)
+        return settings_from_spec(cls, spec)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -15,6 +15,8 @@ import dataclasses
 import math
 import statistics
 
+from syncswitch.policies.base import settings_from_spec
+
 SWITCH, STAY = "switch", "stay"  # a rule's decisions; None: wait
 
 
@@ -58,9 +60,7 @@ class TimingSettings:
     @classmethod
     def from_spec(cls, spec) -> TimingSettings:
         """The settings of a spec's `policy.switch_rule` (a SwitchRuleSpec), defaults where it gives none."""
-        given = {f.name: getattr(spec, f.name) for f in dataclasses.fields(cls)
-                 if getattr(spec, f.name, None) is not None}
-        return cls(**given)
+        return settings_from_spec(cls, spec)
 
 
 class SwitchTimingPolicy(abc.ABC):
