@@ -14,6 +14,7 @@ import json
 import os
 import sys
 
+from bench import common
 from syncswitch.policies.speed import MeasuredSpeed, SpeedSettings
 from syncswitch.runfolder import read_json, read_records
 
@@ -56,12 +57,12 @@ def main(argv=None) -> int:
     given = dict(s.split("=", 1) for s in args.sets)
     settings = SpeedSettings(**{k: (float(v) if k == "margin" else int(v)) for k, v in given.items()})
     decisions = {os.path.normpath(r): replay(r, settings) for r in args.runs}
-    text = json.dumps({"settings": dataclasses.asdict(settings),
-                       "runs": {k: v for k, v in decisions.items() if v is not None}}, indent=2)
+    doc = {"settings": dataclasses.asdict(settings),
+                       "runs": {k: v for k, v in decisions.items() if v is not None}}
+    text = json.dumps(doc, indent=2)
     print(text)
     if args.out:
-        with open(args.out, "w", encoding="utf-8") as fh:
-            fh.write(text + "\n")
+        common.write_json(args.out, doc)
     return 0
 
 

@@ -17,6 +17,7 @@ import json
 import os
 import sys
 
+from bench import common
 from syncswitch.policies.timing import SWITCH, LossRegimeTiming, TimingSettings
 
 SWEEP = {"min_drop": (0.3, 0.5, 0.7), "max_rate": (0.1, 0.15, 0.25), "latest": (0.5, 0.6, 0.75)}
@@ -78,11 +79,11 @@ def main(argv=None) -> int:
         settings = dataclasses.replace(base, **changes)
         decisions = {name: replay(reports, settings, args.earliest) for name, reports in streams.items()}
         result.append({"settings": dataclasses.asdict(settings), "decisions": decisions})
-    text = json.dumps({"earliest": args.earliest, "runs": list(streams), "replays": result}, indent=2)
+    doc = {"earliest": args.earliest, "runs": list(streams), "replays": result}
+    text = json.dumps(doc, indent=2)
     print(text)
     if args.out:
-        with open(args.out, "w", encoding="utf-8") as fh:
-            fh.write(text + "\n")
+        common.write_json(args.out, doc)
     return 0
 
 
