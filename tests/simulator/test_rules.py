@@ -48,9 +48,10 @@ def test_an_asynchronous_rule_is_its_engine_step_by_step(protocol):
 
 
 def test_b_fasgd_is_its_engine_step_by_step():
-    """Fetch after every step (c = 0): peers' updates landing while a step computes count from the copy's fetch;
-    those landing between two steps, after the worker's fetch right after its push, are not in its copy and count
-    too."""
+    """Fetch after every step (c = 0). The engine fetches in `after_step`, the rule as the worker's next step
+    starts: put at one point of the arrival order (after the push, before the peers' updates that land between
+    two steps), the two copies are the same. Peers' updates landing while a step computes and between two steps,
+    after the fetch, are not in the copy and count."""
     between = [0, 1, 0, 2, 0, 1]
     rig = test_bfasgd._Rig(momentum=MOMENTUM)
     params = {"fetch": 0.0, "push": 0.0, "decay": 0.99, "power": 1.0}
@@ -59,15 +60,36 @@ def test_b_fasgd_is_its_engine_step_by_step():
     with rig.graph.as_default():
         gap_in = v1.placeholder(tf.int64, [])
         peers_between = rig.global_step.assign_add(gap_in)
+    copy = test_bfasgd.W0
     for late, gap in zip(LATE, between):
-        w, copy, _, step = rig.step(test_bfasgd.G, k=late)
-        _, stamp = rule.fetch(0)
+        w, engine_copy, _, step = rig.step(test_bfasgd.G, k=late)  # compute, k peers land, push, fetch
+        point, stamp = rule.fetch(0)  # the rule's fetch of the previous step's draw: before this step's peers
+        np.testing.assert_allclose(point, copy, rtol=1e-5, atol=1e-7)
         rule.s.step += late  # the rig's peers move the global step only
         rule.apply_update(test_bfasgd.G, stamp, 0)
         np.testing.assert_allclose(rule.s.w, w, rtol=1e-5, atol=1e-7)
-        np.testing.assert_allclose(rule.copies[0], copy, rtol=1e-5, atol=1e-7)
         assert rule.s.step == step
+        copy = engine_copy
         rig.session.run(peers_between, {gap_in: gap})
+        np.testing.assert_allclose(rule.fetch(0)[0], copy, rtol=1e-5, atol=1e-7)  # due: the fetch runs here
         rule.s.step += gap
     assert rule.stats()["staleness_mean"] == pytest.approx(rig.engine.stats(rig.session)["staleness_mean"], abs=1e-4)
     assert rule.stats()["staleness_mean"] == pytest.approx(np.mean(np.add(LATE, [0] + between[:-1])), abs=1e-4)
+
+
+def test_b_fasgd_fetches_as_the_next_step_starts_so_a_peer_push_before_it_is_in_the_copy():
+    """The fetch a step draws runs when the worker's next step reads, not with its push: a peer's update that lands
+    in between is in the copy and not counted stale (at 2 workers a fetch atomic with the push would count every
+    peer push: staleness 1.0 whatever the arrival order)."""
+    w0 = np.zeros(3, np.float32)
+    rule = _rule("b-fasgd", {"fetch": 0.0, "push": 0.0, "decay": 0.99, "power": 1.0}, w0)
+    g = np.ones(3, np.float32)
+    _, stamp = rule.fetch(0)
+    rule.apply_update(g, stamp, 0)  # worker 0 pushes; its fetch is due
+    _, stamp1 = rule.fetch(1)
+    rule.apply_update(g, stamp1, 1)  # worker 1's push lands before worker 0's next step starts
+    point, stamp = rule.fetch(0)
+    np.testing.assert_array_equal(point, rule.s.w)
+    assert stamp == rule.s.step == 2
+    rule.apply_update(g, stamp, 0)
+    assert rule.staleness[-1] == 0
