@@ -81,7 +81,8 @@ class JobRun:
         self.responder = StragglerResponder(self.stragglers, ctx, nodes, lambda: self.guard.rollbacks > 0)
         # Greedy moves the switch itself; otherwise the switch rule times each switch out of BSP.
         self.timing = SwitchTiming(spec.policy.switch_rule, ctx.bar.message,
-                                   enabled=spec.stragglers.policy != "greedy", speed_spec=spec.policy.switch_speed)
+                                   enabled=spec.stragglers.policy != "greedy", speed_spec=spec.policy.switch_speed,
+                                   total_samples=lambda: ctx.record.total_samples)
         evaluator_args = {} if start_evaluator is None else {"start_process": start_evaluator}
         self.evaluations = Evaluations(spec, run_dir, ctx.feed, **evaluator_args)
         self.durable = DurableCheckpoints(checkpoint_folder(spec, run_dir), spec.checkpoint.keep)

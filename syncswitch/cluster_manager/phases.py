@@ -83,6 +83,7 @@ class PhaseDriver:
             "from": previous.protocol, "to": upcoming.protocol, "at_fraction": before.end_fraction,
             "mode": mode, "overhead_s": resumed - decision,
             "reason": f"{self.stragglers.policy.name} policy" if action else reason})
+        self.timing.on_switch(resumed - decision)
         if action is not None:
             action.overhead_s = resumed - decision
         # The group is whole again; once no BSP is owed, ASP is immune and detection stops.

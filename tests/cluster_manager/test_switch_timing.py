@@ -91,12 +91,12 @@ def test_a_trial_that_finds_the_target_slower_goes_back_to_bsp(write_spec, tmp_p
     assert [p["protocol"] for p in summary["schedule"]] == ["bsp", "asp", "bsp"]
     trial, back = summary["switch_speed"]["decisions"]
     assert trial["action"] == "trial" and back["action"] == "back"
-    assert back["values"]["ratio"] == pytest.approx(0.4) and back["values"]["margin"] == 1.2
+    assert back["values"]["ratio"] == pytest.approx(0.4) and back["values"]["margin"] == 1.1
     assert "asp measured 0.40x BSP's throughput on this job" in back["reason"]
     (event,) = summary["guard_events"]
     assert event["reason"] == "slower" and event["action"].startswith("fall back at")
     asp = summary["schedule"][1]
-    assert asp["end_fraction"] - asp["start_fraction"] < 0.2  # three reports a worker, not the rest of the run
+    assert asp["end_fraction"] - asp["start_fraction"] < 0.2  # two reports a worker, not the rest of the run
 
 
 def test_a_trial_that_finds_the_target_faster_keeps_it(write_spec, tmp_path):
