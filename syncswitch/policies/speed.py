@@ -169,6 +169,9 @@ class MeasuredSpeed(SwitchSpeedPolicy):
         self.bsp_at_switch = bsp
         known = self.known.get(target)
         needed, cost = self.needed(bsp, samples_left)
+        if known is None and needed == float("inf"):  # no speed would win the switch back: nothing to try
+            return SpeedDecision(STAY, fraction, self._needs(needed, cost),
+                                 self._values(target, bsp, None, None, needed, cost, "work left"))
         if known is None:
             return SpeedDecision(TRIAL, fraction, f"no measure of {target} on this job: switching to measure it",
                                  self._values(target, bsp, None, None, needed, cost, "trial"))

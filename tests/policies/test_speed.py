@@ -115,6 +115,10 @@ def test_a_switch_must_win_back_its_pause_in_the_work_left():
     assert short.reason.endswith("a switch needs 2x to win back its 0.50 s pause in the 1.0 s BSP has left")
     assert decide(2.1, 5058.5).action == SWITCH
     assert decide(50.0, 2023.4).reason.endswith("its 0.50 s pause is more than the 0.40 s BSP has left")
+    unknown = MeasuredSpeed()
+    _feed(unknown, "bsp", GRU_BSP)
+    assert unknown.before_switch(0.9, "asp", 50585).action == TRIAL
+    assert unknown.before_switch(0.99, "asp", 2023.4).action == STAY  # not even a trial can pay
 
 
 def test_a_measured_pause_replaces_the_assumed_one():
@@ -132,7 +136,7 @@ def test_a_target_faster_than_the_noise_is_kept_however_little_is_left():
     for ratio, action in ((1.15, KEEP), (1.05, BACK)):
         rule = MeasuredSpeed()
         _feed(rule, "bsp", bsp)
-        assert rule.before_switch(0.9, "local-sgd", 1000).action == TRIAL
+        assert rule.before_switch(0.5, "local-sgd", 10000).action == TRIAL
         rule.start_trial()
         _feed(rule, "target", {0: [1000 * ratio] * 2, 1: [1000 * ratio] * 2})
         decision = rule.after_trial(0.95, "local-sgd", 500)
