@@ -206,8 +206,10 @@ def switch_speed_render(docs: list[dict]) -> list[str]:
             rows += [_switch_speed_row(label, name, w[name], w["bsp"]) for name in doc["variants"] if name in w]
     return ["Guard, switch rule and speed rule at their defaults, BSP by all-reduce, in place, 2 workers; seeds "
             "interleaved. `in-place+guard` is the default switch (into lookahead on 2 workers), `in-place>asp+guard` "
-            "the paper's schedule into ASP. What each run did: `stayed` synchronous (the switch rule's latest "
-            "point), `went back` (the speed rule's trial found the target slower than BSP: back to BSP through the "
+            "the paper's schedule into ASP; `recurring+guard` and `recurring>asp+guard` are the same switches as a "
+            "recurring job runs them: the target's speed stored from its in-place twin's trials earlier in the same "
+            "call (the policy store's median), so the speed rule decides without a trial. What each run did: "
+            "`stayed` synchronous (the switch rule's latest point, or a stored speed below the margin), `went back` (the speed rule's trial found the target slower than BSP: back to BSP through the "
             "guard's fall-back), `switched` (and kept the target), `repaired` (the guard repaired a degradation). "
             "Throughput: the target's over BSP's as the trial measured it. Times are each run's over the same "
             "seed's BSP run of the same call, by outcome. Bars: median at least BSP's - 1 point and worst at least "
