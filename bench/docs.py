@@ -556,23 +556,26 @@ FIGURES += (
                 "throughput. Two benchmarks ran at once on 2 cores beside other jobs: times are noisy, ratios are "
                 "to the same seed's BSP run. BSP and the default switch on these two jobs are measured again on "
                 "the all-reduce default in the next section; the ASP rows stand for the parameter-server path."),
-    Figure("switch-speed", "The speed rule: a switch only where it buys time, BSP by all-reduce",
-           ("safety-switch-speed-gru-2026-11-26.json", "safety-switch-speed-cnn-mlp-2026-11-26.json"),
-           ("python -m bench safety --workloads memory_gru-2 --variants bsp,in-place+guard,in-place>asp+guard "
-            "--seeds 4, then --first-seed 4 --seeds 6 --add-to F (cut by its time limit after seed 7: seeds 0-7)",
-            "python -m bench safety --workloads plain_cnn-2,deep_mlp-2 --variants "
-            "'bsp,in-place+guard,recurring+guard,in-place>asp+guard,recurring>asp+guard' --seeds 3, then "
-            "--first-seed 3 --seeds 2, --first-seed 5 --seeds 2, --first-seed 7 --seeds 3, each --add-to the last"),
+    Figure("switch-speed", "The speed rule: a switch only where it buys time, BSP by all-reduce (10 seeds)",
+           ("safety-switch-speed-cnn-mlp-2026-11-26.json",),
+           "python -m bench safety --workloads plain_cnn-2,deep_mlp-2 --variants "
+           "'bsp,in-place+guard,recurring+guard,in-place>asp+guard,recurring>asp+guard' --seeds 3, then "
+           "--first-seed 3 --seeds 2, --first-seed 5 --seeds 2, --first-seed 7 --seeds 3, each --add-to the last",
            switch_speed_render,
-           note="The GRU's file: runtime code of 5b7b10e (the first speed rule: a trial of 3 half-second reports a "
-                "worker past a left-out first, margin 1.2), calls under /work/bin/quiet except seeds 0-3 (under "
-                "/work/bin/heavy); its runs kept synchronous (BSP's path) took 0.44-1.68x their seed's BSP run. "
-                "The CNN's and MLP's file: 8f3821c (a trial of two reports of 20-step windows, a few tenths of a "
-                "second; the margin from the switch's pause and the work left, at least 1.1), four calls under "
-                "/work/bin/heavy beside other helpers' jobs (each seed's runs in one call, interleaved): runs on "
-                "BSP's own path (`stayed`) scatter 0.69-2.1x their seed's BSP run, so single time ratios are "
-                "noise; medians say more. The GRU file's statistics are recomputed from the run folders by the bench "
-                "code of its day (`safety.run` with zero seeds and --add-to)."),
+           note="A trial of two reports of 20-step windows a worker (a few tenths of a second); the margin from the "
+                "switch's pause and the work left, at least 1.1. Four calls under /work/bin/heavy beside other "
+                "helpers' jobs (each seed's runs in one call, interleaved): runs on BSP's own path (`stayed`) "
+                "scatter 0.69-2.1x their seed's BSP run, so single time ratios are noise; medians say more."),
+    Figure("switch-speed-gru", "The first speed rule on the GRU (8 seeds, a two-second trial)",
+           ("safety-switch-speed-gru-2026-11-26.json",),
+           "python -m bench safety --workloads memory_gru-2 --variants bsp,in-place+guard,in-place>asp+guard "
+           "--seeds 4, then --first-seed 4 --seeds 6 --add-to F (cut by its time limit after seed 7: seeds 0-7)",
+           switch_speed_render, commit="5b7b10e",
+           note="Runtime code of 5b7b10e: the first speed rule (a trial of 3 half-second reports a worker past a "
+                "left-out first, margin 1.2), not remeasured with the short trial. Calls under /work/bin/quiet "
+                "except seeds 0-3 (under /work/bin/heavy); runs kept synchronous (BSP's path) took 0.44-1.68x "
+                "their seed's BSP run. Statistics recomputed from the run folders by the bench code of its day "
+                "(`safety.run` with zero seeds and --add-to)."),
     Figure("switch-rule-shipped", "The switch rule against the fixed 0.25 on the shipped jobs (5 seeds)",
            ("safety-switch-rule-vs-fixed-digits-cnn-2-2026-11-26.json",),
            "python -m bench safety --workloads digits_cnn-2 --variants bsp,in-place+guard,in-place@fixed+guard "
