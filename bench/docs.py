@@ -406,15 +406,19 @@ FIGURES = (
            note="The commit is marked dirty for one uncommitted line when the run began: an alias in "
                 "bench/common.py, no code a run executes."),
     Figure("safety", "Accuracy-safe switching: switched runs against BSP, guard on",
-           ("safety-guard-auto-default-targets-2026-11-25.json", "safety-guard-auto-resnet4-2026-11-25.json",
+           ("safety-guard-auto-default-targets-2026-11-26.json", "safety-guard-auto-resnet4-2026-11-25.json",
             "safety-guard-auto-resnet4-seeds5-14-2026-11-25.json"),
            ("python -m bench safety --workloads quickstart-2,quickstart-4,digits_cnn-2 --variants "
-            "bsp,in-place+guard,relaunch+guard --seeds 5",
+            "bsp,in-place+guard,relaunch+guard --seeds 3, then --first-seed 3 --seeds 2 --add-to F",
             "python -m bench safety --workloads resnet-4 --variants bsp,in-place+guard,relaunch+guard --seeds 5",
             "python -m bench safety --workloads resnet-4 --variants bsp,in-place+guard --seeds 10 --first-seed 5"),
            safety_render, commit="cededd3", headline=safety_headline,
            note="Final accuracy, median [min, max] over seeds; times against BSP's median total time in the same "
-                "files. The ResNet's rows pool two files (15 seeds in place, 5 by relaunch)."),
+                "files, and each run against its seed's BSP run where the file pairs them. The quickstart and digits "
+                "rows: 2026-11-26 at 8f3821c (BSP by all-reduce, the speed rule with its short trial; two calls "
+                "under /work/bin/heavy beside other jobs). The ResNet's rows: 2026-11-25 at cededd3 (BSP through "
+                "the parameter servers, before the speed rule), not remeasured; they pool two files (15 seeds in "
+                "place, 5 by relaunch)."),
     Figure("protocols", "Protocols on 4 workers: accuracy and throughput",
            ("protocols-quickstart-25seeds-4workers-2026-11-25.json",),
            "python -m bench protocols --job jobs/quickstart.yaml --workers 4 --repeats 25 --first-seed 10 --set "
