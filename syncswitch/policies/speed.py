@@ -153,7 +153,7 @@ class MeasuredSpeed(SwitchSpeedPolicy):
     def _values(target: str, bsp: float | None, target_rate: float | None, ratio: float | None, needed: float,
                 cost: dict, source: str) -> dict:
         return {"target": target, "bsp_examples_per_s": bsp, "target_examples_per_s": target_rate,
-                "ratio": ratio, "margin": needed, **cost, "source": source}
+                "ratio": ratio, "margin": None if needed == float("inf") else needed, **cost, "source": source}
 
     def _needs(self, needed: float, cost: dict) -> str:
         if needed == float("inf"):
