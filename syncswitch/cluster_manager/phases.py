@@ -43,6 +43,8 @@ class PhaseDriver:
         nodes.send(0, enter_phase=pb.EnterPhase(phase=k, config=phase_config(planned.config), params=params))
         ctx.feed.wait_until(lambda: run.entered is not None, f"the chief to enter phase {k}", timeout_s=60)
         self.guard.on_phase(planned.protocol, run.entered.fraction)
+        if self.guard.watching:
+            self.evaluations.release()  # the guard compares the phase with the best accuracy reached before it
         nodes.broadcast(go=pb.Go(phase=k, protocol=planned.protocol, until=planned.until, params=params))
         ctx.feed.wait_until(lambda: run.started(nodes.workers), f"phase {k} to start")
 
@@ -106,6 +108,7 @@ class PhaseDriver:
         ctx.record.t_end = ctx.phase_run(len(ctx.plan) - 1).end_time
         self.stragglers.finish(time.time())
         final = self.save("final")
+        evaluations.release()  # the checkpoints deferred while training ran (evaluation.live); the final first
         evaluations.submit(final.path, final.fraction, ctx.record.t_end)
         ctx.feed.wait_until(lambda: evaluations.pending <= 0 or guard.verdict is not None,
                             "the last evaluations", timeout_s=600)
