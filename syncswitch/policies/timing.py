@@ -117,11 +117,16 @@ class LossRegimeTiming(SwitchTimingPolicy):
     def _median(self, lo: float, hi: float) -> float | None:
         """Median of the reports in [lo, hi]; with none there, the last report before `hi` (reports come every
         half second or so: on a short job that is several percent of the workload apart)."""
+        return self._median_at(lo, hi)[0]
+
+    def _median_at(self, lo: float, hi: float) -> tuple[float | None, float | None]:
+        """`_median` and where it stands: `hi` for a median of reports in the stretch, else the fallback report's
+        own fraction (the measured fall then spans more than the stretch)."""
         end = bisect.bisect_right(self._fractions, hi)
         window = self._losses[bisect.bisect_left(self._fractions, lo):end]
         if window:
-            return statistics.median(window)
-        return self._losses[end - 1] if end else None
+            return statistics.median(window), hi
+        return (self._losses[end - 1], self._fractions[end - 1]) if end else (None, None)
 
     def initial_loss(self) -> float | None:
         if not self._fractions:
@@ -134,13 +139,19 @@ class LossRegimeTiming(SwitchTimingPolicy):
         initial, now = self.initial_loss(), self._median(fraction - s.smoothing, fraction)
         # A window ago: None until the reports reach back that far (the first is the initial loss's).
         ago = fraction - s.window
-        before = self._median(ago - s.smoothing, ago) if self._fractions and self._fractions[0] <= ago else None
+        before, before_at = (self._median_at(ago - s.smoothing, ago) if self._fractions and self._fractions[0] <= ago
+                             else (None, None))
         out = {"initial_loss": initial, "loss": now, "loss_window_ago": before}
         if initial is None or now is None or initial <= 0:
             return out
         out["drop"] = (initial - now) / initial
         if before is not None and initial > now:
-            out["recent_share"] = max(0.0, before - now) / (initial - now)
+            # Sparse reports (a short job): the fall since the last report before the window spans more than a
+            # window; scaled to one window's worth. A loss falls fastest first, so this over-states the recent fall
+            # (defers, never switches early); unscaled, a 3-second job never saw a window settle before `latest`.
+            span = fraction - before_at if before_at < ago else s.window
+            out["recent_share"] = max(0.0, before - now) / (initial - now) * s.window / span
+            out["recent_span"] = span
         return out
 
     def waiting_reason(self, fraction: float) -> str:
@@ -163,8 +174,9 @@ class LossRegimeTiming(SwitchTimingPolicy):
         if fraction >= latest:  # checked first: on a short job the first report past it may come well past it
             if settled and fraction < latest + s.smoothing:
                 return TimingDecision(SWITCH, fraction, "loss left its early regime", seen)
-            return TimingDecision(STAY, fraction, f"past the latest switch point {s.latest:g}: "
-                                  + self.waiting_reason(fraction), seen)
+            why = ("the loss left its early regime only at this report" if settled
+                   else self.waiting_reason(fraction))
+            return TimingDecision(STAY, fraction, f"past the latest switch point {s.latest:g}: {why}", seen)
         if settled:
             return TimingDecision(SWITCH, fraction, "loss left its early regime", seen)
         return None

@@ -71,6 +71,28 @@ def test_sparse_reports_still_decide():
     assert rule.decide(0.4, 0.25).action == SWITCH
 
 
+def test_reports_far_apart_judge_the_fall_per_window():
+    """The quickstart on a quiet machine: a 3-second job whose workers report about every 0.17 of the workload.
+    The fall between two reports is scaled to one window; unscaled, it never settled before the latest point."""
+    reports = [(0.0016, 2.311), (0.1264, 1.603), (0.2976, 1.277), (0.4656, 0.798), (0.6432, 0.514)]
+    rule = LossRegimeTiming()
+    for fraction, loss in reports[:2]:
+        rule.on_loss(fraction, loss)
+    assert rule.decide(0.1264, 0.1) is None  # 31% below its start, all of it since the last report
+    rule.on_loss(*reports[2])
+    decision = rule.decide(0.2976, 0.25)
+    # 32% of the fall came in the last 0.17 of the workload: 9% a window (unscaled 32%: it waited past 0.6)
+    assert decision.action == SWITCH
+    assert decision.values["recent_span"] == pytest.approx(0.1712)
+    assert decision.values["recent_share"] == pytest.approx((1.603 - 1.277) / (2.311 - 1.277) * 0.05 / 0.1712)
+
+
+def test_a_loss_that_settles_only_past_the_latest_point_says_so():
+    rule = _fed(lambda f: 0.2 + 2.1 * math.exp(-f / 0.03), 0.7, step=0.1)
+    decision = rule.decide(0.7, 0.25)
+    assert decision.action == STAY and "left its early regime only" in decision.reason
+
+
 def test_no_history_a_window_back_waits():
     rule = LossRegimeTiming()
     rule.on_loss(0.3, 0.1)
