@@ -388,7 +388,7 @@ def test_evaluation_live_watched_scores_a_synchronous_run_once_its_last_step_ran
     assert summary["evaluation_live"] == {"setting": "watched", "deferred": True, "scored_after_a_pause": 3}
     # Each evaluation keeps its checkpoint's time: increasing with the fraction, inside the training time.
     times = [e["time_s"] for e in summary["evaluations"]]
-    assert times == sorted(times) and times[-2] < summary["total_time_s"] <= times[-1] + 1e-6
+    assert times == sorted(times) and times[-2] < summary["total_time_s"] <= times[-1] + 1e-3
 
 
 def test_evaluation_live_all_scores_every_checkpoint_while_training_runs(write_spec, tmp_path, monkeypatch):
