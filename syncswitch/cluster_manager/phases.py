@@ -13,6 +13,8 @@ from syncswitch.protocols.catalog import synchronous
 from syncswitch.wire import agent_pb2 as pb
 from syncswitch.wire import codec
 
+SCORE_WAIT_S = 600.0  # the longest the end of a run waits for the evaluator's next score
+
 
 class PhaseDriver:
     """Runs phase after phase through the nodes; a relaunch goes through the launcher's one relaunch path."""
@@ -98,6 +100,16 @@ class PhaseDriver:
                                  f"the {reason} checkpoint", timeout_s=120)
         return self.saved[-1]
 
+    def _wait_for_scores(self) -> None:
+        """Until every submitted checkpoint is scored or the guard condemns the last phase. Gives up after
+        SCORE_WAIT_S without a score: the checkpoints held back while training ran (evaluation.live) are all scored
+        now, which in all can take longer than that on a long run."""
+        evaluations, guard = self.evaluations, self.guard
+        while evaluations.pending > 0 and guard.verdict is None:
+            left = evaluations.pending
+            self.ctx.feed.wait_until(lambda: evaluations.pending < left or guard.verdict is not None,
+                                     "the last evaluations", timeout_s=SCORE_WAIT_S)
+
     def finish(self) -> bool:
         """The final checkpoint and its evaluation; False when the guard condemned the last phase meanwhile."""
         ctx, guard, evaluations = self.ctx, self.guard, self.evaluations
@@ -110,8 +122,7 @@ class PhaseDriver:
         final = self.save("final")
         evaluations.release()  # the checkpoints deferred while training ran (evaluation.live); the final first
         evaluations.submit(final.path, final.fraction, ctx.record.t_end)
-        ctx.feed.wait_until(lambda: evaluations.pending <= 0 or guard.verdict is not None,
-                            "the last evaluations", timeout_s=600)
+        self._wait_for_scores()
         if guard.verdict is not None:
             return False
         evaluations.close_input()

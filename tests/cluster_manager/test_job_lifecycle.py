@@ -418,3 +418,15 @@ def test_evaluation_live_watched_scores_the_phases_the_guard_watches_and_what_it
     assert min(watched) == pytest.approx(0.125, abs=0.01)  # released at the switch, scored before the end
     assert summary["final_accuracy"] == pytest.approx(0.9)
     assert summary["evaluation_live"]["scored_after_a_pause"] >= 3  # the BSP phases' before and after the guard
+
+
+def test_the_end_of_a_run_waits_for_held_back_scores_as_long_as_they_keep_coming(write_spec, tmp_path, monkeypatch):
+    # 8 checkpoints scored after the last step, 0.2 s each: 1.6 s in all, while the wait for the next score is 0.5 s.
+    from syncswitch.cluster_manager import phases
+
+    monkeypatch.setattr(phases, "SCORE_WAIT_S", 0.5)
+    monkeypatch.setenv("FAKE_EVAL_DELAY_S", "0.2")
+    summary, _, _ = _run(write_spec, tmp_path, ["policy.schedule=[{protocol: bsp}]", "evaluation.live=watched",
+                                                "evaluation.every=0.125"])
+    assert summary["status"] == "completed" and len(summary["evaluations"]) == 8
+    assert summary["evaluation_live"]["scored_after_a_pause"] == 7
