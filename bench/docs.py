@@ -442,14 +442,16 @@ PEER_NAMES = {"single": "one process alone", "mwms": "TensorFlow's MultiWorkerMi
 PEERS_NOTE = (
     "Peers: MWMS and one process step with tf.compat.v1.train.MomentumOptimizer, the update rule syncswitch applies "
     "(Keras' SGD carries the old rate's velocity past each rate drop: 0.03-0.08 accuracy on the ResNet's 93-update "
-    "job); ps-strategy keeps Keras' SGD. MNIST-1D, no budget: five seeds with these peers at 94fc645, with the "
-    "speed rule (the default's local-sgd went back to BSP where its trial measured it under 1.2x BSP's throughput). "
-    "The synthetic "
-    "ResNet, no budget: five seeds with these peers at 4d0eac2 (checkpoints of the replica engines copied at the "
-    "step and written beside training). The ResNet at 0.4 CPU per node (each peer process, each syncswitch node in "
-    "its own cgroup): two seeds only, with these peers, at bbdd1a5 (before that change); not rerun since, the CPU "
-    "slots of the shared machine allowed no more. MNIST-1D at 0.4 CPU per node: the earlier figure, five seeds at "
-    "9c4e5dc/03ec57b with the earlier peers (Keras' SGD) and evaluator, not rerun since.")
+    "job); ps-strategy keeps Keras' SGD. How time is counted: the peers evaluate 10 times and stop their clock while "
+    "they do (and start it after their first step); syncswitch's training time runs from its first step to its last "
+    "without a stop. From 8a76378 on, syncswitch's local runs score the checkpoints of phases the guard does not "
+    "watch after the last step (`evaluation.live: auto`, docs/evaluation.md), so a synchronous run, like the peers, "
+    "no longer pays for its evaluations in its training time (it still writes its 20 checkpoints); a switched run's "
+    "guarded phase is scored live. The synthetic ResNet, no budget: five seeds at 8a76378. MNIST-1D at 0.4 CPU per "
+    "node (each peer process, each syncswitch node in its own cgroup): five seeds at 8a76378, without the "
+    "one-process variant (not rerun: 120-133 s a run in a 0.4-CPU cgroup). MNIST-1D, no budget: five seeds at "
+    "94fc645, before `evaluation.live` (every checkpoint scored beside training), with the speed rule. The ResNet at "
+    "0.4 CPU per node: two seeds at bbdd1a5, before both the checkpoint copies and `evaluation.live`; not rerun.")
 
 
 def peers_cell(doc: dict) -> str:
@@ -511,10 +513,10 @@ FIGURES += (
            ("python -m bench peers --job jobs/mnist1d_cnn.yaml --seeds S --variants single,mwms,bsp,default "
             "--target 0.95 --add-to F (seeds 1,2,3 then 4,5 per call, nothing else running)",
             "python -m bench peers --job jobs/mnist1d_cnn.yaml --cpus-per-node 0.4 --seeds S --variants "
-            "single,mwms,bsp,default --target 0.95 --add-to F (one seed per call, S = 1..5, nothing else running)",
+            "mwms,bsp,default --target 0.95 --add-to F (seeds 1, then 2,3, then 4,5 per call, nothing else running)",
             "python -m bench peers --job jobs/resnet_synthetic.yaml [--cpus-per-node 0.4] --seeds S --variants "
-            "single,mwms,bsp,default --target 0.9 --add-to F (no budget: seeds 1,2 then 3,4,5 per call; at 0.4 CPU one "
-            "call per seed; nothing else running)"), peers_render,
+            "single,mwms,bsp,default --target 0.9 --add-to F (no budget: seeds 1,2 then 3,4 then 5 per call; at 0.4 "
+            "CPU one call per seed; nothing else running)"), peers_render,
            headline=peers_headline,
            note=PEERS_NOTE),
     Figure("ray", "The ray backend against the local one (quickstart, 3 nodes, 5 seeds)",
