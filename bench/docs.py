@@ -253,29 +253,32 @@ def tta_headline(docs: list[dict]) -> tuple[str, str]:
 
 def protocols_render(docs: list[dict]) -> list[str]:
     variants = docs[0]["jobs"]["quickstart"]["variants"]
-    bsp = variants["bsp"]["final_accuracy"]["median"]
+    bsp, bsp_speed = variants["bsp"]["final_accuracy"]["median"], variants["bsp"]["examples_per_s"]["median"]
     asp_speed = variants["asp"]["examples_per_s"]["median"]
     rows = [[f"`{_variant(name)}`", v["completed"], spread_text(v["final_accuracy"]),
-             f"{(v['final_accuracy']['median'] - bsp) * 100:+.1f}", x(common.ratio(v["examples_per_s"]["median"],
-                                                                                 asp_speed))]
+             f"{(v['final_accuracy']['median'] - bsp) * 100:+.1f}",
+             x(common.ratio(v["examples_per_s"]["median"], bsp_speed)),
+             x(common.ratio(v["examples_per_s"]["median"], asp_speed))]
             for name, v in variants.items()]
     return ["`switch@0.25:local-sgd` is BSP for the first quarter, then `local-sgd`: the default switch on more "
-            "than 2 workers.", ""] + \
-        table(["variant", "runs", "final accuracy", "points vs BSP", "throughput vs ASP"], rows)
+            "than 2 workers. Throughput is the whole run's (its switch included).", ""] + \
+        table(["variant", "runs", "final accuracy", "points vs BSP", "throughput vs BSP", "throughput vs ASP"], rows)
+
+
+def protocols_headline(docs: list[dict]) -> tuple[str, str]:
+    v = {_variant(name): doc for name, doc in docs[0]["jobs"]["quickstart"]["variants"].items()}
+    switched, bsp, asp = v["switch@0.25:local-sgd"], v["bsp"], v["asp"]
+    speed = switched["examples_per_s"]["median"]
+    return ("BSP then local SGD against BSP and ASP (quickstart, 4 workers)",
+            f"{switched['final_accuracy']['median']:.3f} vs BSP's {bsp['final_accuracy']['median']:.3f}, at "
+            f"{x(common.ratio(speed, bsp['examples_per_s']['median']))} BSP's and "
+            f"{x(common.ratio(speed, asp['examples_per_s']['median']))} ASP's throughput "
+            f"({switched['completed']} runs)")
 
 
 def _variant(name: str) -> str:
     """A variant as `syncswitch experiment` names it (files from before name a second phase `bsp>X`)."""
     return f"switch@0.25:{name[4:]}" if name.startswith("bsp>") else name
-
-
-def protocols_headline(docs: list[dict]) -> tuple[str, str]:
-    v = docs[0]["jobs"]["quickstart"]["variants"]
-    switched, bsp, asp = v["bsp>local-sgd"], v["bsp"], v["asp"]
-    return ("BSP then local SGD on 4 workers (quickstart): accuracy and throughput",
-            f"{switched['final_accuracy']['median']:.3f} vs BSP's {bsp['final_accuracy']['median']:.3f} at "
-            f"{x(common.ratio(switched['examples_per_s']['median'], asp['examples_per_s']['median']))} ASP's "
-            "throughput")
 
 
 # -- stragglers ---------------------------------------------------------------------------------------------------
@@ -420,10 +423,10 @@ FIGURES = (
                 "the parameter servers, before the speed rule), not remeasured; they pool two files (15 seeds in "
                 "place, 5 by relaunch)."),
     Figure("protocols", "Protocols on 4 workers: accuracy and throughput",
-           ("protocols-quickstart-25seeds-4workers-2026-11-25.json",),
-           "python -m bench protocols --job jobs/quickstart.yaml --workers 4 --repeats 25 --first-seed 10 --set "
-           "policy.guard.enabled=false --variants 'bsp,asp,local-sgd,local-sgd(period=1),switch@0.25:local-sgd'",
-           protocols_render, commit="f41e307", headline=protocols_headline,
+           ("protocols-quickstart-10seeds-4workers-2026-11-26.json",),
+           "python -m bench protocols --job jobs/quickstart.yaml --workers 4 --repeats 10 --first-seed 10 --set "
+           "policy.guard.enabled=false --variants 'bsp,asp,local-sgd,switch@0.25:local-sgd'",
+           protocols_render, headline=protocols_headline,
            note="Guard off (each protocol as it is)."),
     Figure("stragglers", "Stragglers: policies under CPU stragglers",
            ("stragglers-mnist1d-cpu040-ps030-4workers-lookahead-2026-11-25.json",),
@@ -451,14 +454,16 @@ PEER_NAMES = {"single": "one process alone", "mwms": "TensorFlow's MultiWorkerMi
 PEERS_NOTE = (
     "Peers: MWMS and one process step with tf.compat.v1.train.MomentumOptimizer, the update rule syncswitch applies "
     "(Keras' SGD carries the old rate's velocity past each rate drop: 0.03-0.08 accuracy on the ResNet's 93-update "
-    "job); ps-strategy keeps Keras' SGD. MNIST-1D, no budget: five seeds with these peers at 94fc645, with the "
-    "speed rule (the default's local-sgd went back to BSP where its trial measured it under 1.2x BSP's throughput). "
-    "The synthetic "
-    "ResNet, no budget: five seeds with these peers at 4d0eac2 (checkpoints of the replica engines copied at the "
-    "step and written beside training). The ResNet at 0.4 CPU per node (each peer process, each syncswitch node in "
-    "its own cgroup): two seeds only, with these peers, at bbdd1a5 (before that change); not rerun since, the CPU "
-    "slots of the shared machine allowed no more. MNIST-1D at 0.4 CPU per node: the earlier figure, five seeds at "
-    "9c4e5dc/03ec57b with the earlier peers (Keras' SGD) and evaluator, not rerun since.")
+    "job); ps-strategy keeps Keras' SGD. How time is counted: the peers evaluate 10 times and stop their clock while "
+    "they do (and start it after their first step); syncswitch's training time runs from its first step to its last "
+    "without a stop. From 8a76378 on, syncswitch's local runs score the checkpoints of phases the guard does not "
+    "watch after the last step (`evaluation.live: auto`, docs/evaluation.md), so a synchronous run, like the peers, "
+    "no longer pays for its evaluations in its training time (it still writes its 20 checkpoints); a switched run's "
+    "guarded phase is scored live. The synthetic ResNet, no budget: five seeds at 8a76378. MNIST-1D at 0.4 CPU per "
+    "node (each peer process, each syncswitch node in its own cgroup): five seeds at 8a76378, without the "
+    "one-process variant (not rerun: 120-133 s a run in a 0.4-CPU cgroup). MNIST-1D, no budget: five seeds at "
+    "94fc645, before `evaluation.live` (every checkpoint scored beside training), with the speed rule. The ResNet at "
+    "0.4 CPU per node: two seeds at bbdd1a5, before both the checkpoint copies and `evaluation.live`; not rerun.")
 
 
 def peers_cell(doc: dict) -> str:
@@ -520,10 +525,10 @@ FIGURES += (
            ("python -m bench peers --job jobs/mnist1d_cnn.yaml --seeds S --variants single,mwms,bsp,default "
             "--target 0.95 --add-to F (seeds 1,2,3 then 4,5 per call, nothing else running)",
             "python -m bench peers --job jobs/mnist1d_cnn.yaml --cpus-per-node 0.4 --seeds S --variants "
-            "single,mwms,bsp,default --target 0.95 --add-to F (one seed per call, S = 1..5, nothing else running)",
+            "mwms,bsp,default --target 0.95 --add-to F (seeds 1, then 2,3, then 4,5 per call, nothing else running)",
             "python -m bench peers --job jobs/resnet_synthetic.yaml [--cpus-per-node 0.4] --seeds S --variants "
-            "single,mwms,bsp,default --target 0.9 --add-to F (no budget: seeds 1,2 then 3,4,5 per call; at 0.4 CPU one "
-            "call per seed; nothing else running)"), peers_render,
+            "single,mwms,bsp,default --target 0.9 --add-to F (no budget: seeds 1,2 then 3,4 then 5 per call; at 0.4 "
+            "CPU one call per seed; nothing else running)"), peers_render,
            headline=peers_headline,
            note=PEERS_NOTE),
     Figure("ray", "The ray backend against the local one (quickstart, 3 nodes, 5 seeds)",

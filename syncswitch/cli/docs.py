@@ -103,6 +103,9 @@ FIELDS: tuple[Section, ...] = (
         "every": "fraction of the workload between evaluations (and evaluation checkpoints)",
         "target_accuracy": "test accuracy whose first arrival is the run's time to accuracy",
         "batch_size": "evaluation batch size",
+        "live": "which checkpoints are scored while training runs: `all`; `watched` (those of phases the guard "
+                "watches; the others once training pauses or ends, each timed at its own checkpoint); `auto` "
+                "(default): `watched` where the evaluator shares the nodes' machine (local backend), else `all`",
     }),
     ("checkpoint", "checkpoint", model.CheckpointSpec, (), {
         "every": "fraction of the workload between durable checkpoints (default: the evaluation points)",
