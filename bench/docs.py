@@ -504,7 +504,8 @@ def peers_headline(docs: list[dict]) -> tuple[str, str]:
         gaps.append(t["mwms"]["final_accuracy"]["median"] - t["default"]["final_accuracy"]["median"])
     return ("syncswitch against MultiWorkerMirroredStrategy, 4 workers: the default switch's time to accuracy, "
             "BSP's throughput (ratios to MWMS's)",
-            "; ".join(cells) + ("; the default's median accuracy at or above MWMS's in every cell" if max(gaps) <= 0 else
+            "; ".join(cells) + ("; the default's median accuracy at or above MWMS's in every cell"
+                                if max(gaps) <= 0 else
                                 f"; the default's accuracy at most {max(gaps) * 100:.1f} points below MWMS's"))
 
 
