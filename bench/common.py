@@ -292,12 +292,15 @@ def interleaved(variants: dict, repeats: int, root: str, first_seed: int = 0, on
     """The benchmarks' one run loop: `variants` {name: (spec, variant or None)} each `repeats` times, taking turns
     within a repeat (machine load drifts alike over all of them); repeat r runs with seed (the spec's seed +
     first_seed + r), as `syncswitch experiment` seeds its repeats. A variant is a `syncswitch experiment` variant
-    name, None the spec's own schedule. Returns {name: [summary, ...]}; `on_run(name, r, summary)` after each run."""
+    name, None the spec's own schedule. A spec may be a function of the runs so far ({name: [summary, ...]}), for a
+    variant that learns from the others (a recurring job reading what earlier runs stored). Returns {name: [summary,
+    ...]}; `on_run(name, r, summary)` after each run."""
     import dataclasses
 
     runs = {name: [] for name in variants}
     for r in range(repeats):
         for name, (spec, variant) in variants.items():
+            spec = spec(runs) if callable(spec) else spec
             seed = spec.seed + first_seed + r
             seeded = dataclasses.replace(spec, seed=seed, raw={**spec.raw, "seed": seed})
             summary = run_summary(seeded, variant, os.path.join(root, f"{name}-s{seed}"))

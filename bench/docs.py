@@ -115,26 +115,31 @@ def _safety_row(label: str, variants: dict) -> tuple[list[str], dict]:
     r_quiet = pooled([v["total_time_s_guard_quiet"] for v in relaunch])["median"]
     acted_range = {x(common.ratio(acted[k], bsp_time)) for k in ("min", "max")}
     acted_text = "–" if acted["median"] is None else " to ".join(sorted(acted_range))
+    # Each run against its seed's BSP run where the file pairs them (a trial that went back is a guard act too).
+    paired = pooled([(v.get("time_vs_same_seed_bsp") or {}).get("all") or {"runs": []} for v in inplace])
     row = [label, str(acc["n"]), spread_text(bsp_acc), spread_text(acc), f"{repaired}/{runs}",
-           x(common.ratio(quiet, bsp_time)), acted_text, spread_text(r_acc), x(common.ratio(r_quiet, bsp_time))]
+           x(common.ratio(quiet, bsp_time)), acted_text, spread_text(paired, 2) + ("x" if paired["n"] else ""),
+           spread_text(r_acc), x(common.ratio(r_quiet, bsp_time))]
     facts = {"within": acc["median"] is not None and acc["median"] >= bsp_acc["median"] - 0.01,
-             "quiet": common.ratio(quiet, bsp_time)}
+             "quiet": common.ratio(quiet, bsp_time), "paired": paired["median"]}
     return row, facts
 
 
 def safety_render(docs: list[dict]) -> list[str]:
     rows = [_safety_row(label, v)[0] for label, v in _safety_workloads(docs).items()]
     return table(["workload", "seeds", "BSP accuracy", "switched, in place + guard", "guard acted",
-                  "time vs BSP, guard quiet", "time vs BSP, guard acted", "by relaunch + guard",
+                  "time vs BSP, guard quiet", "time vs BSP, guard acted", "time vs same-seed BSP",
+                  "by relaunch + guard",
                   "relaunch time vs BSP, quiet"], rows)
 
 
 def safety_headline(docs: list[dict]) -> tuple[str, str]:
     facts = [_safety_row(label, v)[1] for label, v in _safety_workloads(docs).items()]
-    quiet = [f["quiet"] for f in facts if f["quiet"] is not None]
+    times = [f["paired"] if f["paired"] is not None else f["quiet"] for f in facts]
+    times = [t for t in times if t is not None]
+    said = f", in {min(times):.2f}-{max(times):.2f}x BSP's time (median per workload)" if times else ""
     return ("A switched run (in place, guard on) keeps BSP's accuracy: median within 1 point",
-            f"{sum(f['within'] for f in facts)}/{len(facts)} workloads, in {min(quiet):.2f}-{max(quiet):.2f}x "
-            "BSP's time when the guard is quiet")
+            f"{sum(f['within'] for f in facts)}/{len(facts)} workloads{said}")
 
 
 # -- the switch rule --------------------------------------------------------------------------------------------
@@ -206,9 +211,12 @@ def switch_speed_render(docs: list[dict]) -> list[str]:
             rows += [_switch_speed_row(label, name, w[name], w["bsp"]) for name in doc["variants"] if name in w]
     return ["Guard, switch rule and speed rule at their defaults, BSP by all-reduce, in place, 2 workers; seeds "
             "interleaved. `in-place+guard` is the default switch (into lookahead on 2 workers), `in-place>asp+guard` "
-            "the paper's schedule into ASP. What each run did: `stayed` synchronous (the switch rule's latest "
-            "point), `went back` (the speed rule's trial found the target slower than BSP: back to BSP through the "
-            "guard's fall-back), `switched` (and kept the target), `repaired` (the guard repaired a degradation). "
+            "the paper's schedule into ASP; `recurring+guard` and `recurring>asp+guard` are the same switches as a "
+            "recurring job runs them: the target's speed stored from its in-place twin's trials earlier in the same "
+            "call (the policy store's median), so the speed rule decides without a trial. What each run did: "
+            "`stayed` synchronous (the switch rule's latest point, or a stored speed below the margin), `went "
+            "back` (the speed rule's trial found the target slower than BSP: back to BSP through the guard's "
+            "fall-back), `switched` (and kept the target), `repaired` (the guard repaired a degradation). "
             "Throughput: the target's over BSP's as the trial measured it. Times are each run's over the same "
             "seed's BSP run of the same call, by outcome. Bars: median at least BSP's - 1 point and worst at least "
             "BSP's worst - 3.", ""] + \
@@ -401,15 +409,19 @@ FIGURES = (
            note="The commit is marked dirty for one uncommitted line when the run began: an alias in "
                 "bench/common.py, no code a run executes."),
     Figure("safety", "Accuracy-safe switching: switched runs against BSP, guard on",
-           ("safety-guard-auto-default-targets-2026-11-25.json", "safety-guard-auto-resnet4-2026-11-25.json",
+           ("safety-guard-auto-default-targets-2026-11-26.json", "safety-guard-auto-resnet4-2026-11-25.json",
             "safety-guard-auto-resnet4-seeds5-14-2026-11-25.json"),
            ("python -m bench safety --workloads quickstart-2,quickstart-4,digits_cnn-2 --variants "
-            "bsp,in-place+guard,relaunch+guard --seeds 5",
+            "bsp,in-place+guard,relaunch+guard --seeds 3, then --first-seed 3 --seeds 2 --add-to F",
             "python -m bench safety --workloads resnet-4 --variants bsp,in-place+guard,relaunch+guard --seeds 5",
             "python -m bench safety --workloads resnet-4 --variants bsp,in-place+guard --seeds 10 --first-seed 5"),
            safety_render, commit="cededd3", headline=safety_headline,
            note="Final accuracy, median [min, max] over seeds; times against BSP's median total time in the same "
-                "files. The ResNet's rows pool two files (15 seeds in place, 5 by relaunch)."),
+                "files, and each run against its seed's BSP run where the file pairs them. The quickstart and digits "
+                "rows: 2026-11-26 at 8f3821c (BSP by all-reduce, the speed rule with its short trial; two calls "
+                "under /work/bin/heavy beside other jobs). The ResNet's rows: 2026-11-25 at cededd3 (BSP through "
+                "the parameter servers, before the speed rule), not remeasured; they pool two files (15 seeds in "
+                "place, 5 by relaunch)."),
     Figure("protocols", "Protocols on 4 workers: accuracy and throughput",
            ("protocols-quickstart-10seeds-4workers-2026-11-26.json",),
            "python -m bench protocols --job jobs/quickstart.yaml --workers 4 --repeats 10 --first-seed 10 --set "
@@ -442,14 +454,17 @@ PEER_NAMES = {"single": "one process alone", "mwms": "TensorFlow's MultiWorkerMi
 PEERS_NOTE = (
     "Peers: MWMS and one process step with tf.compat.v1.train.MomentumOptimizer, the update rule syncswitch applies "
     "(Keras' SGD carries the old rate's velocity past each rate drop: 0.03-0.08 accuracy on the ResNet's 93-update "
-    "job); ps-strategy keeps Keras' SGD. MNIST-1D, no budget: five seeds with these peers at 94fc645, with the "
-    "speed rule (the default's local-sgd went back to BSP where its trial measured it under 1.2x BSP's throughput). "
-    "The synthetic "
-    "ResNet, no budget: five seeds with these peers at 4d0eac2 (checkpoints of the replica engines copied at the "
-    "step and written beside training). The ResNet at 0.4 CPU per node (each peer process, each syncswitch node in "
-    "its own cgroup): two seeds only, with these peers, at bbdd1a5 (before that change); not rerun since, the CPU "
-    "slots of the shared machine allowed no more. MNIST-1D at 0.4 CPU per node: the earlier figure, five seeds at "
-    "9c4e5dc/03ec57b with the earlier peers (Keras' SGD) and evaluator, not rerun since.")
+    "job); ps-strategy keeps Keras' SGD. How time is counted: the peers evaluate 10 times and stop their clock while "
+    "they do (and start it after their first step); syncswitch's training time runs from its first step to its last "
+    "without a stop. From 8a76378 on, syncswitch's local runs score the checkpoints of phases the guard does not "
+    "watch after the last step (`evaluation.live: auto`, docs/evaluation.md), so a synchronous run, like the peers, "
+    "no longer pays for its evaluations in its training time (it still writes its 20 checkpoints); a switched run's "
+    "guarded phase is scored live. The synthetic ResNet, no budget: five seeds at 8a76378. MNIST-1D at 0.4 CPU per "
+    "node (each peer process, each syncswitch node in its own cgroup): five seeds at 8a76378, without the "
+    "one-process variant (not rerun: 120-133 s a run in a 0.4-CPU cgroup). MNIST-1D, no budget: five seeds at "
+    "94fc645, before `evaluation.live` (every checkpoint scored beside training), with the speed rule. The ResNet at "
+    "0.4 CPU per node: two seeds only at 8a76378, without the one-process variant (the CPU slots of the shared "
+    "machine allowed no more).")
 
 
 def peers_cell(doc: dict) -> str:
@@ -489,7 +504,9 @@ def peers_headline(docs: list[dict]) -> tuple[str, str]:
         gaps.append(t["mwms"]["final_accuracy"]["median"] - t["default"]["final_accuracy"]["median"])
     return ("syncswitch against MultiWorkerMirroredStrategy, 4 workers: the default switch's time to accuracy, "
             "BSP's throughput (ratios to MWMS's)",
-            "; ".join(cells) + f"; accuracy at most {max(gaps) * 100:.1f} points below MWMS's")
+            "; ".join(cells) + ("; the default's median accuracy at or above MWMS's in every cell"
+                                if max(gaps) <= 0 else
+                                f"; the default's accuracy at most {max(gaps) * 100:.1f} points below MWMS's"))
 
 
 def core_overhead_render(docs: list[dict]) -> list[str]:
@@ -511,10 +528,11 @@ FIGURES += (
            ("python -m bench peers --job jobs/mnist1d_cnn.yaml --seeds S --variants single,mwms,bsp,default "
             "--target 0.95 --add-to F (seeds 1,2,3 then 4,5 per call, nothing else running)",
             "python -m bench peers --job jobs/mnist1d_cnn.yaml --cpus-per-node 0.4 --seeds S --variants "
-            "single,mwms,bsp,default --target 0.95 --add-to F (one seed per call, S = 1..5, nothing else running)",
-            "python -m bench peers --job jobs/resnet_synthetic.yaml [--cpus-per-node 0.4] --seeds S --variants "
-            "single,mwms,bsp,default --target 0.9 --add-to F (no budget: seeds 1,2 then 3,4,5 per call; at 0.4 CPU one "
-            "call per seed; nothing else running)"), peers_render,
+            "mwms,bsp,default --target 0.95 --add-to F (seeds 1, then 2,3, then 4,5 per call, nothing else running)",
+            "python -m bench peers --job jobs/resnet_synthetic.yaml --seeds S --variants single,mwms,bsp,default "
+            "--target 0.9 --add-to F (seeds 1,2 then 3,4 then 5 per call, nothing else running)",
+            "python -m bench peers --job jobs/resnet_synthetic.yaml --cpus-per-node 0.4 --seeds 1,2 --variants "
+            "mwms,bsp,default --target 0.9 --out F (one call, nothing else running)"), peers_render,
            headline=peers_headline,
            note=PEERS_NOTE),
     Figure("ray", "The ray backend against the local one (quickstart, 3 nodes, 5 seeds)",
@@ -553,20 +571,26 @@ FIGURES += (
                 "throughput. Two benchmarks ran at once on 2 cores beside other jobs: times are noisy, ratios are "
                 "to the same seed's BSP run. BSP and the default switch on these two jobs are measured again on "
                 "the all-reduce default in the next section; the ASP rows stand for the parameter-server path."),
-    Figure("switch-speed", "The speed rule: a switch only where it buys time, BSP by all-reduce",
-           ("safety-switch-speed-gru-2026-11-26.json", "safety-switch-speed-cnn-mlp-2026-11-26.json"),
-           ("python -m bench safety --workloads memory_gru-2 --variants bsp,in-place+guard,in-place>asp+guard "
-            "--seeds 4, then --first-seed 4 --seeds 6 --add-to F (cut by its time limit after seed 7: seeds 0-7)",
-            "python -m bench safety --workloads plain_cnn-2,deep_mlp-2 --variants bsp,in-place+guard --seeds 3 "
-            "(then --first-seed 3 --seeds N --add-to F)"),
+    Figure("switch-speed", "The speed rule: a switch only where it buys time, BSP by all-reduce (10 seeds)",
+           ("safety-switch-speed-cnn-mlp-2026-11-26.json",),
+           "python -m bench safety --workloads plain_cnn-2,deep_mlp-2 --variants "
+           "'bsp,in-place+guard,recurring+guard,in-place>asp+guard,recurring>asp+guard' --seeds 3, then "
+           "--first-seed 3 --seeds 2, --first-seed 5 --seeds 2, --first-seed 7 --seeds 3, each --add-to the last",
            switch_speed_render,
-           note="Runtime code of 5b7b10e (the speed rule as merged; later commits change only the bench, docs and "
-                "search). Calls under /work/bin/quiet (nothing else heavy ran) except the GRU's seeds 0-3 (under "
-                "/work/bin/heavy beside another benchmark and a test run). The machine was loaded all the same: "
-                "the GRU's BSP runs took 13-33 s, and runs kept synchronous (BSP's path, same seed) took 0.44-1.68x "
-                "their seed's BSP run, so time ratios within about that band say nothing. The file's statistics "
-                "are recomputed from the run folders by this tree's bench code (`safety.run` with zero seeds and "
-                "--add-to)."),
+           note="A trial of two reports of 20-step windows a worker (a few tenths of a second); the margin from the "
+                "switch's pause and the work left, at least 1.1. Four calls under /work/bin/heavy beside other "
+                "helpers' jobs (each seed's runs in one call, interleaved): runs on BSP's own path (`stayed`) "
+                "scatter 0.69-2.1x their seed's BSP run, so single time ratios are noise; medians say more."),
+    Figure("switch-speed-gru", "The first speed rule on the GRU (8 seeds, a two-second trial)",
+           ("safety-switch-speed-gru-2026-11-26.json",),
+           "python -m bench safety --workloads memory_gru-2 --variants bsp,in-place+guard,in-place>asp+guard "
+           "--seeds 4, then --first-seed 4 --seeds 6 --add-to F (cut by its time limit after seed 7: seeds 0-7)",
+           switch_speed_render, commit="5b7b10e",
+           note="Runtime code of 5b7b10e: the first speed rule (a trial of 3 half-second reports a worker past a "
+                "left-out first, margin 1.2), not remeasured with the short trial. Calls under /work/bin/quiet "
+                "except seeds 0-3 (under /work/bin/heavy); runs kept synchronous (BSP's path) took 0.44-1.68x "
+                "their seed's BSP run. Statistics recomputed from the run folders by the bench code of its day "
+                "(`safety.run` with zero seeds and --add-to)."),
     Figure("switch-rule-shipped", "The switch rule against the fixed 0.25 on the shipped jobs (5 seeds)",
            ("safety-switch-rule-vs-fixed-digits-cnn-2-2026-11-26.json",),
            "python -m bench safety --workloads digits_cnn-2 --variants bsp,in-place+guard,in-place@fixed+guard "

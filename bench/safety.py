@@ -190,6 +190,33 @@ def target_variants(protocols, switch_at: float = 0.25, bsp_ps: bool = False) ->
     return out
 
 
+RECURRING = "recurring"  # `recurring+guard`, `recurring>X+guard`: a later run of the job, its target's speed stored
+
+
+def recurring_variants(names, chosen: dict) -> dict:
+    """`recurring...`: its `in-place...` twin as a recurring job runs it: the target's speed known from the twin's
+    earlier runs (the policy store's measure: the median of their trials' ratios), so the speed rule decides the
+    switch without a trial. Needs its twin among the variants, run before it."""
+    out, names = {}, list(names)
+    for name in [n for n in names if n.startswith(RECURRING)]:
+        twin = "in-place" + name[len(RECURRING):]
+        if twin not in chosen or twin not in names[:names.index(name)]:
+            raise SystemExit(f"error: variant {name} needs {twin} among the variants, before it")
+        out[name] = chosen[twin]
+    return out
+
+
+def stored_speed_spec(spec, twin_runs: list[dict]):
+    """`spec` as a recurring job runs it once the store holds the speeds `twin_runs`' trials measured (unchanged
+    while none did)."""
+    from syncswitch.search import store
+    from syncswitch.spec.policy import adopt_stored_speed, switch_target
+
+    target = switch_target(spec.policy).protocol
+    speed = store.speed_from_runs([s.get("run_dir") for s in twin_runs], target, spec.policy.switch_speed.rule)
+    return adopt_stored_speed(spec, speed or None)
+
+
 def earlier_runs(path: str | None, workloads, variants) -> dict:
     """{workload: {variant: [summary, ...]}} of an earlier result file's runs (--add-to), read back from their run
     folders' summary.json, so a cell measured over several calls (seeds split to keep each call short) is one
@@ -225,6 +252,7 @@ def run(workloads, seeds: int, root: str, overrides=(), variants=tuple(VARIANTS)
         known.update(target_variants([name[len("in-place>"):].removesuffix("+guard")], bsp_ps=bsp_ps))
     if bsp_ps and any(known[v][0] == "switch" for v in variants if v in known):
         raise SystemExit("error: --bsp-ps applies to the bsp and in-place>X variants only")
+    known.update(recurring_variants(variants, known))
     unknown = [v for v in variants if v not in known]
     if unknown:
         raise SystemExit(f"error: unknown variant(s) {unknown}; valid: {', '.join(VARIANTS)}")
@@ -242,9 +270,13 @@ def run(workloads, seeds: int, root: str, overrides=(), variants=tuple(VARIANTS)
         variants = {name: (common.load_spec(job, base + sets + ["seed=0"]),
                            f"switch@{switch_at:g}" if variant == "switch" else variant)  # None: the spec's own
                     for name, (variant, sets) in chosen.items()}
+        before = earlier.get("runs", {}).get(label, {})
+        for name in [n for n in variants if n.startswith(RECURRING)]:
+            twin, (spec, variant) = "in-place" + name[len(RECURRING):], variants[name]
+            variants[name] = (lambda runs, spec=spec, twin=twin: stored_speed_spec(
+                spec, before.get(twin, []) + runs[twin]), variant)
         runs = common.interleaved(variants, seeds, os.path.join(root, label), first_seed=first_seed,
                                   on_run=lambda name, r, summary: _log_run(root, label, name, first_seed + r, summary))
-        before = earlier.get("runs", {}).get(label, {})
         summaries = {name: before.get(name, []) + runs[name] for name in chosen}
         stats = {name: _variant_stats(summaries[name]) for name in chosen}
         if "bsp" in summaries:
@@ -263,7 +295,9 @@ RESULT_SCHEMA = {
 
 def add_options(parser) -> None:
     parser.add_argument("--workloads", help=f"Comma-separated subset of: {', '.join(WORKLOADS)}.")
-    parser.add_argument("--variants", help=f"Comma-separated subset of: {', '.join(VARIANTS)} (default all).")
+    parser.add_argument("--variants", help=f"Comma-separated subset of: {', '.join(VARIANTS)} (default all); also "
+                                           "in-place>X+guard (into X), and recurring+guard or recurring>X+guard "
+                                           "after its in-place twin (its target's speed stored from the twin's runs).")
     parser.add_argument("--configurations", help="Comma-separated configuration policies: adds an in-place switch "
                                                  "variant, guard off, for each (e.g. paper,compensated).")
     parser.add_argument("--asp-momenta", help="Comma-separated momenta: adds an in-place switch variant, guard off, "

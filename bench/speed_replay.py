@@ -3,7 +3,8 @@
 Reads each run folder's summary.json (where it switched, into what) and metrics.jsonl (every worker's throughput
 report, as the manager received them) and feeds the rule the reports in order, as the runtime does: BSP's before
 the switch, then the target phase's, one at a time, until the trial decides. Pure replay (no cluster):
-`python -m bench speed-replay RUN_DIR... [--set margin=1.2] [--set trial_reports=3] [--out F]`.
+`python -m bench speed-replay RUN_DIR... [--set margin=1.2] [--set trial_reports=2] [--out F]`. Runs recorded before
+a phase's first step was left out of the workers' step times hold it in their first report of the target.
 """
 
 from __future__ import annotations
@@ -51,11 +52,11 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("runs", nargs="+", help="Run folders of runs that switched out of BSP.")
     parser.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
-                        help="A speed rule threshold (margin, trial_reports, bsp_reports).")
+                        help="A speed rule threshold (margin, noise, pause_s, trial_reports, bsp_reports).")
     parser.add_argument("--out", help="Also write the JSON here.")
     args = parser.parse_args(argv)
     given = dict(s.split("=", 1) for s in args.sets)
-    settings = SpeedSettings(**{k: (float(v) if k == "margin" else int(v)) for k, v in given.items()})
+    settings = SpeedSettings(**{k: (int(v) if k.endswith("_reports") else float(v)) for k, v in given.items()})
     decisions = {os.path.normpath(r): replay(r, settings) for r in args.runs}
     doc = {"settings": dataclasses.asdict(settings),
                        "runs": {k: v for k, v in decisions.items() if v is not None}}

@@ -66,3 +66,29 @@ def test_times_are_paired_with_the_same_seeds_bsp_run_by_outcome():
     assert safety.outcome(_run(3, 1.0, guard_events=[{"reason": "loss", "action": "rollback to 40.0%"}])) == "repaired"
     assert safety.outcome(_run(3, 1.0, guard_events=[{"reason": "slower", "action": "no action: no rung"}],
                                switches=[{"at_fraction": 0.5}])) == "switched"
+
+
+def test_a_recurring_variant_runs_with_the_speed_its_twins_trials_measured(tmp_path):
+    from bench import common
+
+    spec = common.load_spec(safety.WORKLOADS["plain_cnn-2"][0])
+    assert safety.stored_speed_spec(spec, []) is spec  # no trial yet: nothing stored, the spec as it is
+    twins = []
+    for seed, ratio in enumerate((0.6, 0.5, 0.7)):
+        run_dir = tmp_path / f"in-place+guard-s{seed}"
+        run_dir.mkdir()
+        trial = {"action": "back", "values": {"source": "trial", "target": "lookahead", "ratio": ratio}}
+        (run_dir / "summary.json").write_text(json.dumps({"switch_speed": {"decisions": [trial]}}))
+        twins.append({"run_dir": str(run_dir)})
+    stored = safety.stored_speed_spec(spec, twins)
+    assert stored.policy.switch_speed.known == (("lookahead", 0.6, 3),)  # the store's median over the trials
+
+
+def test_a_recurring_variant_needs_its_twin_before_it():
+    chosen = {"bsp": 0, "in-place+guard": ("switch", [])}
+    assert safety.recurring_variants(["bsp", "in-place+guard", "recurring+guard"], chosen) == {
+        "recurring+guard": ("switch", [])}
+    with pytest.raises(SystemExit, match="needs in-place\\+guard among the variants, before it"):
+        safety.recurring_variants(["bsp", "recurring+guard", "in-place+guard"], chosen)
+    with pytest.raises(SystemExit, match="needs in-place>asp\\+guard"):
+        safety.recurring_variants(["bsp", "recurring>asp+guard"], chosen)

@@ -17,6 +17,7 @@ def test_minimal_spec_gets_defaults(write_spec):
     assert job.policy.switch_mode == "in-place"
     assert job.hyperparameters.momentum == 0.9
     assert job.evaluation.every == 0.05 and job.evaluation.target_accuracy is None
+    assert job.evaluation.live == "auto"
 
 
 def test_quickstart_spec_is_valid():
@@ -40,6 +41,7 @@ def test_quickstart_spec_is_valid():
     ("cluster.backend=lokal", "unknown backend cluster.backend='lokal' (did you mean 'local'?)"),
     ("cluster.zone=x", "unknown key cluster.zone"),
     ("evaluation.every=0", "evaluation.every=0: must be >= 0.001"),
+    ("evaluation.live=some", "evaluation.live='some': unknown; valid: auto, all, watched"),
     ("policy.switch_mode=inplace", "policy.switch_mode='inplace': unknown (did you mean 'in-place'?)"),
     ("policy.configuration=papr", "unknown configuration policy policy.configuration='papr' (did you mean 'paper'?)"),
     ("workload.samples=10", "workload needs exactly one of workload.epochs or workload.samples"),

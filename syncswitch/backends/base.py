@@ -47,6 +47,9 @@ class ClusterInfo:
     # A fork server on the manager's machine (local backend): processes forked from it start with TensorFlow
     # imported (syncswitch.node.forkserver); None where there is none.
     fork_server: str | None = None
+    # Whether the training nodes run on the manager's machine, beside its evaluator (local backend): there every
+    # evaluation takes CPU from training (`evaluation.live: auto` then scores only what the guard acts on live).
+    nodes_beside_evaluator: bool = False
 
     def ps_hosts(self, count: int | None = None) -> list[str]:
         """The PS tasks' addresses: on the first `count` nodes (every node when None or 0)."""

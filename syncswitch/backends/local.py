@@ -146,7 +146,8 @@ class LocalBackend(Backend):
         for node in self.nodes:
             self._wait_ready(node, deadline)
         shared = request.options.get("shared_filesystem", True)
-        return ClusterInfo(request.job_id, tuple(self.nodes), shared_filesystem=shared, fork_server=self.fork_socket)
+        return ClusterInfo(request.job_id, tuple(self.nodes), shared_filesystem=shared, fork_server=self.fork_socket,
+                           nodes_beside_evaluator=True)
 
     def _start_fork_server(self) -> None:
         self.fork_server, self.fork_socket = forking.start(self.request.run_dir)

@@ -78,8 +78,10 @@ FIELDS: tuple[Section, ...] = (
     ("policy.switch_speed", "policy.switch_speed", model.SwitchSpeedSpec, ("known",), {
         "rule": "`measured` (switch only where the target is measured faster than BSP: from earlier runs of the job "
                 "in the policy store, else by a trial after the switch that goes back to BSP) or `off`",
-        "margin": "the target must train this many times BSP's examples per second",
-        "trial_reports": "metrics reports from each worker a trial judges the target on (the first left out)",
+        "margin": "a fixed least target/BSP throughput ratio; null: derived at each decision, so that the switch's "
+                  "pause is won back on the work left, never below 1.1 (throughputs scatter about 10%)",
+        "trial_reports": "metrics reports from each worker a trial judges the target on (workers report each of a "
+                         "phase's first windows of 20 steps, its first step out of their times)",
     }),
     ("policy.guard", "policy.guard", model.GuardSpec, (), {
         "enabled": "watch asynchronous phases after a synchronous one (`--no-guard` turns it off)",
@@ -101,6 +103,9 @@ FIELDS: tuple[Section, ...] = (
         "every": "fraction of the workload between evaluations (and evaluation checkpoints)",
         "target_accuracy": "test accuracy whose first arrival is the run's time to accuracy",
         "batch_size": "evaluation batch size",
+        "live": "which checkpoints are scored while training runs: `all`; `watched` (those of phases the guard "
+                "watches; the others once training pauses or ends, each timed at its own checkpoint); `auto` "
+                "(default): `watched` where the evaluator shares the nodes' machine (local backend), else `all`",
     }),
     ("checkpoint", "checkpoint", model.CheckpointSpec, (), {
         "every": "fraction of the workload between durable checkpoints (default: the evaluation points)",

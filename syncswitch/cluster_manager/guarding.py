@@ -57,6 +57,11 @@ class GuardRuntime:
     def enabled(self) -> bool:
         return self.settings.enabled
 
+    @property
+    def watching(self) -> bool:
+        """Whether the running phase's evaluations may draw a verdict: they are needed as soon as they exist."""
+        return self.enabled and self.policy.watching
+
     def can_roll_back(self) -> bool:
         return self.enabled and self.rollbacks < min(self.settings.max_rollbacks, len(self.fallback))
 

@@ -116,7 +116,8 @@ class EventRouter:
         self.guard.on_checkpoint(checkpoint.path, checkpoint.fraction, checkpoint.samples)
         self.durable.pinned.add(checkpoint.path)  # rotation waits for its evaluation
         self.recovery.keep_durable(checkpoint.path, checkpoint.fraction, checkpoint.samples, "evaluation", received)
-        self.evaluations.submit(checkpoint.path, checkpoint.fraction, received)
+        # Scored at once where the guard may act on it; else, with evaluation.live deferring, once training pauses.
+        self.evaluations.submit(checkpoint.path, checkpoint.fraction, received, live=self.guard.watching)
 
     def _on_restored(self, source: int, restored: pb.Restored, received: float) -> None:
         self.ctx.phase_run(self.ctx.lifecycle.phase - 1).restored = restored

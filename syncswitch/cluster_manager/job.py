@@ -81,7 +81,8 @@ class JobRun:
         self.responder = StragglerResponder(self.stragglers, ctx, nodes, lambda: self.guard.rollbacks > 0)
         # Greedy moves the switch itself; otherwise the switch rule times each switch out of BSP.
         self.timing = SwitchTiming(spec.policy.switch_rule, ctx.bar.message,
-                                   enabled=spec.stragglers.policy != "greedy", speed_spec=spec.policy.switch_speed)
+                                   enabled=spec.stragglers.policy != "greedy", speed_spec=spec.policy.switch_speed,
+                                   total_samples=lambda: ctx.record.total_samples)
         evaluator_args = {} if start_evaluator is None else {"start_process": start_evaluator}
         self.evaluations = Evaluations(spec, run_dir, ctx.feed, **evaluator_args)
         self.durable = DurableCheckpoints(checkpoint_folder(spec, run_dir), spec.checkpoint.keep)
@@ -136,7 +137,8 @@ class JobRun:
         try:
             error = self._run_under_signals()
             summary = build_summary(ctx.spec, ctx.record, {**self.stragglers.summary(), **self.guard.summary(),
-                                                           **self.recovery.summary(), **self.timing.summary()})
+                                                           **self.recovery.summary(), **self.timing.summary(),
+                                                           **self.evaluations.summary()})
             ctx.outputs.write_summary(summary)
         finally:
             ctx.outputs.close()
@@ -200,6 +202,10 @@ class JobRun:
         cluster = self.nodes.provision(request)
         self.durable.shared = cluster.shared_filesystem or bool(spec.checkpoint.dir)
         self.evaluations.open(cluster.fork_server)
+        if self.evaluations.set_live(spec.evaluation.live, cluster.nodes_beside_evaluator):
+            ctx.bar.message(f"evaluation (live: {spec.evaluation.live}): checkpoints of phases the guard does not "
+                            "watch are scored once training pauses or ends; `evaluation.live: all` scores each as "
+                            "it is written")
 
     def _start(self) -> int:
         """The first launch (or the resumed one); returns the phase running."""

@@ -13,6 +13,8 @@ from syncswitch.protocols.catalog import synchronous
 from syncswitch.wire import agent_pb2 as pb
 from syncswitch.wire import codec
 
+SCORE_WAIT_S = 600.0  # the longest the end of a run waits for the evaluator's next score
+
 
 class PhaseDriver:
     """Runs phase after phase through the nodes; a relaunch goes through the launcher's one relaunch path."""
@@ -43,6 +45,8 @@ class PhaseDriver:
         nodes.send(0, enter_phase=pb.EnterPhase(phase=k, config=phase_config(planned.config), params=params))
         ctx.feed.wait_until(lambda: run.entered is not None, f"the chief to enter phase {k}", timeout_s=60)
         self.guard.on_phase(planned.protocol, run.entered.fraction)
+        if self.guard.watching:
+            self.evaluations.release()  # the guard compares the phase with the best accuracy reached before it
         nodes.broadcast(go=pb.Go(phase=k, protocol=planned.protocol, until=planned.until, params=params))
         ctx.feed.wait_until(lambda: run.started(nodes.workers), f"phase {k} to start")
 
@@ -83,6 +87,7 @@ class PhaseDriver:
             "from": previous.protocol, "to": upcoming.protocol, "at_fraction": before.end_fraction,
             "mode": mode, "overhead_s": resumed - decision,
             "reason": f"{self.stragglers.policy.name} policy" if action else reason})
+        self.timing.on_switch(resumed - decision)
         if action is not None:
             action.overhead_s = resumed - decision
         # The group is whole again; once no BSP is owed, ASP is immune and detection stops.
@@ -96,6 +101,16 @@ class PhaseDriver:
                                  f"the {reason} checkpoint", timeout_s=120)
         return self.saved[-1]
 
+    def _wait_for_scores(self) -> None:
+        """Until every submitted checkpoint is scored or the guard condemns the last phase. Gives up after
+        SCORE_WAIT_S without a score: the checkpoints held back while training ran (evaluation.live) are all scored
+        now, which in all can take longer than that on a long run."""
+        evaluations, guard = self.evaluations, self.guard
+        while evaluations.pending > 0 and guard.verdict is None:
+            left = evaluations.pending
+            self.ctx.feed.wait_until(lambda: evaluations.pending < left or guard.verdict is not None,
+                                     "the last evaluations", timeout_s=SCORE_WAIT_S)
+
     def finish(self) -> bool:
         """The final checkpoint and its evaluation; False when the guard condemned the last phase meanwhile."""
         ctx, guard, evaluations = self.ctx, self.guard, self.evaluations
@@ -106,9 +121,9 @@ class PhaseDriver:
         ctx.record.t_end = ctx.phase_run(len(ctx.plan) - 1).end_time
         self.stragglers.finish(time.time())
         final = self.save("final")
+        evaluations.release()  # the checkpoints deferred while training ran (evaluation.live); the final first
         evaluations.submit(final.path, final.fraction, ctx.record.t_end)
-        ctx.feed.wait_until(lambda: evaluations.pending <= 0 or guard.verdict is not None,
-                            "the last evaluations", timeout_s=600)
+        self._wait_for_scores()
         if guard.verdict is not None:
             return False
         evaluations.close_input()

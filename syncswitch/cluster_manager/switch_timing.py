@@ -31,8 +31,10 @@ REPEAT_EVERY = 0.1
 class SwitchTiming:
     """Moves the plan's BSP -> asynchronous boundaries as the switch rule decides; records what it saw."""
 
-    def __init__(self, rule_spec, say=lambda line: None, enabled: bool = True, speed_spec=None):
+    def __init__(self, rule_spec, say=lambda line: None, enabled: bool = True, speed_spec=None,
+                 total_samples=lambda: None):
         self.spec = rule_spec
+        self.total_samples = total_samples  # the workload's samples, once the nodes said (None before)
         self._say = say
         self.settings = TimingSettings.from_spec(rule_spec)
         self.rule: SwitchTimingPolicy = SWITCH_RULES.get(rule_spec.rule)(self.settings)
@@ -93,7 +95,7 @@ class SwitchTiming:
             self._say(f"stayed synchronous at {reached * 100:.1f}%: {decision.reason}")
             return None
         assert decision.action == SWITCH
-        speed = self.speed.before_switch(reached, self.held.protocol)
+        speed = self.speed.before_switch(reached, self.held.protocol, self._left(reached))
         self._record_speed(speed)
         if speed.action == STAY:
             entry.update(action=STAY, reason=f"staying synchronous: {speed.reason}")
@@ -116,7 +118,7 @@ class SwitchTiming:
         if self.trial is None or phase != self.trial[0] or protocol != self.trial[1]:
             return None
         self.speed.on_rate("target", worker, examples_per_s)
-        decision = self.speed.after_trial(fraction, protocol)
+        decision = self.speed.after_trial(fraction, protocol, self._left(fraction))
         if decision is None:
             return None
         self.trial = None
@@ -127,6 +129,14 @@ class SwitchTiming:
         self._say(f"going back to bsp at {fraction * 100:.1f}%: {decision.reason}")
         return Verdict(SLOWER, fraction, fraction, {k: v for k, v in decision.values.items()
                                                     if isinstance(v, float)})
+
+    def on_switch(self, pause_s: float) -> None:
+        """A switch paused the run for `pause_s`: the speed rule weighs later switches and trials by it."""
+        self.speed.on_pause(pause_s)
+
+    def _left(self, fraction: float) -> float | None:
+        total = self.total_samples()
+        return None if not total else max(0.0, 1.0 - fraction) * total
 
     def not_acted(self, why: str) -> None:
         """The last `back` decision could not be acted on: the run stays on the target."""

@@ -25,18 +25,24 @@ SLOWER = "slower"  # the guard's verdict reason for a trial whose target was not
 class SpeedSettings:
     """Thresholds of a speed rule (`policy.switch_speed` in a job spec).
 
-    - margin=1.2: the target must train at least this many times BSP's examples per second. An in-place switch
-      pauses every worker (about a second on a small local job, 2026-11-25's switch-overhead figure) and a trial
-      that goes back pauses twice; a target only a few percent faster does not win that back on what is left of
-      the workload, and throughputs measured over a second or two scatter by 10-20% on a loaded machine.
-    - trial_reports=3: a trial judges the target after this many metrics reports from each worker in its phase,
-      the first one left out (it holds the steps right after the switch: graph entry, the first fetches). Workers
-      report about every half second: a trial of about two seconds.
+    - margin=None: the least target/BSP throughput ratio a switch needs, derived at each decision from what the
+      switch costs and the work it can win it back on (`needed`): a switch pauses every worker once (`pause_s`,
+      then as measured in the run), which a target `r` times BSP's speed wins back over the T seconds BSP would
+      still take when T (1 - 1/r) exceeds it; never below `noise`. A number fixes the margin instead.
+    - noise=1.1: the least ratio counted as faster: throughputs measured over a fraction of a second scatter by
+      about 10% on a loaded machine, and a target measured within that of BSP may well be the slower one.
+    - pause_s=0.5: a switch's pause, before one is measured in the run (in place on a small local job 0.1-0.2 s;
+      through a relaunch, seconds); once the run has switched, that switch's measured pause counts.
+    - trial_reports=2: a trial judges the target after this many metrics reports from each worker in its phase.
+      Workers report each of a phase's first windows of steps as it fills (every 20 steps; a phase's first step,
+      its graph entry, is left out of the times): a trial of a few tenths of a second on a small job.
     - bsp_reports=10: BSP's throughput is the median of each worker's last this-many reports (summed over workers).
     """
 
-    margin: float = 1.2
-    trial_reports: int = 3
+    margin: float | None = None
+    noise: float = 1.1
+    pause_s: float = 0.5
+    trial_reports: int = 2
     bsp_reports: int = 10
 
     @classmethod
@@ -75,6 +81,26 @@ class SwitchSpeedPolicy(abc.ABC):
         self.known = {k.target: k for k in known}
         self._reports: dict[tuple[str, int], list[float]] = {}  # (phase kind, worker) -> examples per second
         self.bsp_at_switch: float | None = None
+        self.pause_s: float | None = None  # the pause of the run's last switch, as measured
+
+    def on_pause(self, seconds: float) -> None:
+        """A switch paused every worker for `seconds` (decision to the group's first step in the new phase)."""
+        self.pause_s = max(0.0, float(seconds))
+
+    def needed(self, bsp: float | None, samples_left: float | None, keeping: bool = False) -> tuple[float, dict]:
+        """(the least target/BSP ratio that buys time, the numbers it came from). A fixed margin where one is set.
+        Switching costs a pause of c seconds; at r times BSP's speed the T seconds BSP would still take become T/r,
+        so r must exceed 1 / (1 - c/T) (no r does when c >= T). Keeping a target already switched to costs nothing
+        more, and going back costs a pause: any r above 1 is worth keeping. Neither below `noise`."""
+        s = self.settings
+        if s.margin is not None:
+            return s.margin, {}
+        pause = s.pause_s if self.pause_s is None else self.pause_s
+        if keeping or not bsp or samples_left is None:
+            return s.noise, {}
+        left_s = max(0.0, samples_left) / bsp
+        pay_back = float("inf") if pause >= left_s else 1.0 / (1.0 - pause / left_s)
+        return max(s.noise, pay_back), {"pause_s": pause, "bsp_time_left_s": left_s}
 
     def on_rate(self, kind: str, worker: int, examples_per_s: float) -> None:
         """A worker's throughput report in a BSP phase (`kind` "bsp") or in the target's trial ("target")."""
@@ -99,10 +125,11 @@ class SwitchSpeedPolicy(abc.ABC):
         return {worker for (k, worker), reports in self._reports.items() if k == kind and reports}
 
     @abc.abstractmethod
-    def before_switch(self, fraction: float, target: str) -> SpeedDecision:
-        """The switch rule said switch at `fraction`: SWITCH, STAY synchronous, or TRIAL (switch, then measure)."""
+    def before_switch(self, fraction: float, target: str, samples_left: float | None = None) -> SpeedDecision:
+        """The switch rule said switch at `fraction` (`samples_left` of the workload after it): SWITCH, STAY
+        synchronous, or TRIAL (switch, then measure)."""
 
-    def after_trial(self, fraction: float, target: str) -> SpeedDecision | None:
+    def after_trial(self, fraction: float, target: str, samples_left: float | None = None) -> SpeedDecision | None:
         """During a trial: None while the measure is short, KEEP the target, or BACK to BSP."""
         return None
 
@@ -112,47 +139,62 @@ class IgnoreSpeed(SwitchSpeedPolicy):
 
     name = "off"
 
-    def before_switch(self, fraction: float, target: str) -> SpeedDecision:
+    def before_switch(self, fraction: float, target: str, samples_left: float | None = None) -> SpeedDecision:
         return SpeedDecision(SWITCH, fraction, "speeds not judged (policy.switch_speed off)", {})
 
 
 class MeasuredSpeed(SwitchSpeedPolicy):
-    """Switch only where the target is measured faster than BSP by `margin`: from earlier runs of the job where
-    the store has them, else by a trial of the target in this run."""
+    """Switch only where the target is measured faster than BSP by the margin the switch's cost needs (`needed`):
+    from earlier runs of the job where the store has them, else by a trial of the target in this run."""
 
     name = "measured"
 
-    def _values(self, target: str, bsp: float | None, target_rate: float | None, ratio: float | None,
-                source: str) -> dict:
+    @staticmethod
+    def _values(target: str, bsp: float | None, target_rate: float | None, ratio: float | None, needed: float,
+                cost: dict, source: str) -> dict:
         return {"target": target, "bsp_examples_per_s": bsp, "target_examples_per_s": target_rate,
-                "ratio": ratio, "margin": self.settings.margin, "source": source}
+                "ratio": ratio, "margin": None if needed == float("inf") else needed, **cost, "source": source}
 
-    def before_switch(self, fraction: float, target: str) -> SpeedDecision:
+    def _needs(self, needed: float, cost: dict) -> str:
+        if needed == float("inf"):
+            return f"its {cost['pause_s']:.2f} s pause is more than the {cost['bsp_time_left_s']:.2f} s BSP has left"
+        if cost and needed > self.settings.noise:
+            return (f"a switch needs {needed:.3g}x to win back its {cost['pause_s']:.2f} s pause in the "
+                    f"{cost['bsp_time_left_s']:.1f} s BSP has left")
+        return f"a switch needs {needed:.3g}x"
+
+    def before_switch(self, fraction: float, target: str, samples_left: float | None = None) -> SpeedDecision:
         # BSP's measure is taken here, before the pause: the reports workers send as they pause hold the wait.
         bsp, _ = self.rate("bsp", last=self.settings.bsp_reports, skip=1)
         self.bsp_at_switch = bsp
         known = self.known.get(target)
+        needed, cost = self.needed(bsp, samples_left)
+        if known is None and needed == float("inf"):  # no speed would win the switch back: nothing to try
+            return SpeedDecision(STAY, fraction, self._needs(needed, cost),
+                                 self._values(target, bsp, None, None, needed, cost, "work left"))
         if known is None:
             return SpeedDecision(TRIAL, fraction, f"no measure of {target} on this job: switching to measure it",
-                                 self._values(target, bsp, None, None, "trial"))
+                                 self._values(target, bsp, None, None, needed, cost, "trial"))
         expected = None if bsp is None else bsp * known.ratio
-        values = self._values(target, bsp, expected, known.ratio, f"earlier runs ({known.runs})")
+        values = self._values(target, bsp, expected, known.ratio, needed, cost, f"earlier runs ({known.runs})")
         said = f"{target} measured {known.ratio:.2f}x BSP's throughput on this job (earlier runs)"
-        if known.ratio < self.settings.margin:
-            return SpeedDecision(STAY, fraction, f"{said}; a switch needs {self.settings.margin:g}x", values)
+        if known.ratio < needed:
+            return SpeedDecision(STAY, fraction, f"{said}; {self._needs(needed, cost)}", values)
         return SpeedDecision(SWITCH, fraction, said, values)
 
-    def after_trial(self, fraction: float, target: str) -> SpeedDecision | None:
+    def after_trial(self, fraction: float, target: str, samples_left: float | None = None) -> SpeedDecision | None:
         s = self.settings
-        measured, reports = self.rate("target", skip=1)
+        # Every report of the trial counts: a phase's first step (graph entry, first fetches) is out of its times.
+        measured, reports = self.rate("target")
         bsp = self.bsp_at_switch
         if measured is None or reports < s.trial_reports or bsp is None:
             return None
         if self._workers("target") < self._workers("bsp"):
             return None  # a worker not heard from yet would leave its share out of the target's sum
         ratio = measured / bsp
-        values = self._values(target, bsp, measured, ratio, "trial")
+        needed, cost = self.needed(bsp, samples_left, keeping=True)
+        values = self._values(target, bsp, measured, ratio, needed, cost, "trial")
         said = f"{target} measured {ratio:.2f}x BSP's throughput on this job"
-        if ratio < s.margin:
-            return SpeedDecision(BACK, fraction, f"{said}; a switch needs {s.margin:g}x", values)
+        if ratio < needed:
+            return SpeedDecision(BACK, fraction, f"{said}; {self._needs(needed, cost)}", values)
         return SpeedDecision(KEEP, fraction, said, values)

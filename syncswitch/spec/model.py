@@ -149,11 +149,21 @@ class WorkloadSpec:
     samples: int | None = None
 
 
+# evaluation.live: which checkpoints the evaluator scores while training runs (cluster_manager/evaluation.py)
+EVALUATION_LIVE = ("auto", "all", "watched")
+
+
 @dataclasses.dataclass(frozen=True)
 class EvaluationSpec:
+    """`evaluation`. `live`: "all" scores every checkpoint while training runs; "watched" only those the guard
+    acts on (phases it watches), the others once training has paused or ended, each still timed at its own
+    checkpoint; "auto" is "watched" where the evaluator shares the training nodes' machine (the local backend),
+    else "all"."""
+
     every: float = 0.05
     target_accuracy: float | None = None
     batch_size: int = 500
+    live: str = "auto"
 
 
 @dataclasses.dataclass(frozen=True)

@@ -6,8 +6,9 @@ from typing import Any
 
 from syncswitch.errors import SpecError
 from syncswitch.registry import BACKENDS
-from syncswitch.spec.fields import check_keys, fail, fraction_list, mapping, number
-from syncswitch.spec.model import PER_NODE, ClusterSpec, EvaluationSpec, Hyperparameters, LrDecay, WorkloadSpec
+from syncswitch.spec.fields import check_keys, choice, fail, fraction_list, mapping, number
+from syncswitch.spec.model import (EVALUATION_LIVE, PER_NODE, ClusterSpec, EvaluationSpec, Hyperparameters, LrDecay,
+                                   WorkloadSpec)
 
 
 def hyperparameters_section(doc: Any) -> Hyperparameters:
@@ -66,10 +67,11 @@ def workload_section(doc: Any) -> WorkloadSpec:
 
 def evaluation_section(doc: Any) -> EvaluationSpec:
     doc = mapping(doc, "evaluation")
-    check_keys(doc, ("every", "target_accuracy", "batch_size"), "evaluation.")
+    check_keys(doc, ("every", "target_accuracy", "batch_size", "live"), "evaluation.")
     target = doc.get("target_accuracy")
     return EvaluationSpec(
         every=number(doc.get("every", 0.05), "evaluation.every", lo=0.001, hi=1.0),
         target_accuracy=None if target is None else number(target, "evaluation.target_accuracy", lo=0.0, hi=1.0),
         batch_size=number(doc.get("batch_size", 500), "evaluation.batch_size", lo=1, integer=True),
+        live=choice(doc.get("live", "auto"), "evaluation.live", EVALUATION_LIVE),
     )

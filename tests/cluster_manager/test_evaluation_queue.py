@@ -58,3 +58,51 @@ def test_a_rollback_cancels_what_it_abandons_and_sets_its_results_apart():
     assert [r.path for r in proc.requests() if r.cancel] == ["ckpt-2"]
     assert evaluations.on_evaluation(_result("ckpt-2", 0.4)) is None  # scored before the cancel arrived
     assert evaluations.pending == 2
+
+
+def _deferring():
+    proc = _Proc()
+    spec = types.SimpleNamespace(script="s.py", params={}, evaluation=types.SimpleNamespace(batch_size=10,
+                                                                                            live="watched"))
+    feed = types.SimpleNamespace(follow_process=lambda source, process: None)
+    evaluations = Evaluations(spec, "/tmp", feed, start_process=lambda config, log: proc)
+    assert evaluations.set_live("watched", nodes_beside=False)
+    evaluations.start(t0=1.0)
+    return evaluations, proc
+
+
+def test_evaluation_live_defers_where_asked_or_where_the_nodes_share_the_evaluators_machine():
+    evaluations, _ = _evaluations()
+    assert [evaluations.set_live(live, beside) for live in ("all", "watched", "auto") for beside in (False, True)] \
+        == [False, False, True, True, False, True]
+
+
+def test_a_deferred_checkpoint_waits_unsent_until_released_and_keeps_its_own_time():
+    evaluations, proc = _deferring()
+    evaluations.submit("ckpt-0", 0.1, time=2.0, live=False)
+    evaluations.submit("ckpt-1", 0.2, time=3.0, live=False)
+    evaluations.submit("ckpt-2", 0.3, time=4.0)  # needed live: sent at once
+    assert [r.path for r in proc.requests()] == ["ckpt-2"]
+    assert evaluations.pending == 1 and evaluations.deferred == 2
+    assert evaluations.release() == 2 and evaluations.deferred == 0 and evaluations.pending == 3
+    requests = proc.requests()
+    assert [(r.path, r.time_s) for r in requests[1:]] == [("ckpt-0", 1.0), ("ckpt-1", 2.0)]  # times from t0
+    assert evaluations.release() == 0
+    assert evaluations.summary()["evaluation_live"] == {"setting": "watched", "deferred": True,
+                                                        "scored_after_a_pause": 2}
+
+
+def test_without_deferring_a_checkpoint_not_needed_live_is_sent_at_once():
+    evaluations, proc = _evaluations()  # evaluation.live all (the default without set_live)
+    evaluations.submit("ckpt-9", 0.9, time=0.9, live=False)
+    assert proc.requests()[-1].path == "ckpt-9" and evaluations.deferred == 0
+
+
+def test_a_rollback_drops_the_deferred_checkpoints_after_its_target():
+    evaluations, proc = _deferring()
+    for i, fraction in enumerate((0.1, 0.2, 0.3)):
+        evaluations.submit(f"ckpt-{i}", fraction, time=2.0 + i, live=False)
+    evaluations.abandon_after(0.2)
+    assert evaluations.deferred == 2 and proc.requests() == []  # nothing sent, nothing to cancel
+    evaluations.release()
+    assert [r.path for r in proc.requests()] == ["ckpt-0", "ckpt-1"]

@@ -367,3 +367,66 @@ def test_every_launch_ships_the_script_folder_or_says_why_not(write_spec, tmp_pa
     job.launcher.shipment.said = False
     assert job.launcher.shipment.for_nodes(shared_filesystem=False) == (os.path.basename(job.spec.script), b"")
     assert "only the script is shipped to the nodes" in caplog.text
+
+
+def _metrics(tmp_path):
+    return [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+
+
+def _scored_after(lines, state):
+    """The fractions scored before and after metrics.jsonl's first `state` line (a (state, phase) pair)."""
+    at = next(i for i, e in enumerate(lines) if e.get("kind") == "state" and (e["state"], e["phase"]) == state)
+    scored = [(i, e["fraction"]) for i, e in enumerate(lines) if e.get("kind") == "evaluation"]
+    return [f for i, f in scored if i < at], [f for i, f in scored if i > at]
+
+
+def test_evaluation_live_watched_scores_a_synchronous_run_once_its_last_step_ran(write_spec, tmp_path):
+    summary, _, _ = _run(write_spec, tmp_path, ["policy.schedule=[{protocol: bsp}]", "evaluation.live=watched"])
+    assert summary["status"] == "completed" and summary["final_accuracy"] == pytest.approx(0.9)
+    before, after = _scored_after(_metrics(tmp_path), ("finishing", None))
+    assert before == [] and sorted(after) == pytest.approx([0.25, 0.5, 0.75, 1.0], abs=0.01)
+    assert summary["evaluation_live"] == {"setting": "watched", "deferred": True, "scored_after_a_pause": 3}
+    # Each evaluation keeps its checkpoint's time: increasing with the fraction, inside the training time.
+    times = [e["time_s"] for e in summary["evaluations"]]
+    assert times == sorted(times) and times[-2] < summary["total_time_s"] <= times[-1] + 1e-3
+
+
+def test_evaluation_live_all_scores_every_checkpoint_while_training_runs(write_spec, tmp_path, monkeypatch):
+    monkeypatch.setenv("FAKE_EVAL_DELAY_S", "0.01")
+    summary, _, _ = _run(write_spec, tmp_path, ["policy.schedule=[{protocol: bsp}]", "evaluation.live=all"],
+                         cluster=FakeCluster(total=8000))
+    before, _ = _scored_after(_metrics(tmp_path), ("finishing", None))
+    assert before and summary["evaluation_live"]["scored_after_a_pause"] == 0
+
+
+def test_evaluation_live_watched_scores_the_phases_the_guard_watches_and_what_it_compares_with(
+        write_spec, tmp_path, monkeypatch):
+    # The dip from 50% to 75% is caught and repaired as with every checkpoint scored live: the synchronous phase's
+    # checkpoints go to the evaluator when the guard starts watching (its best accuracy before the switch).
+    monkeypatch.setenv("FAKE_EVAL_COLLAPSE_AFTER", "0.5")
+    monkeypatch.setenv("FAKE_EVAL_COLLAPSE_UNTIL", "0.75")
+    summary, _, _ = _run(write_spec, tmp_path, ["policy.switch_at=0.25", "evaluation.every=0.125",
+                                                "evaluation.live=watched"], cluster=FakeCluster(total=8000))
+    assert summary["status"] == "completed"
+    (event,) = summary["guard_events"]
+    assert event["reason"] == "accuracy" and event["values"]["best_accuracy"] >= 0.7
+    assert [p["protocol"] for p in summary["schedule"]] == ["bsp", TARGET, "bsp"]
+    lines = _metrics(tmp_path)
+    before, _ = _scored_after(lines, ("running", 1))
+    assert before == []  # nothing of the synchronous phase was scored while it ran
+    watched, _ = _scored_after(lines, ("finishing", None))
+    assert min(watched) == pytest.approx(0.125, abs=0.01)  # released at the switch, scored before the end
+    assert summary["final_accuracy"] == pytest.approx(0.9)
+    assert summary["evaluation_live"]["scored_after_a_pause"] >= 3  # the BSP phases' before and after the guard
+
+
+def test_the_end_of_a_run_waits_for_held_back_scores_as_long_as_they_keep_coming(write_spec, tmp_path, monkeypatch):
+    # 8 checkpoints scored after the last step, 0.2 s each: 1.6 s in all, while the wait for the next score is 0.5 s.
+    from syncswitch.cluster_manager import phases
+
+    monkeypatch.setattr(phases, "SCORE_WAIT_S", 0.5)
+    monkeypatch.setenv("FAKE_EVAL_DELAY_S", "0.2")
+    summary, _, _ = _run(write_spec, tmp_path, ["policy.schedule=[{protocol: bsp}]", "evaluation.live=watched",
+                                                "evaluation.every=0.125"])
+    assert summary["status"] == "completed" and len(summary["evaluations"]) == 8
+    assert summary["evaluation_live"]["scored_after_a_pause"] == 7

@@ -81,6 +81,12 @@ def test_single_protocol_run(write_spec, tmp_path, no_leftovers, protocol, param
     assert phase["samples"] >= summary["total_samples"]
     assert summary["parameter_servers"] == (1 if parameter_servers == 1 else 2)
     assert summary["time_to_accuracy_s"] is not None and summary["time_to_accuracy_s"] <= summary["total_time_s"]
+    # The local nodes share the evaluator's machine: an unwatched run's checkpoints were scored after its last step,
+    # every one of them, each at its checkpoint's time.
+    live = summary["evaluation_live"]
+    assert live["setting"] == "auto" and live["deferred"]
+    assert live["scored_after_a_pause"] == len(_records(tmp_path, "eval_checkpoint")) == len(summary["evaluations"]) - 1
+    assert all(e["time_s"] <= summary["total_time_s"] + 1e-3 for e in summary["evaluations"])
 
 
 def test_in_place_switch(write_spec, tmp_path, no_leftovers):

@@ -42,3 +42,20 @@ def test_a_pause_reports_the_phases_recent_loss_at_once():
     hook.at_pause()
     reports = [codec.to_dict(e)["metrics"] for e in events if e.WhichOneof("kind") == "metrics"]
     assert [(r["phase"], r["loss"]) for r in reports] == [(1, 1.5)]
+
+
+def test_a_phases_first_step_is_out_of_its_times_and_its_first_windows_are_reported_as_they_fill():
+    # A trial of a switch target is judged on a phase's first reports: they must hold steps, not the graph's entry,
+    # and come as each window of steps fills rather than every half second.
+    state = TrainState(total_samples=10**6, worker=0)
+    events = []
+    hook = MetricsHook(state, loss=None, emit=events.append, window=4, interval_s=1e9, batch_by_protocol={"asp": 8})
+    state.phase, state.phase_steps, state.protocol = 1, 0, "asp"
+    _step(hook, 1.0)
+    assert hook.snapshot().step_time_s == 0.0 and hook.snapshot().examples_per_s == 0.0  # nothing timed yet
+    assert hook.snapshot().loss == 1.0  # its loss counts
+    for _ in range(15):
+        _step(hook, 1.0)
+    reports = [codec.to_dict(e)["metrics"] for e in events if e.WhichOneof("kind") == "metrics"]
+    assert [r["local_steps"] for r in reports] == [5, 9, 13]  # each of the first three windows of 4, step 1 out
+    assert all(r["examples_per_s"] > 0 for r in reports)

@@ -58,5 +58,6 @@ def test_a_recurring_job_adopts_the_stored_speed(job_file):
 def test_pilots_whose_speeds_were_judged_are_another_setting(job_file):
     measured = switching_for_spec(specmod.load(str(job_file)))
     off = switching_for_spec(specmod.load(str(job_file), ["policy.switch_speed=off"]))
-    assert measured["switch_speed"] == {"rule": "measured", "margin": 1.2, "trial_reports": 3, "bsp_reports": 10}
+    assert measured["switch_speed"] == {"rule": "measured", "margin": None, "noise": 1.1, "pause_s": 0.5,
+                                         "trial_reports": 2, "bsp_reports": 10}
     assert "switch_speed" not in off  # off: what was stored before

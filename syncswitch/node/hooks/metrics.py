@@ -1,4 +1,5 @@
-"""Step time, examples/s and loss over a sliding window, reported as Metrics events every interval."""
+"""Step time, examples/s and loss over a sliding window, reported as Metrics events every interval, and at each
+full window in a phase's first windows (a trial of a switch target is judged on those: see policies/speed.py)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,11 @@ from syncswitch.wire import agent_pb2 as pb
 from syncswitch.wire import codec
 
 v1 = tf.compat.v1
+
+
+# A phase's first windows are reported as each fills, besides every interval: right after a switch the speed rule
+# judges the target on its first reports, and a half-second interval made that trial last two seconds on a small job.
+EARLY_WINDOWS = 3
 
 
 class MetricsHook(v1.train.SessionRunHook):
@@ -55,11 +61,15 @@ class MetricsHook(v1.train.SessionRunHook):
             # A phase's metrics are its own: a rollback's restore must not report the condemned branch's
             # NaN losses, nor one protocol's step times another's.
             self.window.clear()
-        self.window.append((now - self._t0, float(run_values.results)))
+        # A phase's first step enters its graph (and, after a switch, fetches what the protocol keeps): its time is
+        # not the protocol's speed, so only its loss is kept; every report of the phase measures steps alone.
+        self.window.append((None if state.phase_steps == 1 else now - self._t0, float(run_values.results)))
         if state.phase_steps == 1:
             self.emit(codec.event(first_step=pb.FirstStep(phase=state.phase, protocol=state.protocol,
                                                           fraction=state.fraction)))
-        if now - self._last_emit >= self.interval_s:
+        size = self.window.maxlen
+        early = state.phase_steps <= EARLY_WINDOWS * size + 1 and (state.phase_steps - 1) % size == 0
+        if early and state.phase_steps > 1 or now - self._last_emit >= self.interval_s:
             self._last_emit = now
             self.emit(codec.event(metrics=self.snapshot()))
 
@@ -72,9 +82,9 @@ class MetricsHook(v1.train.SessionRunHook):
 
     def snapshot(self) -> pb.Metrics:
         state = self.state
-        times = [t for t, _ in self.window] or [float("nan")]
+        times = [t for t, _ in self.window if t is not None]
         losses = [value for _, value in self.window] or [float("nan")]
-        step_time = sum(times) / len(times)
+        step_time = sum(times) / len(times) if times else 0.0  # 0: no step timed yet in this phase
         batch = self.batch_by_protocol.get(state.protocol, 0)
         return pb.Metrics(
             worker=state.worker, protocol=state.protocol or "", phase=state.phase, samples=state.samples,
