@@ -72,6 +72,7 @@ class Evaluations:
         self.defer = False  # checkpoints not needed live wait for `release` (evaluation.live)
         self._deferred: list[tuple[str, float, float]] = []  # (path, fraction, time), in the order written
         self.deferred_total = 0  # checkpoints that waited for a release, over the run
+        self.releases: list[dict] = []  # when the held checkpoints went to the evaluator, and why
 
     def set_live(self, live: str, nodes_beside: bool) -> bool:
         """Apply `evaluation.live` for a cluster whose nodes do (`nodes_beside`) or do not share the evaluator's
@@ -141,11 +142,14 @@ class Evaluations:
     def _shipping_failed(self, message: str) -> None:
         self.feed.put(EVALUATOR, codec.event(error=pb.TaskError(message=message)))
 
-    def release(self) -> int:
-        """Send every deferred checkpoint to the evaluator (the newest is scored first); returns how many."""
+    def release(self, why: str = "") -> int:
+        """Send every deferred checkpoint to the evaluator (the newest is scored first); returns how many. `why`
+        (the moment: a watched phase starts, a kept trial, a repair, the end) goes into summary.json."""
         deferred, self._deferred = self._deferred, []
         for path, fraction, time in deferred:
             self.submit(path, fraction, time)
+        if deferred and why:
+            self.releases.append({"why": why, "checkpoints": len(deferred)})
         return len(deferred)
 
     @property
@@ -194,7 +198,7 @@ class Evaluations:
     def summary(self) -> dict:
         """summary.json's record of when the checkpoints were scored."""
         return {"evaluation_live": {"setting": self.spec.evaluation.live, "deferred": self.defer,
-                                    "scored_after_a_pause": self.deferred_total}}
+                                    "scored_after_a_pause": self.deferred_total, "releases": self.releases}}
 
     def close_input(self) -> None:
         """No more checkpoints: the process ends after the last one (after those still being copied)."""

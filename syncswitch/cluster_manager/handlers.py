@@ -117,7 +117,8 @@ class EventRouter:
         self.durable.pinned.add(checkpoint.path)  # rotation waits for its evaluation
         self.recovery.keep_durable(checkpoint.path, checkpoint.fraction, checkpoint.samples, "evaluation", received)
         # Scored at once where the guard may act on it; else, with evaluation.live deferring, once training pauses.
-        self.evaluations.submit(checkpoint.path, checkpoint.fraction, received, live=self.guard.watching)
+        live = self.guard.watching and not self.timing.on_trial(self.ctx.running_phase)
+        self.evaluations.submit(checkpoint.path, checkpoint.fraction, received, live=live)
 
     def _on_restored(self, source: int, restored: pb.Restored, received: float) -> None:
         self.ctx.phase_run(self.ctx.lifecycle.phase - 1).restored = restored
@@ -141,7 +142,10 @@ class EventRouter:
         ctx.bar.update(fraction, metrics.protocol, sum(m.examples_per_s for m in ctx.latest.values()), metrics.loss)
         running = ctx.lifecycle.phase if ctx.lifecycle.state is JobState.RUNNING else None
         self.responder.on_metrics(source, metrics, received, fraction, running)
+        on_trial = self.timing.on_trial(running)
         slower = self.timing.on_rate(source, metrics.protocol, metrics.phase, metrics.examples_per_s, fraction)
+        if on_trial and not slower and not self.timing.on_trial(running) and self.guard.watching:
+            self.evaluations.release("trial kept")  # the target is kept: the guard's reference, held through the trial
         cut = self.timing.on_loss(ctx.plan, running, metrics.fraction, metrics.loss, fraction)
         if cut is not None:  # the switch rule ends BSP here
             self.nodes.broadcast(set_boundary=pb.SetBoundary(phase=running, until=cut))

@@ -45,8 +45,10 @@ class PhaseDriver:
         nodes.send(0, enter_phase=pb.EnterPhase(phase=k, config=phase_config(planned.config), params=params))
         ctx.feed.wait_until(lambda: run.entered is not None, f"the chief to enter phase {k}", timeout_s=60)
         self.guard.on_phase(planned.protocol, run.entered.fraction)
-        if self.guard.watching:
-            self.evaluations.release()  # the guard compares the phase with the best accuracy reached before it
+        if self.guard.watching and not self.timing.on_trial(k):
+            self.evaluations.release("watched phase")  # the guard compares the phase with the best accuracy reached before it
+        # On trial, the held checkpoints wait for the speed rule's verdict (handlers): scored now, beside the
+        # trial, they would slow the target that BSP's measure, taken with nothing held scored, is compared with.
         nodes.broadcast(go=pb.Go(phase=k, protocol=planned.protocol, until=planned.until, params=params))
         ctx.feed.wait_until(lambda: run.started(nodes.workers), f"phase {k} to start")
 
@@ -121,7 +123,7 @@ class PhaseDriver:
         ctx.record.t_end = ctx.phase_run(len(ctx.plan) - 1).end_time
         self.stragglers.finish(time.time())
         final = self.save("final")
-        evaluations.release()  # the checkpoints deferred while training ran (evaluation.live); the final first
+        evaluations.release("last step")  # the checkpoints deferred while training ran (evaluation.live); the final first
         evaluations.submit(final.path, final.fraction, ctx.record.t_end)
         self._wait_for_scores()
         if guard.verdict is not None:

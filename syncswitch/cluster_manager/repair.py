@@ -47,7 +47,7 @@ class Repairs:
         if self.guard.rolls_back(reached=self.ctx.phase_run(k - 1).end_fraction):
             # A rollback goes to a checkpoint at or before the onset: the evaluator's time goes to those next.
             self.restart.evaluations.cancel_after(self.guard.verdict.onset)
-            self.restart.evaluations.release()  # training is paused: the candidates' scores can be had now
+            self.restart.evaluations.release("repair")  # training is paused: the candidates' scores can be had now
             self._rollback(k)
         else:
             self._fall_back_here(k)

@@ -130,6 +130,10 @@ class SwitchTiming:
         return Verdict(SLOWER, fraction, fraction, {k: v for k, v in decision.values.items()
                                                     if isinstance(v, float)})
 
+    def on_trial(self, phase: int | None) -> bool:
+        """Whether `phase` runs a switch target whose speed is on trial (not yet kept or sent back)."""
+        return self.trial is not None and phase is not None and self.trial[0] == phase
+
     def on_switch(self, pause_s: float) -> None:
         """A switch paused the run for `pause_s`: the speed rule weighs later switches and trials by it."""
         self.speed.on_pause(pause_s)

@@ -84,12 +84,13 @@ def test_a_deferred_checkpoint_waits_unsent_until_released_and_keeps_its_own_tim
     evaluations.submit("ckpt-2", 0.3, time=4.0)  # needed live: sent at once
     assert [r.path for r in proc.requests()] == ["ckpt-2"]
     assert evaluations.pending == 1 and evaluations.deferred == 2
-    assert evaluations.release() == 2 and evaluations.deferred == 0 and evaluations.pending == 3
+    assert evaluations.release("last step") == 2 and evaluations.deferred == 0 and evaluations.pending == 3
     requests = proc.requests()
     assert [(r.path, r.time_s) for r in requests[1:]] == [("ckpt-0", 1.0), ("ckpt-1", 2.0)]  # times from t0
-    assert evaluations.release() == 0
+    assert evaluations.release("repair") == 0  # nothing held: no release recorded
     assert evaluations.summary()["evaluation_live"] == {"setting": "watched", "deferred": True,
-                                                        "scored_after_a_pause": 2}
+                                                        "scored_after_a_pause": 2,
+                                                        "releases": [{"why": "last step", "checkpoints": 2}]}
 
 
 def test_without_deferring_a_checkpoint_not_needed_live_is_sent_at_once():

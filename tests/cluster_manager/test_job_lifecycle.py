@@ -385,7 +385,8 @@ def test_evaluation_live_watched_scores_a_synchronous_run_once_its_last_step_ran
     assert summary["status"] == "completed" and summary["final_accuracy"] == pytest.approx(0.9)
     before, after = _scored_after(_metrics(tmp_path), ("finishing", None))
     assert before == [] and sorted(after) == pytest.approx([0.25, 0.5, 0.75, 1.0], abs=0.01)
-    assert summary["evaluation_live"] == {"setting": "watched", "deferred": True, "scored_after_a_pause": 3}
+    assert summary["evaluation_live"] == {"setting": "watched", "deferred": True, "scored_after_a_pause": 3,
+                                          "releases": [{"why": "last step", "checkpoints": 3}]}
     # Each evaluation keeps its checkpoint's time: increasing with the fraction, inside the training time.
     times = [e["time_s"] for e in summary["evaluations"]]
     assert times == sorted(times) and times[-2] < summary["total_time_s"] <= times[-1] + 1e-3

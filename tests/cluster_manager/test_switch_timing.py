@@ -138,3 +138,19 @@ def test_a_speed_from_earlier_runs_keeps_the_run_synchronous(write_spec, tmp_pat
     assert decision["action"] == "stay"
     assert decision["reason"].startswith("staying synchronous: asp measured 0.55x BSP's throughput on this job")
     assert summary["switch_speed"]["known"] == [{"target": "asp", "ratio": 0.55, "runs": 3}]
+
+
+
+@pytest.mark.parametrize("rate, kept", [(0.4, False), (2.0, True)])
+def test_the_checkpoints_held_back_wait_for_the_trials_verdict(write_spec, tmp_path, rate, kept):
+    # evaluation.live=watched: BSP's checkpoints are held while it runs. Scored beside the trial they would slow
+    # the target measured against BSP's evaluator-free pace; they wait for the verdict: a kept target releases them
+    # (the guard's reference), a target sent back leaves them for the end. Before, they went at the trial's start.
+    cluster = FakeCluster(total=8000, loss=_settled, rates={"asp": rate})
+    summary, _, _ = _run(write_spec, tmp_path, [SETTLED, LOSS_RULE, "policy.switch_to=asp", FIXED_MARGIN,
+                                                "evaluation.live=watched"], cluster=cluster)
+    assert summary["status"] == "completed"
+    assert [d["action"] for d in summary["switch_speed"]["decisions"]] == ["trial", "keep" if kept else "back"]
+    releases = [r["why"] for r in summary["evaluation_live"]["releases"]]
+    assert releases == (["trial kept"] if kept else ["last step"])
+    assert sorted(e["fraction"] for e in summary["evaluations"])[-1] == pytest.approx(1.0)
