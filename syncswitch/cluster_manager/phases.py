@@ -46,7 +46,8 @@ class PhaseDriver:
         ctx.feed.wait_until(lambda: run.entered is not None, f"the chief to enter phase {k}", timeout_s=60)
         self.guard.on_phase(planned.protocol, run.entered.fraction)
         if self.guard.watching and not self.timing.on_trial(k):
-            self.evaluations.release("watched phase")  # the guard compares the phase with the best accuracy reached before it
+            # The guard compares the phase with the best accuracy reached before it.
+            self.evaluations.release("watched phase")
         # On trial, the held checkpoints wait for the speed rule's verdict (handlers): scored now, beside the
         # trial, they would slow the target that BSP's measure, taken with nothing held scored, is compared with.
         nodes.broadcast(go=pb.Go(phase=k, protocol=planned.protocol, until=planned.until, params=params))
@@ -123,7 +124,8 @@ class PhaseDriver:
         ctx.record.t_end = ctx.phase_run(len(ctx.plan) - 1).end_time
         self.stragglers.finish(time.time())
         final = self.save("final")
-        evaluations.release("last step")  # the checkpoints deferred while training ran (evaluation.live); the final first
+        # The checkpoints deferred while training ran (evaluation.live); the final is scored first.
+        evaluations.release("last step")
         evaluations.submit(final.path, final.fraction, ctx.record.t_end)
         self._wait_for_scores()
         if guard.verdict is not None:
