@@ -463,8 +463,8 @@ PEERS_NOTE = (
     "guarded phase is scored live. The synthetic ResNet, no budget: five seeds at 8a76378. MNIST-1D at 0.4 CPU per "
     "node (each peer process, each syncswitch node in its own cgroup): five seeds at 8a76378, without the "
     "one-process variant (not rerun: 120-133 s a run in a 0.4-CPU cgroup). MNIST-1D, no budget: five seeds at "
-    "94fc645, before `evaluation.live` (every checkpoint scored beside training), with the speed rule. The ResNet at "
-    "0.4 CPU per node: two seeds only at 8a76378, without the one-process variant (the CPU slots of the shared "
+    "d2e6515 (`evaluation.live`, the speed rule's short trial, held checkpoints waiting for its verdict). The ResNet "
+    "at 0.4 CPU per node: two seeds only at 8a76378, without the one-process variant (the CPU slots of the shared "
     "machine allowed no more).")
 
 
