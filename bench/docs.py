@@ -149,6 +149,20 @@ def _same_seed_ratios(times: list, bsp_times: list) -> list:
     return [common.ratio(t, b) if t is not None and b is not None else None for t, b in zip(times, bsp_times)]
 
 
+def _bars(acc: dict, bsp_acc: dict) -> tuple[str, str]:
+    """(points against BSP's median / worst, whether both bars hold: median >= BSP's - 1, worst >= BSP's worst - 3)."""
+    median_ok = acc["median"] is not None and acc["median"] >= bsp_acc["median"] - 0.01
+    worst_ok = acc["min"] is not None and acc["min"] >= bsp_acc["min"] - 0.03
+    delta = f"{(acc['median'] - bsp_acc['median']) * 100:+.1f} / {(acc['min'] - bsp_acc['min']) * 100:+.1f}"
+    return delta, "yes" if median_ok and worst_ok else "**no**"
+
+
+def _workload_rows(docs: list[dict], row) -> list[list[str]]:
+    """One row per workload and variant of each file, by `row(label, name, variant, bsp)`."""
+    return [row(label, name, w[name], w["bsp"]) for doc in docs for label, w in doc["workloads"].items()
+            for name in doc["variants"] if name in w]
+
+
 def _switch_rule_row(label: str, name: str, v: dict, bsp: dict) -> list[str]:
     acc, bsp_acc = v["final_accuracy"], bsp["final_accuracy"]
     ratios = _same_seed_ratios(v["total_time_s"]["runs"], bsp["total_time_s"]["runs"])
@@ -159,20 +173,15 @@ def _switch_rule_row(label: str, name: str, v: dict, bsp: dict) -> list[str]:
     if name == "bsp":
         return [label, name, str(acc["n"]), spread_text(acc), "–", "–", "–", "–",
                 spread_text(v["total_time_s"], 1) + " s", "–"]
-    median_ok = acc["median"] is not None and acc["median"] >= bsp_acc["median"] - 0.01
-    worst_ok = acc["min"] is not None and acc["min"] >= bsp_acc["min"] - 0.03
-    delta = f"{(acc['median'] - bsp_acc['median']) * 100:+.1f} / {(acc['min'] - bsp_acc['min']) * 100:+.1f}"
+    delta, met = _bars(acc, bsp_acc)
     where = f"{min(points):.2f}-{max(points):.2f} ({len(points)})" if points else "–"
-    return [label, name, str(acc["n"]), spread_text(acc), delta, "yes" if median_ok and worst_ok else "**no**",
+    return [label, name, str(acc["n"]), spread_text(acc), delta, met,
             where, f"{sum(stayed)} ({spread_text(common.spread(kept), 2)}x)" if kept else "0",
             spread_text(common.spread(switched), 2) + "x" if switched else "–", str(v["rolled_back_runs"])]
 
 
 def switch_rule_render(docs: list[dict]) -> list[str]:
-    rows = []
-    for doc in docs:
-        for label, w in doc["workloads"].items():
-            rows += [_switch_rule_row(label, name, w[name], w["bsp"]) for name in doc["variants"] if name in w]
+    rows = _workload_rows(docs, _switch_rule_row)
     return ["Guard and switch rule at their defaults, in place, 2 workers (quickstart-4 and resnet-4: 4); seeds "
             "interleaved. `in-place+guard` is the default switch (the rule defers the schedule's 0.25); "
             "`in-place>asp+guard` switches into ASP (the paper's schedule); `in-place@fixed+guard` switches at 0.25 "
@@ -188,9 +197,7 @@ def _switch_speed_row(label: str, name: str, v: dict, bsp: dict) -> list[str]:
     if name == "bsp":
         return [label, name, str(acc["n"]), spread_text(acc), "–", "–", "–", "–", "–",
                 spread_text(v["total_time_s"], 1) + " s"]
-    median_ok = acc["median"] is not None and acc["median"] >= bsp_acc["median"] - 0.01
-    worst_ok = acc["min"] is not None and acc["min"] >= bsp_acc["min"] - 0.03
-    delta = f"{(acc['median'] - bsp_acc['median']) * 100:+.1f} / {(acc['min'] - bsp_acc['min']) * 100:+.1f}"
+    delta, met = _bars(acc, bsp_acc)
     outcomes = v.get("outcomes") or []
     counts = ", ".join(f"{kind} {outcomes.count(kind)}" for kind in ("stayed", "went back", "switched", "repaired")
                        if kind in outcomes)
@@ -199,16 +206,13 @@ def _switch_speed_row(label: str, name: str, v: dict, bsp: dict) -> list[str]:
     times = v.get("time_vs_same_seed_bsp") or {}
     by_outcome = "; ".join(f"{kind} {spread_text(times[kind], 2)}x" for kind in ("stayed", "went back", "switched",
                                                                                   "repaired") if kind in times)
-    return [label, name, str(acc["n"]), spread_text(acc), delta, "yes" if median_ok and worst_ok else "**no**",
+    return [label, name, str(acc["n"]), spread_text(acc), delta, met,
             counts, f"{min(points):.2f}-{max(points):.2f}" if points else "–",
             spread_text(ratios, 2) + "x" if ratios["n"] else "–", by_outcome or "–"]
 
 
 def switch_speed_render(docs: list[dict]) -> list[str]:
-    rows = []
-    for doc in docs:
-        for label, w in doc["workloads"].items():
-            rows += [_switch_speed_row(label, name, w[name], w["bsp"]) for name in doc["variants"] if name in w]
+    rows = _workload_rows(docs, _switch_speed_row)
     return ["Guard, switch rule and speed rule at their defaults, BSP by all-reduce, in place, 2 workers; seeds "
             "interleaved. `in-place+guard` is the default switch (into lookahead on 2 workers), `in-place>asp+guard` "
             "the paper's schedule into ASP; `recurring+guard` and `recurring>asp+guard` are the same switches as a "
