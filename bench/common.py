@@ -200,6 +200,13 @@ def write_json(path: str, doc) -> None:
     write_text_atomic(path, json.dumps(doc, indent=2, default=str) + "\n")
 
 
+def emit(doc, out: str | None) -> None:
+    """A command's result: its JSON on stdout, and in the file `out` (--out) when one is given."""
+    print(json.dumps(doc, indent=2, default=str))
+    if out:
+        write_json(out, doc)
+
+
 def with_workers(overrides, workers: int | None) -> list[str]:
     """A benchmark's spec overrides plus its cluster size, spelled as `syncswitch submit --workers` spells it."""
     from syncswitch.cli.options import workers_override
@@ -254,9 +261,7 @@ def run_module(module, name: str, argv) -> int:
     if missing:
         result["error"] = f"the result lacks {', '.join(missing)} (RESULT_SCHEMA of bench.{name})"
     result["machine"] = facts
-    print(json.dumps(result, indent=2, default=str))
-    if args.out:
-        write_json(args.out, result)
+    emit(result, args.out)
     return 1 if "error" in result else 0
 
 
@@ -282,9 +287,7 @@ def standalone(description: str, add_args, run, argv=None) -> int:
     args = parser.parse_args(argv)
     root = run_root(args.out, os.path.splitext(os.path.basename(sys.argv[0]))[0])
     result = guarded(os.path.basename(sys.argv[0]), run, args, root)
-    print(json.dumps(result, indent=2, default=str))
-    if args.out:
-        write_json(args.out, result)
+    emit(result, args.out)
     return 1 if "error" in result else 0
 
 

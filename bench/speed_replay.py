@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import os
 import sys
 
@@ -58,12 +57,8 @@ def main(argv=None) -> int:
     given = dict(s.split("=", 1) for s in args.sets)
     settings = SpeedSettings(**{k: (int(v) if k.endswith("_reports") else float(v)) for k, v in given.items()})
     decisions = {os.path.normpath(r): replay(r, settings) for r in args.runs}
-    doc = {"settings": dataclasses.asdict(settings),
-                       "runs": {k: v for k, v in decisions.items() if v is not None}}
-    text = json.dumps(doc, indent=2)
-    print(text)
-    if args.out:
-        common.write_json(args.out, doc)
+    doc = {"settings": dataclasses.asdict(settings), "runs": {k: v for k, v in decisions.items() if v is not None}}
+    common.emit(doc, args.out)
     return 0
 
 

@@ -80,10 +80,7 @@ def main(argv=None) -> int:
         decisions = {name: replay(reports, settings, args.earliest) for name, reports in streams.items()}
         result.append({"settings": dataclasses.asdict(settings), "decisions": decisions})
     doc = {"earliest": args.earliest, "runs": list(streams), "replays": result}
-    text = json.dumps(doc, indent=2)
-    print(text)
-    if args.out:
-        common.write_json(args.out, doc)
+    common.emit(doc, args.out)
     return 0
 
 
