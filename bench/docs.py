@@ -553,18 +553,19 @@ FIGURES += (
            ("scale-quickstart-2026-11-26.json", "scale-digits-cnn-2026-11-26.json"),
            ("python -m bench scale --jobs quickstart --workers 2,8,32,64 --seeds 5 (in calls of under 8 minutes, "
             "each with --add-to the previous call's runs)",
-            "python -m bench scale --jobs digits_cnn --workers 2,8,32,64 --seeds 5 (cut by the session's end: the "
-            "2 complete seeds kept, tables by --table-from)"),
+            "python -m bench scale --jobs digits_cnn --workers 2,8,32,64 --seeds 5 (its 2 complete seeds kept), then "
+            "--seeds 3 --first-seed 2 --add-to F"),
            scale_render, commit="63981ef",
            note=("Quickstart: five seeds a cell at this simulator (b-fasgd fetches as the worker's next step gets a "
                  "core; the `switch` variant with the loss switch rule of 325c508; the other variants' seeds 0-1 "
-                 "recorded earlier the same day, no rule of theirs changed since). Digits CNN: 2 "
-                 "seeds a cell (seeds 0-1; the five aimed at were cut by the session's end), all at this simulator. "
+                 "recorded earlier the same day, no rule of theirs changed since). Digits CNN: 5 "
+                 "seeds a cell, seeds 0-1 at this simulator, seeds 2-4 at 097c98b (no simulator change between). "
                  "Each run in the benches' child process at one TensorFlow thread, arrivals `speeds:0.2` (each "
                  "worker a core of its own). With the workload fixed in epochs BSP itself falls toward chance from "
                  "8-32 workers (the linearly scaled rate, and too few updates), so 'below BSP' says little there; "
                  "from 32 workers the switch rule keeps the default switch synchronous, so the guard judges BSP "
-                 "alone. 64 simulated workers of the quickstart took 1.7-29 s a run (host_s in the file). The "
+                 "alone. 64 simulated workers took 1.7-29 s a run (quickstart) and 2.1-17 s (digits CNN's seeds 2-4; "
+                 "host_s in the file). The "
                  "weak-scaling run (--weak) was not made.")),
     Figure("switch-rule", "The switch rule: jobs nobody tuned for, BSP through the parameter servers (10 seeds)",
            ("safety-switch-rule-plateau-cnn-mlp-2026-11-26.json",),
