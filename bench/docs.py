@@ -618,7 +618,9 @@ FIGURES += (
             "(one call per seed or two, merged; b-fasgd again with --variants b-fasgd --repeats 5 after its "
             "engine's fix)",
             "python -m bench protocols --job jobs/J.yaml --workers 4 --repeats 5 --variants b-fasgd --set "
-            "policy.guard.enabled=false (J: quickstart, then digits_cnn; the two files merged)"),
+            "policy.guard.enabled=false (J: quickstart, then digits_cnn; the two files merged)",
+            "SSP and specsync rows: python -m bench scale-vs-real --real <the 2- and the 4-worker protocols result> "
+            "--protocols ssp,specsync (their call priced at the default --call 0.19)"),
            sim_vs_real_render, commit="2c8dc16",
            note="Real: each protocol alone on local workers, guard off, 5 seeds: 4 workers recorded 2026-11-24/25 "
                 "but b-fasgd (rerun 2026-11-26 on its engine that counts the updates landing while a step "
@@ -626,15 +628,23 @@ FIGURES += (
                 "workers sharing one core (the CPU slot a real run holds), time-sliced in the slice at which "
                 "simulated ASP is as stale as the real ASP runs measured (about 1.63 at 4 workers, 0.53-0.54 at "
                 "2); one calibration per job and size, the same for every protocol; in the benches' child process "
-                "at one TensorFlow thread. Every 2-worker row and the 4-worker b-fasgd rows at this section's "
+                "at one TensorFlow thread. SSP and specsync make a blocking call outside the window between their "
+                "read and their update (SSP polls its clocks after every step; specsync decides apply or drop after "
+                "counting): priced at 0.19 of their step, spent off the core (`+call:0.19`; their steps take 1.23x "
+                "ASP's, median of 20 runs paired by seed), which brings their simulated staleness from 0.50-0.54 to "
+                "0.41-0.47 at 2 workers, against the real 0.29-0.36 (SSP's simulated pair, its steps evened out by "
+                "the bound, keeps a fixed alternation the real scheduler does not); their rows rerun so at c0b4bfd. "
+                "Every other 2-worker row and the 4-worker b-fasgd rows at this section's "
                 "simulator (b-fasgd fetches as the worker's next step gets a core: a fetch atomic with the push "
                 "would count every peer push, staleness 1.0 at 2 workers on any arrival order, where the real runs "
                 "measure 0.72-0.82); the other 4-worker rows at 2c8dc16 (no rule of theirs changed since). The "
-                "quickstart's simulated BSP, ASP, SSP and FASGD sit 2-3 points under their real medians at 2 "
+                "quickstart's simulated BSP, ASP and FASGD sit 2-3 points under their real medians at 2 "
                 "workers (15 simulated against 10 real seeds: BSP 0.809 against 0.834); continued in the simulator "
                 "from the real runs' checkpoints at 5% of the workload, BSP ends 0.3 points from the real finals "
-                "(median over 10 seeds), so the offset is made in the first 32 rounds (the initial weights or those "
-                "rounds), not by any protocol's rule; the differences to BSP agree (ASP -4.0 simulated, -2.8 real). "
+                "(median over 10 seeds), so the offset is made in the first 32 rounds, not by any protocol's rule; "
+                "the differences to BSP agree (ASP -4.0 simulated, -2.8 real). Not the initial weights' "
+                "distribution: a real chief's graph built in one process draws the simulator's glorot-uniform "
+                "spreads (the real draw is not fixed by the seed: Keras' unseeded initializers). "
                 "b-fasgd's simulated staleness is under the real one at both sizes (0.65 against 0.74, 1.88 against "
                 "2.13): the real fetch lands between the push and the next step's start, nearer the start; on the "
                 "quickstart at 4 workers, where staleness costs most, that puts the simulated b-fasgd over the real "
