@@ -20,7 +20,7 @@ import dataclasses
 
 from syncswitch.policies import SWITCH_RULES, SWITCH_SPEEDS
 from syncswitch.policies.base import Verdict
-from syncswitch.policies.speed import BACK, SLOWER, TRIAL, KnownSpeed, SpeedSettings, SwitchSpeedPolicy
+from syncswitch.policies.speed import BACK, MEASURE, SLOWER, TRIAL, KnownSpeed, SpeedSettings, SwitchSpeedPolicy
 from syncswitch.policies.timing import STAY, SWITCH, SwitchTimingPolicy, TimingSettings
 from syncswitch.protocols.catalog import synchronous
 
@@ -44,6 +44,7 @@ class SwitchTiming:
         known = tuple(KnownSpeed(*entry) for entry in getattr(speed_spec, "known", ()))
         self.speed: SwitchSpeedPolicy = SWITCH_SPEEDS.get(self.speed_name)(self.speed_settings, known)
         self.trial: tuple[int, str] | None = None  # (phase, target) of a switch whose target is on trial
+        self.measuring_on = False  # the trial's ratio was within the noise of the bar: it measures on (said once)
         self.speed_decisions: list[dict] = []
         # Greedy straggler policies move the switch themselves; a fixed rule leaves the schedule as written.
         self.enabled = enabled and rule_spec.rule != "fixed"
@@ -62,7 +63,7 @@ class SwitchTiming:
         if self.trial is not None and self.trial[0] != k:  # the trial's phase was cut short before it was judged
             self.speed_decisions.append({"action": "abandoned", "phase": self.trial[0],
                                          "reason": f"phase {k} started first"})
-            self.trial = None
+            self.trial, self.measuring_on = None, False
         if self.trial is not None:
             self.speed.start_trial()
         if not self.enabled or k + 1 >= len(phases) or not synchronous(phases[k].protocol):
@@ -121,7 +122,13 @@ class SwitchTiming:
         decision = self.speed.after_trial(fraction, protocol, self._left(fraction))
         if decision is None:
             return None
-        self.trial = None
+        if decision.action == MEASURE:
+            if not self.measuring_on:
+                self.measuring_on = True
+                self._record_speed(decision)
+                self._say(f"trying {protocol} at {fraction * 100:.1f}%: {decision.reason}")
+            return None
+        self.trial, self.measuring_on = None, False
         self._record_speed(decision)
         if decision.action != BACK:
             self._say(f"keeping {protocol} at {fraction * 100:.1f}%: {decision.reason}")

@@ -12,11 +12,13 @@ from __future__ import annotations
 
 import abc
 import dataclasses
+import math
 import statistics
 
 from syncswitch.policies.base import settings_from_spec
 
 SWITCH, STAY, TRIAL, KEEP, BACK = "switch", "stay", "trial", "keep", "back"  # a rule's decisions
+MEASURE = "measure"  # during a trial: the ratio is within the noise of the bar, the trial measures on
 
 SLOWER = "slower"  # the guard's verdict reason for a trial whose target was not faster: a fall-back, not a rollback
 
@@ -36,6 +38,13 @@ class SpeedSettings:
     - trial_reports=2: a trial judges the target after this many metrics reports from each worker in its phase.
       Workers report each of a phase's first windows of steps as it fills (every 20 steps; a phase's first step,
       its graph entry, is left out of the times): a trial of a few tenths of a second on a small job.
+    - trial_max_reports=8: a trial whose ratio is still within the noise of the bar measures on (a sequential
+      decision, `after_trial`), up to this many reports a worker (three early windows, then one every half second:
+      about three seconds); then the measured ratio decides alone.
+    - sigmas=2.0: the noise band around a trial's ratio, in standard errors: a ratio decides once the bar lies
+      outside ratio x (1 +- sigmas x se). A report's relative scatter counts as at least `noise` - 1 (a phase's
+      first reports read up to a fifth below its speed a few seconds on: MNIST-1D's local-sgd 0.98-1.06x BSP in its
+      first window, 1.2-1.3x from the third on).
     - bsp_reports=10: BSP's throughput is the median of each worker's last this-many reports (summed over workers).
     """
 
@@ -43,6 +52,8 @@ class SpeedSettings:
     noise: float = 1.1
     pause_s: float = 0.5
     trial_reports: int = 2
+    trial_max_reports: int = 8
+    sigmas: float = 2.0
     bsp_reports: int = 10
 
     @classmethod
@@ -81,6 +92,7 @@ class SwitchSpeedPolicy(abc.ABC):
         self.known = {k.target: k for k in known}
         self._reports: dict[tuple[str, int], list[float]] = {}  # (phase kind, worker) -> examples per second
         self.bsp_at_switch: float | None = None
+        self.bsp_scatter: tuple[float, int] = (0.0, 0)  # BSP's measure at the switch: (relative scatter, reports)
         self.pause_s: float | None = None  # the pause of the run's last switch, as measured
 
     def on_pause(self, seconds: float) -> None:
@@ -121,6 +133,26 @@ class SwitchSpeedPolicy(abc.ABC):
             return None, 0
         return sum(statistics.median(r) for r in series), min(len(r) for r in series)
 
+    def scatter(self, kind: str, last: int | None = None, skip: int = 0) -> tuple[float, int]:
+        """(relative standard deviation of the summed throughput from report to report, reports it is over): each
+        worker's i-th report of the same stretch summed over workers (workers step and report alike)."""
+        series = [r[skip:] for (k, _), r in self._reports.items() if k == kind]
+        n = min((len(r) for r in series), default=0)
+        n = min(n, last) if last else n
+        if n < 2:
+            return 0.0, n
+        totals = [sum(r[len(r) - n + i] for r in series) for i in range(n)]
+        return statistics.stdev(totals) / statistics.mean(totals), n
+
+    def band(self, reports: int) -> float:
+        """The relative half-width of the noise band around a trial's target/BSP ratio after `reports` a worker:
+        `sigmas` standard errors of the ratio, the target's per-report scatter at least `noise` - 1."""
+        s = self.settings
+        target, _ = self.scatter("target")
+        bsp, bsp_n = self.bsp_scatter
+        variance = max(target, s.noise - 1.0) ** 2 / max(reports, 1) + (bsp ** 2 / bsp_n if bsp_n else 0.0)
+        return s.sigmas * math.sqrt(variance)
+
     def _workers(self, kind: str) -> set[int]:
         return {worker for (k, worker), reports in self._reports.items() if k == kind and reports}
 
@@ -130,7 +162,8 @@ class SwitchSpeedPolicy(abc.ABC):
         synchronous, or TRIAL (switch, then measure)."""
 
     def after_trial(self, fraction: float, target: str, samples_left: float | None = None) -> SpeedDecision | None:
-        """During a trial: None while the measure is short, KEEP the target, or BACK to BSP."""
+        """During a trial: None while the measure is short, MEASURE on while it is within the noise of the bar,
+        KEEP the target, or BACK to BSP."""
         return None
 
 
@@ -167,6 +200,7 @@ class MeasuredSpeed(SwitchSpeedPolicy):
         # BSP's measure is taken here, before the pause: the reports workers send as they pause hold the wait.
         bsp, _ = self.rate("bsp", last=self.settings.bsp_reports, skip=1)
         self.bsp_at_switch = bsp
+        self.bsp_scatter = self.scatter("bsp", last=self.settings.bsp_reports, skip=1)
         known = self.known.get(target)
         needed, cost = self.needed(bsp, samples_left)
         if known is None and needed == float("inf"):  # no speed would win the switch back: nothing to try
@@ -183,6 +217,8 @@ class MeasuredSpeed(SwitchSpeedPolicy):
         return SpeedDecision(SWITCH, fraction, said, values)
 
     def after_trial(self, fraction: float, target: str, samples_left: float | None = None) -> SpeedDecision | None:
+        """A sequential decision: from `trial_reports` a worker on, KEEP or BACK as soon as the bar lies outside the
+        ratio's noise band (`band`); MEASURE on while the band straddles it, until `trial_max_reports`."""
         s = self.settings
         # Every report of the trial counts: a phase's first step (graph entry, first fetches) is out of its times.
         measured, reports = self.rate("target")
@@ -193,8 +229,13 @@ class MeasuredSpeed(SwitchSpeedPolicy):
             return None  # a worker not heard from yet would leave its share out of the target's sum
         ratio = measured / bsp
         needed, cost = self.needed(bsp, samples_left, keeping=True)
-        values = self._values(target, bsp, measured, ratio, needed, cost, "trial")
+        band = self.band(reports)
+        values = {**self._values(target, bsp, measured, ratio, needed, cost, "trial"), "reports": reports,
+                  "band": band}
         said = f"{target} measured {ratio:.2f}x BSP's throughput on this job"
+        if ratio * (1 - band) < needed <= ratio * (1 + band) and reports < s.trial_max_reports:
+            return SpeedDecision(MEASURE, fraction, f"{said} after {reports} reports a worker, within the noise "
+                                 f"(+-{band * 100:.0f}%) of the {needed:.3g}x a switch needs: measuring on", values)
         if ratio < needed:
             return SpeedDecision(BACK, fraction, f"{said}; {self._needs(needed, cost)}", values)
         return SpeedDecision(KEEP, fraction, said, values)
