@@ -33,8 +33,14 @@ class SpeedSettings:
       still take when T (1 - 1/r) exceeds it; never below `noise`. A number fixes the margin instead.
     - noise=1.1: the least ratio counted as faster: throughputs measured over a fraction of a second scatter by
       about 10% on a loaded machine, and a target measured within that of BSP may well be the slower one.
-    - pause_s=0.5: a switch's pause, before one is measured in the run (in place on a small local job 0.1-0.2 s;
-      through a relaunch, seconds); once the run has switched, that switch's measured pause counts.
+    - pause_s=0.5: a switch's pause in place, before one is measured in the run (0.1-0.2 s on 2 small local
+      workers, 0.37-0.41 s into local-sgd on 4); once the run has switched, that switch's measured pause counts.
+    - relaunch_pause_s=2.5: the same by relaunch (checkpoint, new processes: 1.5-3.4 s measured on small jobs).
+    - hoped=1.25: the speed a target a trial keeps is expected to run at, as a multiple of BSP's (local-sgd beside
+      all-reduce BSP on MNIST-1D: 1.2-1.3x), and trial_s=0.5: what a trial that goes back costs beyond its two
+      pauses (trials of a slower target lasted 0.3-0.8 s, 0.1-0.4 s more than BSP's pace). A target is tried only
+      where the gain a kept one would bring in the work left, T (1 - 1/hoped) - pause, covers what a failed trial
+      costs, two pauses and trial_s (`worth_trying`): in place, from about 10 s of BSP left.
     - trial_reports=2: a trial judges the target after this many metrics reports from each worker in its phase.
       Workers report each of a phase's first windows of steps as it fills (every 20 steps; a phase's first step,
       its graph entry, is left out of the times): a trial of a few tenths of a second on a small job.
@@ -51,6 +57,9 @@ class SpeedSettings:
     margin: float | None = None
     noise: float = 1.1
     pause_s: float = 0.5
+    relaunch_pause_s: float = 2.5
+    hoped: float = 1.25
+    trial_s: float = 0.5
     trial_reports: int = 2
     trial_max_reports: int = 8
     sigmas: float = 2.0
@@ -87,8 +96,10 @@ class SwitchSpeedPolicy(abc.ABC):
 
     name: str = ""
 
-    def __init__(self, settings: SpeedSettings = SpeedSettings(), known: tuple[KnownSpeed, ...] = ()):
+    def __init__(self, settings: SpeedSettings = SpeedSettings(), known: tuple[KnownSpeed, ...] = (),
+                 mode: str = "in-place"):
         self.settings = settings
+        self.mode = mode  # the run's switch mode: what a switch's pause is assumed to be until one is measured
         self.known = {k.target: k for k in known}
         self._reports: dict[tuple[str, int], list[float]] = {}  # (phase kind, worker) -> examples per second
         self.bsp_at_switch: float | None = None
@@ -99,6 +110,25 @@ class SwitchSpeedPolicy(abc.ABC):
         """A switch paused every worker for `seconds` (decision to the group's first step in the new phase)."""
         self.pause_s = max(0.0, float(seconds))
 
+    def pause(self) -> float:
+        """A switch's pause: the run's own last one where it has switched, else the one assumed for its mode."""
+        if self.pause_s is not None:
+            return self.pause_s
+        return self.settings.relaunch_pause_s if self.mode == "relaunch" else self.settings.pause_s
+
+    def worth_trying(self, bsp: float | None, samples_left: float | None) -> tuple[bool, dict]:
+        """(whether a trial can pay for itself, the numbers it came from). A trial that goes back costs two pauses
+        and `trial_s`; one that keeps a target at `hoped` times BSP's speed wins T (1 - 1/hoped) - pause on the T
+        seconds BSP has left. Worth it only where that gain covers the loss. Unknown work left: tried."""
+        s = self.settings
+        if s.margin is not None or not bsp or samples_left is None:
+            return True, {}
+        pause, left_s = self.pause(), max(0.0, samples_left) / bsp
+        loss = 2 * pause + s.trial_s
+        gain = left_s * (1 - 1 / s.hoped) - pause
+        return gain >= loss, {"pause_s": pause, "bsp_time_left_s": left_s, "failed_trial_s": loss,
+                              "hoped": s.hoped, "hoped_gain_s": gain}
+
     def needed(self, bsp: float | None, samples_left: float | None, keeping: bool = False) -> tuple[float, dict]:
         """(the least target/BSP ratio that buys time, the numbers it came from). A fixed margin where one is set.
         Switching costs a pause of c seconds; at r times BSP's speed the T seconds BSP would still take become T/r,
@@ -107,7 +137,7 @@ class SwitchSpeedPolicy(abc.ABC):
         s = self.settings
         if s.margin is not None:
             return s.margin, {}
-        pause = s.pause_s if self.pause_s is None else self.pause_s
+        pause = self.pause()
         if keeping or not bsp or samples_left is None:
             return s.noise, {}
         left_s = max(0.0, samples_left) / bsp
@@ -196,6 +226,12 @@ class MeasuredSpeed(SwitchSpeedPolicy):
                     f"{cost['bsp_time_left_s']:.1f} s BSP has left")
         return f"a switch needs {needed:.3g}x"
 
+    @staticmethod
+    def _not_worth(target: str, w: dict) -> str:
+        return (f"not trying {target}: a trial that goes back would cost {w['failed_trial_s']:.1f} s (two "
+                f"{w['pause_s']:.2f} s pauses and the trial), more than a {w['hoped']:g}x target would win back "
+                f"({max(0.0, w['hoped_gain_s']):.1f} s) in the {w['bsp_time_left_s']:.1f} s BSP has left")
+
     def before_switch(self, fraction: float, target: str, samples_left: float | None = None) -> SpeedDecision:
         # BSP's measure is taken here, before the pause: the reports workers send as they pause hold the wait.
         bsp, _ = self.rate("bsp", last=self.settings.bsp_reports, skip=1)
@@ -206,6 +242,10 @@ class MeasuredSpeed(SwitchSpeedPolicy):
         if known is None and needed == float("inf"):  # no speed would win the switch back: nothing to try
             return SpeedDecision(STAY, fraction, self._needs(needed, cost),
                                  self._values(target, bsp, None, None, needed, cost, "work left"))
+        worth, weighed = self.worth_trying(bsp, samples_left)
+        if known is None and not worth:
+            return SpeedDecision(STAY, fraction, self._not_worth(target, weighed),
+                                 {**self._values(target, bsp, None, None, needed, cost, "work left"), **weighed})
         if known is None:
             return SpeedDecision(TRIAL, fraction, f"no measure of {target} on this job: switching to measure it",
                                  self._values(target, bsp, None, None, needed, cost, "trial"))

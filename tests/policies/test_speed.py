@@ -177,8 +177,31 @@ def test_a_switch_must_win_back_its_pause_in_the_work_left():
     assert decide(50.0, 2023.4).reason.endswith("its 0.50 s pause is more than the 0.40 s BSP has left")
     unknown = MeasuredSpeed()
     _feed(unknown, "bsp", GRU_BSP)
-    assert unknown.before_switch(0.9, "asp", 50585).action == TRIAL
+    assert unknown.before_switch(0.9, "asp", 75878).action == TRIAL  # 15 s left: a trial can pay (below)
     assert unknown.before_switch(0.99, "asp", 2023.4).action == STAY  # not even a trial can pay
+
+
+def test_a_target_is_tried_only_where_a_kept_one_would_pay_for_a_failed_trial():
+    # A trial that goes back costs two pauses and the trial (0.5 s); a target kept at the hoped 1.25x wins a fifth of
+    # the T seconds BSP has left, less the switch's pause. BSP at 5058.5 ex/s: 5058.5 samples are a second of it.
+    def decide(seconds_left, mode="in-place", measured_pause=None):
+        rule = MeasuredSpeed(mode=mode)
+        _feed(rule, "bsp", GRU_BSP)
+        if measured_pause is not None:
+            rule.on_pause(measured_pause)
+        return rule.before_switch(0.25, "local-sgd", 5058.5 * seconds_left)
+
+    assert decide(15).action == TRIAL  # in place: 15 x 0.2 - 0.5 = 2.5 s won against 1.5 s lost
+    short = decide(8)  # 1.1 s against 1.5 s
+    assert short.action == STAY and short.values["source"] == "work left"
+    assert short.values["failed_trial_s"] == pytest.approx(1.5) and short.values["hoped_gain_s"] == pytest.approx(1.1)
+    assert short.reason == ("not trying local-sgd: a trial that goes back would cost 1.5 s (two 0.50 s pauses and "
+                            "the trial), more than a 1.25x target would win back (1.1 s) in the 8.0 s BSP has left")
+    assert decide(15, "relaunch").action == STAY  # two 2.5 s relaunches: 5.5 s lost against 0.5 s won
+    assert decide(15, "relaunch").values["pause_s"] == 2.5
+    assert decide(60, "relaunch").action == TRIAL  # 9.5 s won
+    assert decide(5, measured_pause=0.15).action == TRIAL  # the run's own pause: 0.85 s won against 0.8 s lost
+    assert MeasuredSpeed(SpeedSettings(margin=1.1)).worth_trying(5058.5, 5058.5) == (True, {})  # a fixed margin
 
 
 def test_a_measured_pause_replaces_the_assumed_one():
@@ -196,7 +219,7 @@ def test_a_target_faster_than_the_noise_is_kept_however_little_is_left():
     for ratio, action in ((1.3, KEEP), (0.9, BACK)):  # clear of the noise band after two reports (+-14%)
         rule = MeasuredSpeed()
         _feed(rule, "bsp", bsp)
-        assert rule.before_switch(0.5, "local-sgd", 10000).action == TRIAL
+        assert rule.before_switch(0.5, "local-sgd", 100000).action == TRIAL
         rule.start_trial()
         _feed(rule, "target", {0: [1000 * ratio] * 2, 1: [1000 * ratio] * 2})
         decision = rule.after_trial(0.95, "local-sgd", 500)
