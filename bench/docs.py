@@ -467,7 +467,9 @@ PEERS_NOTE = (
     "guarded phase is scored live. The synthetic ResNet, no budget: five seeds at 8a76378. MNIST-1D at 0.4 CPU per "
     "node (each peer process, each syncswitch node in its own cgroup): five seeds at 8a76378, without the "
     "one-process variant (not rerun: 120-133 s a run in a 0.4-CPU cgroup). MNIST-1D, no budget: five seeds at "
-    "d2e6515 (`evaluation.live`, the speed rule's short trial, held checkpoints waiting for its verdict). The ResNet "
+    "40dad81 (`evaluation.live`; the speed rule's sequential trial, which measures on while local-sgd's ratio is "
+    "within the noise of its bar: 3 of 5 runs kept local-sgd at 1.13-1.22x BSP, 2 went back after two reports at "
+    "0.80x and 0.92x). The ResNet "
     "at 0.4 CPU per node: two seeds only at 8a76378, without the one-process variant (the CPU slots of the shared "
     "machine allowed no more).")
 
