@@ -426,8 +426,9 @@ FIGURES = (
                 "rows: 2026-11-26 at 8f3821c (BSP by all-reduce, the speed rule with its short trial; two calls "
                 "under /work/bin/heavy beside other jobs), before the speed rule weighed a trial against the work "
                 "left: at 40dad81 these 2.6-4.2 s jobs stay synchronous without a trial (the default then runs "
-                "BSP's own path end to end; lab notebook 2026-11-26-switch-timing-5). The ResNet's rows: 2026-11-25 at cededd3 (BSP through "
-                "the parameter servers, before the speed rule), not remeasured; they pool two files (15 seeds in "
+                "BSP's own path end to end; lab notebook 2026-11-26-switch-timing-5). The ResNet's rows: "
+                "2026-11-25 at cededd3 (BSP through the parameter servers, before the speed rule), not "
+                "remeasured; they pool two files (15 seeds in "
                 "place, 5 by relaunch)."),
     Figure("protocols", "Protocols on 4 workers: accuracy and throughput",
            ("protocols-quickstart-10seeds-4workers-2026-11-26.json",),
