@@ -424,8 +424,11 @@ FIGURES = (
            note="Final accuracy, median [min, max] over seeds; times against BSP's median total time in the same "
                 "files, and each run against its seed's BSP run where the file pairs them. The quickstart and digits "
                 "rows: 2026-11-26 at 8f3821c (BSP by all-reduce, the speed rule with its short trial; two calls "
-                "under /work/bin/heavy beside other jobs). The ResNet's rows: 2026-11-25 at cededd3 (BSP through "
-                "the parameter servers, before the speed rule), not remeasured; they pool two files (15 seeds in "
+                "under /work/bin/heavy beside other jobs), before the speed rule weighed a trial against the work "
+                "left: at 40dad81 these 2.6-4.2 s jobs stay synchronous without a trial (the default then runs "
+                "BSP's own path end to end; lab notebook 2026-11-26-switch-timing-5). The ResNet's rows: "
+                "2026-11-25 at cededd3 (BSP through the parameter servers, before the speed rule), not "
+                "remeasured; they pool two files (15 seeds in "
                 "place, 5 by relaunch)."),
     Figure("protocols", "Protocols on 4 workers: accuracy and throughput",
            ("protocols-quickstart-10seeds-4workers-2026-11-26.json",),
@@ -467,7 +470,9 @@ PEERS_NOTE = (
     "guarded phase is scored live. The synthetic ResNet, no budget: five seeds at 8a76378. MNIST-1D at 0.4 CPU per "
     "node (each peer process, each syncswitch node in its own cgroup): five seeds at 8a76378, without the "
     "one-process variant (not rerun: 120-133 s a run in a 0.4-CPU cgroup). MNIST-1D, no budget: five seeds at "
-    "d2e6515 (`evaluation.live`, the speed rule's short trial, held checkpoints waiting for its verdict). The ResNet "
+    "40dad81 (`evaluation.live`; the speed rule's sequential trial, which measures on while local-sgd's ratio is "
+    "within the noise of its bar: 3 of 5 runs kept local-sgd at 1.13-1.22x BSP, 2 went back after two reports at "
+    "0.80x and 0.92x). The ResNet "
     "at 0.4 CPU per node: two seeds only at 8a76378, without the one-process variant (the CPU slots of the shared "
     "machine allowed no more).")
 
@@ -586,7 +591,9 @@ FIGURES += (
            note="A trial of two reports of 20-step windows a worker (a few tenths of a second); the margin from the "
                 "switch's pause and the work left, at least 1.1. Four calls under /work/bin/heavy beside other "
                 "helpers' jobs (each seed's runs in one call, interleaved): runs on BSP's own path (`stayed`) "
-                "scatter 0.69-2.1x their seed's BSP run, so single time ratios are noise; medians say more."),
+                "scatter 0.69-2.1x their seed's BSP run, so single time ratios are noise; medians say more. "
+                "Measured before the speed rule weighed a trial against the work left: from 40dad81 on, jobs this "
+                "short (2-4 s of BSP left at the switch) stay synchronous without a trial."),
     Figure("switch-speed-gru", "The first speed rule on the GRU (8 seeds, a two-second trial)",
            ("safety-switch-speed-gru-2026-11-26.json",),
            "python -m bench safety --workloads memory_gru-2 --variants bsp,in-place+guard,in-place>asp+guard "
