@@ -439,9 +439,9 @@ FIGURES = (
            "--set cluster.cpus_per_ps=0.3", stragglers_render, headline=stragglers_headline,
            note="Needs root (each node in its own CPU cgroup)."),
     Figure("recovery", "Fault tolerance: killed nodes and managers",
-           ("chaos-quickstart-4workers-final-2026-11-23.json",),
+           ("chaos-quickstart-4workers-2026-11-26.json",),
            "python -m bench chaos --runs 18 --unfailed 6 --scenarios worker-bsp,ps-asp,worker-asp,agent,switch,manager "
-           "--set cluster.workers=4", chaos_render, commit="dae6215", headline=chaos_headline),
+           "--set cluster.workers=4", chaos_render, commit="21c9c2a", headline=chaos_headline),
     Figure("overhead", "Framework overhead: syncswitch against a hand-written PS loop",
            ("framework-overhead-ps1-4workers-onecall-2026-11-23.json",),
            "python -m bench framework-overhead --full --layouts 1 --repeats 3", overhead_render, commit="b9ac715"),

@@ -15,7 +15,7 @@ import os
 import sys
 
 from bench import common
-from syncswitch.policies.speed import MeasuredSpeed, SpeedSettings
+from syncswitch.policies.speed import MEASURE, MeasuredSpeed, SpeedSettings
 from syncswitch.runfolder import read_json, read_records
 
 
@@ -34,16 +34,20 @@ def replay(run_dir: str, settings: SpeedSettings) -> dict | None:
             rule.on_rate("bsp", r["worker"], r["examples_per_s"])
     rule.before_switch(at, target)
     rule.start_trial()
-    out = {"target": target, "switched_at": round(at, 4)}
+    out = {"target": target, "switched_at": round(at, 4), "measuring_on_ratio": None}
     for r in reports:
         if r.get("phase") == 1 and r.get("protocol") == target:
             rule.on_rate("target", r["worker"], r["examples_per_s"])
             decision = rule.after_trial(r["fraction"], target)
-            if decision is not None:
+            if decision is not None and decision.action == MEASURE:  # within the noise of the bar
+                out["measuring_on_ratio"] = out["measuring_on_ratio"] or round(decision.values["ratio"], 3)
+            elif decision is not None:
                 values = decision.values
                 return {**out, "action": decision.action, "fraction": round(decision.fraction, 4),
-                        "ratio": round(values["ratio"], 3), "bsp_examples_per_s": round(values["bsp_examples_per_s"]),
+                        "ratio": round(values["ratio"], 3), "reports": values.get("reports"),
+                        "bsp_examples_per_s": round(values["bsp_examples_per_s"]),
                         "target_examples_per_s": round(values["target_examples_per_s"])}
+    # The run's own trial decided sooner, and its phase ended: the stream holds too few reports to decide on.
     return {**out, "action": "undecided", "fraction": None, "ratio": None}
 
 
@@ -51,7 +55,8 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("runs", nargs="+", help="Run folders of runs that switched out of BSP.")
     parser.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
-                        help="A speed rule threshold (margin, noise, pause_s, trial_reports, bsp_reports).")
+                        help="A speed rule threshold (margin, noise, pause_s, trial_reports, trial_max_reports, "
+                             "sigmas, bsp_reports).")
     parser.add_argument("--out", help="Also write the JSON here.")
     args = parser.parse_args(argv)
     given = dict(s.split("=", 1) for s in args.sets)

@@ -82,7 +82,8 @@ class JobRun:
         # Greedy moves the switch itself; otherwise the switch rule times each switch out of BSP.
         self.timing = SwitchTiming(spec.policy.switch_rule, ctx.bar.message,
                                    enabled=spec.stragglers.policy != "greedy", speed_spec=spec.policy.switch_speed,
-                                   total_samples=lambda: ctx.record.total_samples)
+                                   total_samples=lambda: ctx.record.total_samples,
+                                   switch_mode=spec.policy.switch_mode)
         evaluator_args = {} if start_evaluator is None else {"start_process": start_evaluator}
         self.evaluations = Evaluations(spec, run_dir, ctx.feed, **evaluator_args)
         self.durable = DurableCheckpoints(checkpoint_folder(spec, run_dir), spec.checkpoint.keep)

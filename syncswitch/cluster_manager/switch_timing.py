@@ -20,7 +20,7 @@ import dataclasses
 
 from syncswitch.policies import SWITCH_RULES, SWITCH_SPEEDS
 from syncswitch.policies.base import Verdict
-from syncswitch.policies.speed import BACK, SLOWER, TRIAL, KnownSpeed, SpeedSettings, SwitchSpeedPolicy
+from syncswitch.policies.speed import BACK, MEASURE, SLOWER, TRIAL, KnownSpeed, SpeedSettings, SwitchSpeedPolicy
 from syncswitch.policies.timing import STAY, SWITCH, SwitchTimingPolicy, TimingSettings
 from syncswitch.protocols.catalog import synchronous
 
@@ -32,7 +32,7 @@ class SwitchTiming:
     """Moves the plan's BSP -> asynchronous boundaries as the switch rule decides; records what it saw."""
 
     def __init__(self, rule_spec, say=lambda line: None, enabled: bool = True, speed_spec=None,
-                 total_samples=lambda: None):
+                 total_samples=lambda: None, switch_mode: str = "in-place"):
         self.spec = rule_spec
         self.total_samples = total_samples  # the workload's samples, once the nodes said (None before)
         self._say = say
@@ -42,8 +42,9 @@ class SwitchTiming:
         self.speed_name = speed_spec.rule if speed_spec is not None else "off"
         self.speed_settings = SpeedSettings.from_spec(speed_spec) if speed_spec is not None else SpeedSettings()
         known = tuple(KnownSpeed(*entry) for entry in getattr(speed_spec, "known", ()))
-        self.speed: SwitchSpeedPolicy = SWITCH_SPEEDS.get(self.speed_name)(self.speed_settings, known)
+        self.speed: SwitchSpeedPolicy = SWITCH_SPEEDS.get(self.speed_name)(self.speed_settings, known, switch_mode)
         self.trial: tuple[int, str] | None = None  # (phase, target) of a switch whose target is on trial
+        self.measuring_on = False  # the trial's ratio was within the noise of the bar: it measures on (said once)
         self.speed_decisions: list[dict] = []
         # Greedy straggler policies move the switch themselves; a fixed rule leaves the schedule as written.
         self.enabled = enabled and rule_spec.rule != "fixed"
@@ -62,7 +63,7 @@ class SwitchTiming:
         if self.trial is not None and self.trial[0] != k:  # the trial's phase was cut short before it was judged
             self.speed_decisions.append({"action": "abandoned", "phase": self.trial[0],
                                          "reason": f"phase {k} started first"})
-            self.trial = None
+            self.trial, self.measuring_on = None, False
         if self.trial is not None:
             self.speed.start_trial()
         if not self.enabled or k + 1 >= len(phases) or not synchronous(phases[k].protocol):
@@ -121,7 +122,13 @@ class SwitchTiming:
         decision = self.speed.after_trial(fraction, protocol, self._left(fraction))
         if decision is None:
             return None
-        self.trial = None
+        if decision.action == MEASURE:
+            if not self.measuring_on:
+                self.measuring_on = True
+                self._record_speed(decision)
+                self._say(f"trying {protocol} at {fraction * 100:.1f}%: {decision.reason}")
+            return None
+        self.trial, self.measuring_on = None, False
         self._record_speed(decision)
         if decision.action != BACK:
             self._say(f"keeping {protocol} at {fraction * 100:.1f}%: {decision.reason}")

@@ -99,6 +99,8 @@ class PhaseControl:
                 task.on_phase_start()
                 state.stride = (task.batch_by_protocol[state.protocol] * task.num_workers
                                 if engine.counts_every_step else 0)
+                state.step_samples = task.batch_by_protocol[state.protocol] * task.num_workers
+                state.unagreed = False
                 engine.enter_worker(session, params)
                 return True
             else:

@@ -42,13 +42,32 @@ class TrainState:
         # moved boundary waits here until the loop takes it before a step, where the group agrees on it.
         self.hold_boundary = False
         self._moved: float | None = None
+        # Each worker takes a moved boundary before its own next step, so one may take it a step before its peers.
+        # A collective step says in its flag whether it reaches the boundary (from its samples across the group,
+        # `step_samples`) and the group stops after the first step one of them flagged. A worker whose step took it
+        # past the boundary unflagged (its prediction was off) must not pause alone: its peers would wait for it in
+        # their next collective. It is `unagreed` until its next step, which it flags.
+        self.step_samples = 0
+        self.unagreed = False
 
     @property
     def fraction(self) -> float:
         return self.samples / self.total
 
     def at_boundary(self) -> bool:
-        return self.samples >= self.boundary * self.total
+        return self.samples >= self.boundary * self.total and not self.unagreed
+
+    def stop_flag(self) -> bool:
+        """A collective step's flag: this worker's step reaches (or its last one passed) the boundary."""
+        return self.samples + self.step_samples >= self.boundary * self.total
+
+    def after_collective_step(self, samples: int, agreed: bool) -> None:
+        """A collective step's outcome: `agreed` (some worker flagged it) ends the phase here on every worker."""
+        self.step_samples = max(0, samples - self.samples)
+        self.samples = samples
+        if agreed:
+            self.boundary = min(self.boundary, self.fraction - 1e-12)  # at it on every worker, float-safe
+        self.unagreed = not agreed and self.samples >= self.boundary * self.total
 
     def needs_exact_samples(self) -> bool:
         """Read the global count this step: periodically, and on every step near a boundary or mark."""

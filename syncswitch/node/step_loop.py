@@ -179,7 +179,7 @@ class StepRunner:
     def _collective_step(self, engine, args, fetches, options=None):
         """A step every worker takes together: (samples, seconds waited for the group, results). A worker past its
         boundary says so in the step, and the step the group agrees to stop after ends the phase on every worker."""
-        want = self.state.at_boundary()
+        want = self.state.stop_flag()
         if want or (args is not None and args.feed_dict):
             feed = dict((args.feed_dict if args is not None else None) or {})
             feed[engine.stop_in] = 1.0 if want else 0.0
@@ -188,9 +188,7 @@ class StepRunner:
                 feed_dict=feed, options=options)
         else:
             _, samples, stop, wait_s, results = self._agreed(engine, fetches)(options=options)
-        self.state.samples = int(samples)
-        if stop:
-            self.state.boundary = min(self.state.boundary, self.state.fraction - 1e-12)  # at it, float-safe
+        self.state.after_collective_step(int(samples), bool(stop))
         return samples, float(wait_s or 0.0), results
 
     def _one_call(self, engine, hook_fetches):

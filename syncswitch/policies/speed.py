@@ -12,11 +12,13 @@ from __future__ import annotations
 
 import abc
 import dataclasses
+import math
 import statistics
 
 from syncswitch.policies.base import settings_from_spec
 
 SWITCH, STAY, TRIAL, KEEP, BACK = "switch", "stay", "trial", "keep", "back"  # a rule's decisions
+MEASURE = "measure"  # during a trial: the ratio is within the noise of the bar, the trial measures on
 
 SLOWER = "slower"  # the guard's verdict reason for a trial whose target was not faster: a fall-back, not a rollback
 
@@ -31,18 +33,36 @@ class SpeedSettings:
       still take when T (1 - 1/r) exceeds it; never below `noise`. A number fixes the margin instead.
     - noise=1.1: the least ratio counted as faster: throughputs measured over a fraction of a second scatter by
       about 10% on a loaded machine, and a target measured within that of BSP may well be the slower one.
-    - pause_s=0.5: a switch's pause, before one is measured in the run (in place on a small local job 0.1-0.2 s;
-      through a relaunch, seconds); once the run has switched, that switch's measured pause counts.
+    - pause_s=0.5: a switch's pause in place, before one is measured in the run (0.1-0.2 s on 2 small local
+      workers, 0.37-0.41 s into local-sgd on 4); once the run has switched, that switch's measured pause counts.
+    - relaunch_pause_s=2.5: the same by relaunch (checkpoint, new processes: 1.5-3.4 s measured on small jobs).
+    - hoped=1.25: the speed a target a trial keeps is expected to run at, as a multiple of BSP's (local-sgd beside
+      all-reduce BSP on MNIST-1D: 1.2-1.3x), and trial_s=0.5: what a trial that goes back costs beyond its two
+      pauses (trials of a slower target lasted 0.3-0.8 s, 0.1-0.4 s more than BSP's pace). A target is tried only
+      where the gain a kept one would bring in the work left, T (1 - 1/hoped) - pause, covers what a failed trial
+      costs, two pauses and trial_s (`worth_trying`): in place, from about 10 s of BSP left.
     - trial_reports=2: a trial judges the target after this many metrics reports from each worker in its phase.
       Workers report each of a phase's first windows of steps as it fills (every 20 steps; a phase's first step,
       its graph entry, is left out of the times): a trial of a few tenths of a second on a small job.
+    - trial_max_reports=8: a trial whose ratio is still within the noise of the bar measures on (a sequential
+      decision, `after_trial`), up to this many reports a worker (three early windows, then one every half second:
+      about three seconds); then the measured ratio decides alone.
+    - sigmas=2.0: the noise band around a trial's ratio, in standard errors: a ratio decides once the bar lies
+      outside ratio x (1 +- sigmas x se). A report's relative scatter counts as at least `noise` - 1 (a phase's
+      first reports read up to a fifth below its speed a few seconds on: MNIST-1D's local-sgd 0.98-1.06x BSP in its
+      first window, 1.2-1.3x from the third on).
     - bsp_reports=10: BSP's throughput is the median of each worker's last this-many reports (summed over workers).
     """
 
     margin: float | None = None
     noise: float = 1.1
     pause_s: float = 0.5
+    relaunch_pause_s: float = 2.5
+    hoped: float = 1.25
+    trial_s: float = 0.5
     trial_reports: int = 2
+    trial_max_reports: int = 8
+    sigmas: float = 2.0
     bsp_reports: int = 10
 
     @classmethod
@@ -76,16 +96,38 @@ class SwitchSpeedPolicy(abc.ABC):
 
     name: str = ""
 
-    def __init__(self, settings: SpeedSettings = SpeedSettings(), known: tuple[KnownSpeed, ...] = ()):
+    def __init__(self, settings: SpeedSettings = SpeedSettings(), known: tuple[KnownSpeed, ...] = (),
+                 mode: str = "in-place"):
         self.settings = settings
+        self.mode = mode  # the run's switch mode: what a switch's pause is assumed to be until one is measured
         self.known = {k.target: k for k in known}
         self._reports: dict[tuple[str, int], list[float]] = {}  # (phase kind, worker) -> examples per second
         self.bsp_at_switch: float | None = None
+        self.bsp_scatter: tuple[float, int] = (0.0, 0)  # BSP's measure at the switch: (relative scatter, reports)
         self.pause_s: float | None = None  # the pause of the run's last switch, as measured
 
     def on_pause(self, seconds: float) -> None:
         """A switch paused every worker for `seconds` (decision to the group's first step in the new phase)."""
         self.pause_s = max(0.0, float(seconds))
+
+    def pause(self) -> float:
+        """A switch's pause: the run's own last one where it has switched, else the one assumed for its mode."""
+        if self.pause_s is not None:
+            return self.pause_s
+        return self.settings.relaunch_pause_s if self.mode == "relaunch" else self.settings.pause_s
+
+    def worth_trying(self, bsp: float | None, samples_left: float | None) -> tuple[bool, dict]:
+        """(whether a trial can pay for itself, the numbers it came from). A trial that goes back costs two pauses
+        and `trial_s`; one that keeps a target at `hoped` times BSP's speed wins T (1 - 1/hoped) - pause on the T
+        seconds BSP has left. Worth it only where that gain covers the loss. Unknown work left: tried."""
+        s = self.settings
+        if s.margin is not None or not bsp or samples_left is None:
+            return True, {}
+        pause, left_s = self.pause(), max(0.0, samples_left) / bsp
+        loss = 2 * pause + s.trial_s
+        gain = left_s * (1 - 1 / s.hoped) - pause
+        return gain >= loss, {"pause_s": pause, "bsp_time_left_s": left_s, "failed_trial_s": loss,
+                              "hoped": s.hoped, "hoped_gain_s": gain}
 
     def needed(self, bsp: float | None, samples_left: float | None, keeping: bool = False) -> tuple[float, dict]:
         """(the least target/BSP ratio that buys time, the numbers it came from). A fixed margin where one is set.
@@ -95,7 +137,7 @@ class SwitchSpeedPolicy(abc.ABC):
         s = self.settings
         if s.margin is not None:
             return s.margin, {}
-        pause = s.pause_s if self.pause_s is None else self.pause_s
+        pause = self.pause()
         if keeping or not bsp or samples_left is None:
             return s.noise, {}
         left_s = max(0.0, samples_left) / bsp
@@ -121,6 +163,26 @@ class SwitchSpeedPolicy(abc.ABC):
             return None, 0
         return sum(statistics.median(r) for r in series), min(len(r) for r in series)
 
+    def scatter(self, kind: str, last: int | None = None, skip: int = 0) -> tuple[float, int]:
+        """(relative standard deviation of the summed throughput from report to report, reports it is over): each
+        worker's i-th report of the same stretch summed over workers (workers step and report alike)."""
+        series = [r[skip:] for (k, _), r in self._reports.items() if k == kind]
+        n = min((len(r) for r in series), default=0)
+        n = min(n, last) if last else n
+        if n < 2:
+            return 0.0, n
+        totals = [sum(r[len(r) - n + i] for r in series) for i in range(n)]
+        return statistics.stdev(totals) / statistics.mean(totals), n
+
+    def band(self, reports: int) -> float:
+        """The relative half-width of the noise band around a trial's target/BSP ratio after `reports` a worker:
+        `sigmas` standard errors of the ratio, the target's per-report scatter at least `noise` - 1."""
+        s = self.settings
+        target, _ = self.scatter("target")
+        bsp, bsp_n = self.bsp_scatter
+        variance = max(target, s.noise - 1.0) ** 2 / max(reports, 1) + (bsp ** 2 / bsp_n if bsp_n else 0.0)
+        return s.sigmas * math.sqrt(variance)
+
     def _workers(self, kind: str) -> set[int]:
         return {worker for (k, worker), reports in self._reports.items() if k == kind and reports}
 
@@ -130,7 +192,8 @@ class SwitchSpeedPolicy(abc.ABC):
         synchronous, or TRIAL (switch, then measure)."""
 
     def after_trial(self, fraction: float, target: str, samples_left: float | None = None) -> SpeedDecision | None:
-        """During a trial: None while the measure is short, KEEP the target, or BACK to BSP."""
+        """During a trial: None while the measure is short, MEASURE on while it is within the noise of the bar,
+        KEEP the target, or BACK to BSP."""
         return None
 
 
@@ -163,15 +226,26 @@ class MeasuredSpeed(SwitchSpeedPolicy):
                     f"{cost['bsp_time_left_s']:.1f} s BSP has left")
         return f"a switch needs {needed:.3g}x"
 
+    @staticmethod
+    def _not_worth(target: str, w: dict) -> str:
+        return (f"not trying {target}: a trial that goes back would cost {w['failed_trial_s']:.1f} s (two "
+                f"{w['pause_s']:.2f} s pauses and the trial), more than a {w['hoped']:g}x target would win back "
+                f"({max(0.0, w['hoped_gain_s']):.1f} s) in the {w['bsp_time_left_s']:.1f} s BSP has left")
+
     def before_switch(self, fraction: float, target: str, samples_left: float | None = None) -> SpeedDecision:
         # BSP's measure is taken here, before the pause: the reports workers send as they pause hold the wait.
         bsp, _ = self.rate("bsp", last=self.settings.bsp_reports, skip=1)
         self.bsp_at_switch = bsp
+        self.bsp_scatter = self.scatter("bsp", last=self.settings.bsp_reports, skip=1)
         known = self.known.get(target)
         needed, cost = self.needed(bsp, samples_left)
         if known is None and needed == float("inf"):  # no speed would win the switch back: nothing to try
             return SpeedDecision(STAY, fraction, self._needs(needed, cost),
                                  self._values(target, bsp, None, None, needed, cost, "work left"))
+        worth, weighed = self.worth_trying(bsp, samples_left)
+        if known is None and not worth:
+            return SpeedDecision(STAY, fraction, self._not_worth(target, weighed),
+                                 {**self._values(target, bsp, None, None, needed, cost, "work left"), **weighed})
         if known is None:
             return SpeedDecision(TRIAL, fraction, f"no measure of {target} on this job: switching to measure it",
                                  self._values(target, bsp, None, None, needed, cost, "trial"))
@@ -183,6 +257,8 @@ class MeasuredSpeed(SwitchSpeedPolicy):
         return SpeedDecision(SWITCH, fraction, said, values)
 
     def after_trial(self, fraction: float, target: str, samples_left: float | None = None) -> SpeedDecision | None:
+        """A sequential decision: from `trial_reports` a worker on, KEEP or BACK as soon as the bar lies outside the
+        ratio's noise band (`band`); MEASURE on while the band straddles it, until `trial_max_reports`."""
         s = self.settings
         # Every report of the trial counts: a phase's first step (graph entry, first fetches) is out of its times.
         measured, reports = self.rate("target")
@@ -193,8 +269,13 @@ class MeasuredSpeed(SwitchSpeedPolicy):
             return None  # a worker not heard from yet would leave its share out of the target's sum
         ratio = measured / bsp
         needed, cost = self.needed(bsp, samples_left, keeping=True)
-        values = self._values(target, bsp, measured, ratio, needed, cost, "trial")
+        band = self.band(reports)
+        values = {**self._values(target, bsp, measured, ratio, needed, cost, "trial"), "reports": reports,
+                  "band": band}
         said = f"{target} measured {ratio:.2f}x BSP's throughput on this job"
+        if ratio * (1 - band) < needed <= ratio * (1 + band) and reports < s.trial_max_reports:
+            return SpeedDecision(MEASURE, fraction, f"{said} after {reports} reports a worker, within the noise "
+                                 f"(+-{band * 100:.0f}%) of the {needed:.3g}x a switch needs: measuring on", values)
         if ratio < needed:
             return SpeedDecision(BACK, fraction, f"{said}; {self._needs(needed, cost)}", values)
         return SpeedDecision(KEEP, fraction, said, values)

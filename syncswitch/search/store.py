@@ -336,7 +336,8 @@ def speed_from_runs(run_dirs, target: str, rule: str) -> dict:
         summary = (read_json(run_dir, "summary.json") or {}) if run_dir else {}
         for decision in (summary.get("switch_speed") or {}).get("decisions", []):
             values = decision.get("values") or {}
-            if values.get("source") == "trial" and values.get("target") == target and values.get("ratio"):
+            decided = decision.get("action") in ("keep", "back")  # a trial's verdict, not its measuring on
+            if decided and values.get("source") == "trial" and values.get("target") == target and values.get("ratio"):
                 ratios.append(float(values["ratio"]))
     if not ratios:
         return {}

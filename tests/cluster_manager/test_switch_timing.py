@@ -113,6 +113,20 @@ def test_a_trial_that_finds_the_target_faster_keeps_it(write_spec, tmp_path):
     assert summary["guard_events"] == []
 
 
+def test_a_trial_within_the_noise_of_the_bar_measures_on(write_spec, tmp_path):
+    # 1.15x against a 1.1x bar: within the noise band after two reports a worker (+-14%), so the trial measures on
+    # (said once, recorded once) until its cap, where the measured ratio keeps the target.
+    cluster = FakeCluster(total=8000, loss=_settled, rates={"asp": 1.15})
+    summary, _, _ = _run(write_spec, tmp_path, [SETTLED, LOSS_RULE, "policy.switch_to=asp", FIXED_MARGIN],
+                         cluster=cluster)
+    assert [p["protocol"] for p in summary["schedule"]] == ["bsp", "asp"]
+    trial, measure, keep = summary["switch_speed"]["decisions"]
+    assert (trial["action"], measure["action"], keep["action"]) == ("trial", "measure", "keep")
+    assert measure["values"]["reports"] == 2 and measure["reason"].endswith("measuring on")
+    assert keep["values"]["reports"] == 8 and keep["values"]["ratio"] == pytest.approx(1.15)
+    assert summary["switch_speed"]["trial_max_reports"] == 8
+
+
 def test_no_trial_where_the_work_left_cannot_pay_for_the_pause(write_spec, tmp_path):
     # At the defaults a switch is weighed against the time BSP has left: here (the fake's 10,000 examples/s) less
     # than the assumed pause, so not even a fast target is tried.

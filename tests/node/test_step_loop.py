@@ -93,3 +93,49 @@ def test_a_steps_deadline_is_the_floor_or_twenty_times_the_protocols_slowest_rec
     deadline.took(5.0)
     assert deadline.seconds(asp) == 30.0  # another protocol: its own steps
     assert StepDeadline(0.0).options(bsp) is None and StepDeadline(0.0).options(bsp, given) is given
+
+
+def _lockstep(states, moved_at, until, steps=20):
+    """Workers stepping one collective together; worker i takes the moved boundary before its step moved_at[i].
+    Returns the step after which each paused (None: it never did)."""
+    paused = [None] * len(states)
+    for step in range(steps):
+        live = [i for i, p in enumerate(paused) if p is None]
+        if not live:
+            break
+        for i in live:
+            if step == moved_at[i]:
+                states[i].move_boundary(until)
+            states[i].take_moved_boundary()
+        flags = [states[i].stop_flag() for i in live]
+        if len(live) < len(states):  # a peer paused alone: this collective would never complete
+            return paused
+        for i in live:
+            states[i].after_collective_step(states[i].samples + 128, agreed=any(flags))
+            if states[i].at_boundary():
+                paused[i] = step
+    return paused
+
+
+def test_a_collective_group_pauses_after_the_same_step_whoever_took_the_moved_boundary_first():
+    """The manager's set_boundary reaches one worker a step before the other: both still pause together."""
+    from syncswitch.node.state import TrainState
+
+    for until_samples in (1000, 1024, 1100, 1152):  # inside the step that takes the first worker past it, or at it
+        states = [TrainState(total_samples=10_000, worker=w) for w in range(2)]
+        for state in states:
+            state.boundary, state.hold_boundary, state.samples, state.step_samples = 1.0, True, 896, 128
+        paused = _lockstep(states, moved_at=[0, 1], until=until_samples / 10_000)
+        assert paused[0] is not None and paused[0] == paused[1], (until_samples, paused)
+        assert states[0].samples == states[1].samples >= until_samples
+
+
+def test_a_collective_step_past_the_boundary_unflagged_waits_one_step_for_the_group():
+    """A wrong prediction (the step's samples differ from the last) never pauses one worker alone."""
+    from syncswitch.node.state import TrainState
+
+    states = [TrainState(total_samples=10_000, worker=w) for w in range(2)]
+    for state in states:
+        state.boundary, state.hold_boundary, state.samples, state.step_samples = 1.0, True, 896, 0  # no prediction
+    paused = _lockstep(states, moved_at=[0, 1], until=0.1)
+    assert paused == [1, 1]  # the step that crossed 1000 unflagged, then the next, agreed

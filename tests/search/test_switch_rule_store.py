@@ -59,5 +59,6 @@ def test_pilots_whose_speeds_were_judged_are_another_setting(job_file):
     measured = switching_for_spec(specmod.load(str(job_file)))
     off = switching_for_spec(specmod.load(str(job_file), ["policy.switch_speed=off"]))
     assert measured["switch_speed"] == {"rule": "measured", "margin": None, "noise": 1.1, "pause_s": 0.5,
-                                         "trial_reports": 2, "bsp_reports": 10}
+                                         "relaunch_pause_s": 2.5, "hoped": 1.25, "trial_s": 0.5, "trial_reports": 2,
+                                         "trial_max_reports": 8, "sigmas": 2.0, "bsp_reports": 10}
     assert "switch_speed" not in off  # off: what was stored before
