@@ -424,8 +424,11 @@ FIGURES = (
            note="Final accuracy, median [min, max] over seeds; times against BSP's median total time in the same "
                 "files, and each run against its seed's BSP run where the file pairs them. The quickstart and digits "
                 "rows: 2026-11-26 at 8f3821c (BSP by all-reduce, the speed rule with its short trial; two calls "
-                "under /work/bin/heavy beside other jobs). The ResNet's rows: 2026-11-25 at cededd3 (BSP through "
-                "the parameter servers, before the speed rule), not remeasured; they pool two files (15 seeds in "
+                "under /work/bin/heavy beside other jobs), before the speed rule weighed a trial against the work "
+                "left: at 40dad81 these 2.6-4.2 s jobs stay synchronous without a trial (the default then runs "
+                "BSP's own path end to end; lab notebook 2026-11-26-switch-timing-5). The ResNet's rows: "
+                "2026-11-25 at cededd3 (BSP through the parameter servers, before the speed rule), not "
+                "remeasured; they pool two files (15 seeds in "
                 "place, 5 by relaunch)."),
     Figure("protocols", "Protocols on 4 workers: accuracy and throughput",
            ("protocols-quickstart-10seeds-4workers-2026-11-26.json",),
@@ -469,9 +472,10 @@ PEERS_NOTE = (
     "win back a failed trial: on this 15-s job the default stays on BSP). MNIST-1D at 0.4 CPU per node (each peer "
     "process, each syncswitch node in its own cgroup): five seeds at 8a76378, without the one-process variant "
     "(not rerun: 120-133 s a run in a 0.4-CPU cgroup; before the speed rule's current trial). MNIST-1D, no budget: "
-    "five seeds at d2e6515 (`evaluation.live`, the speed rule's short trial, held checkpoints waiting for its "
-    "verdict). The ResNet at 0.4 CPU per node: two seeds only at 8a76378, without the one-process variant (the CPU "
-    "slots of the shared machine allowed no more).")
+    "five seeds at 40dad81 (`evaluation.live`; the speed rule's sequential trial, which measures on while "
+    "local-sgd's ratio is within the noise of its bar: 3 of 5 runs kept local-sgd at 1.13-1.22x BSP, 2 went back "
+    "after two reports at 0.80x and 0.92x). The ResNet at 0.4 CPU per node: two seeds only at 8a76378, without the "
+    "one-process variant (the CPU slots of the shared machine allowed no more).")
 
 
 def peers_cell(doc: dict) -> str:
@@ -555,18 +559,19 @@ FIGURES += (
            ("scale-quickstart-2026-11-26.json", "scale-digits-cnn-2026-11-26.json"),
            ("python -m bench scale --jobs quickstart --workers 2,8,32,64 --seeds 5 (in calls of under 8 minutes, "
             "each with --add-to the previous call's runs)",
-            "python -m bench scale --jobs digits_cnn --workers 2,8,32,64 --seeds 5 (cut by the session's end: the "
-            "2 complete seeds kept, tables by --table-from)"),
+            "python -m bench scale --jobs digits_cnn --workers 2,8,32,64 --seeds 5 (its 2 complete seeds kept), then "
+            "--seeds 3 --first-seed 2 --add-to F"),
            scale_render, commit="63981ef",
            note=("Quickstart: five seeds a cell at this simulator (b-fasgd fetches as the worker's next step gets a "
                  "core; the `switch` variant with the loss switch rule of 325c508; the other variants' seeds 0-1 "
-                 "recorded earlier the same day, no rule of theirs changed since). Digits CNN: 2 "
-                 "seeds a cell (seeds 0-1; the five aimed at were cut by the session's end), all at this simulator. "
+                 "recorded earlier the same day, no rule of theirs changed since). Digits CNN: 5 "
+                 "seeds a cell, seeds 0-1 at this simulator, seeds 2-4 at 097c98b (no simulator change between). "
                  "Each run in the benches' child process at one TensorFlow thread, arrivals `speeds:0.2` (each "
                  "worker a core of its own). With the workload fixed in epochs BSP itself falls toward chance from "
                  "8-32 workers (the linearly scaled rate, and too few updates), so 'below BSP' says little there; "
                  "from 32 workers the switch rule keeps the default switch synchronous, so the guard judges BSP "
-                 "alone. 64 simulated workers of the quickstart took 1.7-29 s a run (host_s in the file). The "
+                 "alone. 64 simulated workers took 1.7-29 s a run (quickstart) and 2.1-17 s (digits CNN's seeds 2-4; "
+                 "host_s in the file). The "
                  "weak-scaling run (--weak) was not made.")),
     Figure("switch-rule", "The switch rule: jobs nobody tuned for, BSP through the parameter servers (10 seeds)",
            ("safety-switch-rule-plateau-cnn-mlp-2026-11-26.json",),
@@ -587,7 +592,9 @@ FIGURES += (
            note="A trial of two reports of 20-step windows a worker (a few tenths of a second); the margin from the "
                 "switch's pause and the work left, at least 1.1. Four calls under /work/bin/heavy beside other "
                 "helpers' jobs (each seed's runs in one call, interleaved): runs on BSP's own path (`stayed`) "
-                "scatter 0.69-2.1x their seed's BSP run, so single time ratios are noise; medians say more."),
+                "scatter 0.69-2.1x their seed's BSP run, so single time ratios are noise; medians say more. "
+                "Measured before the speed rule weighed a trial against the work left: from 40dad81 on, jobs this "
+                "short (2-4 s of BSP left at the switch) stay synchronous without a trial."),
     Figure("switch-speed-gru", "The first speed rule on the GRU (8 seeds, a two-second trial)",
            ("safety-switch-speed-gru-2026-11-26.json",),
            "python -m bench safety --workloads memory_gru-2 --variants bsp,in-place+guard,in-place>asp+guard "
@@ -619,7 +626,9 @@ FIGURES += (
             "(one call per seed or two, merged; b-fasgd again with --variants b-fasgd --repeats 5 after its "
             "engine's fix)",
             "python -m bench protocols --job jobs/J.yaml --workers 4 --repeats 5 --variants b-fasgd --set "
-            "policy.guard.enabled=false (J: quickstart, then digits_cnn; the two files merged)"),
+            "policy.guard.enabled=false (J: quickstart, then digits_cnn; the two files merged)",
+            "SSP and specsync rows: python -m bench scale-vs-real --real <the 2- and the 4-worker protocols result> "
+            "--protocols ssp,specsync (their call priced at the default --call 0.19)"),
            sim_vs_real_render, commit="2c8dc16",
            note="Real: each protocol alone on local workers, guard off, 5 seeds: 4 workers recorded 2026-11-24/25 "
                 "but b-fasgd (rerun 2026-11-26 on its engine that counts the updates landing while a step "
@@ -627,15 +636,24 @@ FIGURES += (
                 "workers sharing one core (the CPU slot a real run holds), time-sliced in the slice at which "
                 "simulated ASP is as stale as the real ASP runs measured (about 1.63 at 4 workers, 0.53-0.54 at "
                 "2); one calibration per job and size, the same for every protocol; in the benches' child process "
-                "at one TensorFlow thread. Every 2-worker row and the 4-worker b-fasgd rows at this section's "
+                "at one TensorFlow thread. SSP and specsync make a blocking call outside the window between their "
+                "read and their update (SSP polls its clocks after every step; specsync decides apply or drop after "
+                "counting): priced at 0.19 of their step, spent off the core (`+call:0.19`; their steps take 1.23x "
+                "ASP's, median of 20 runs paired by seed), which brings their simulated staleness from 0.50-0.54 to "
+                "0.41-0.47 at 2 workers, against the real 0.29-0.36 (SSP's simulated pair, its steps evened out by "
+                "the bound, keeps a fixed alternation the real scheduler does not), and from 1.02-1.46 to "
+                "0.92-0.96 at 4 (real: SSP 1.09-1.12, specsync 0.73-0.74); their rows rerun so at c0b4bfd. "
+                "Every other 2-worker row and the 4-worker b-fasgd rows at this section's "
                 "simulator (b-fasgd fetches as the worker's next step gets a core: a fetch atomic with the push "
                 "would count every peer push, staleness 1.0 at 2 workers on any arrival order, where the real runs "
                 "measure 0.72-0.82); the other 4-worker rows at 2c8dc16 (no rule of theirs changed since). The "
-                "quickstart's simulated BSP, ASP, SSP and FASGD sit 2-3 points under their real medians at 2 "
+                "quickstart's simulated BSP, ASP and FASGD sit 2-3 points under their real medians at 2 "
                 "workers (15 simulated against 10 real seeds: BSP 0.809 against 0.834); continued in the simulator "
                 "from the real runs' checkpoints at 5% of the workload, BSP ends 0.3 points from the real finals "
-                "(median over 10 seeds), so the offset is made in the first 32 rounds (the initial weights or those "
-                "rounds), not by any protocol's rule; the differences to BSP agree (ASP -4.0 simulated, -2.8 real). "
+                "(median over 10 seeds), so the offset is made in the first 32 rounds, not by any protocol's rule; "
+                "the differences to BSP agree (ASP -4.0 simulated, -2.8 real). Not the initial weights' "
+                "distribution: a real chief's graph built in one process draws the simulator's glorot-uniform "
+                "spreads (the real draw is not fixed by the seed: Keras' unseeded initializers). "
                 "b-fasgd's simulated staleness is under the real one at both sizes (0.65 against 0.74, 1.88 against "
                 "2.13): the real fetch lands between the push and the next step's start, nearer the start; on the "
                 "quickstart at 4 workers, where staleness costs most, that puts the simulated b-fasgd over the real "

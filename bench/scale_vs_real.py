@@ -5,8 +5,10 @@ side runs here: the same job, protocol, worker count and seeds, guard off, in th
 share this machine's cores (2, and one CPU slot of them under `heavy`), so they are less stale than as many
 machines would be: the simulated workers share `--cores` cores, time-sliced in the slice at which simulated ASP
 is as stale as the real ASP runs measured (median); one calibration per job and worker count, the same for every
-protocol. A protocol agrees when the simulated median lies within the real runs' [min, max]. `--own-cores` also
-runs every simulated worker on a core of its own (the arrival model alone), for contrast.
+protocol. SSP's clock poll and specsync's cond after the count are calls outside the read-to-update window, priced
+at `--call` of a step (`+call:F`; measured: their steps take 1.23x ASP's, median of 20 runs paired by seed, so the
+call is 0.19 of their step). A protocol agrees when the simulated median lies within the real runs' [min, max].
+`--own-cores` also runs every simulated worker on a core of its own (the arrival model alone), for contrast.
 
     python -m bench scale-vs-real --real bench/results/protocols-quickstart-digits-2workers-2026-11-26.json \\
         --real bench/results/protocols-quickstart-digits-4workers-2026-11-26.json --out RESULT.json
@@ -25,6 +27,7 @@ from bench.protocols import PROTOCOLS
 from bench.sim_pool import SimPool
 
 SIGMA = "speeds:0.2"
+CALL = 0.19  # 1 - 1/1.23: SSP's and specsync's steps against ASP's, same seed and job, 2 workers (20 pairs)
 
 
 def real_side(arg: str) -> list[dict]:
@@ -60,18 +63,19 @@ def simulate(cell: dict, arrivals: str, seed: int, out: str) -> dict:
                 "quantum")}
 
 
-def compare(cells: list[dict], runs_dir: str, cores: int, own_cores: bool, only=None) -> list[dict]:
+def compare(cells: list[dict], runs_dir: str, cores: int, own_cores: bool, only=None, call: float = CALL) -> list[dict]:
     with SimPool(log=log) as pool:  # each simulated run in a watched child (retried if it stops making progress)
-        return _compare(pool, cells, runs_dir, cores, own_cores, only)
+        return _compare(pool, cells, runs_dir, cores, own_cores, only, call)
 
 
-def _compare(pool, cells, runs_dir, cores, own_cores, only) -> list[dict]:
+def _compare(pool, cells, runs_dir, cores, own_cores, only, call) -> list[dict]:
     rows = []
     asp = {(c["job"], c["workers"]): statistics.median(c["staleness"]) for c in cells
            if c["protocol"] == "asp" and c["staleness"]}
     for cell in [c for c in cells if not only or c["protocol"] in only]:
         target = asp.get((cell["job"], cell["workers"]))
-        models = {"shared": f"{SIGMA}+cores:{cores}:staleness={target:.4f}"} if target else {}
+        priced = f"+call:{call:g}" if call else ""
+        models = {"shared": f"{SIGMA}+cores:{cores}:staleness={target:.4f}{priced}"} if target else {}
         if own_cores:
             models["own"] = SIGMA
         real = spread(cell["accuracy"])
@@ -114,6 +118,9 @@ def main(argv=None) -> int:
     parser.add_argument("--cores", type=int, default=1, help="cores the simulated workers share (default 1: the "
                                                              "CPU slot a real run under heavy holds)")
     parser.add_argument("--own-cores", action="store_true", help="also simulate each worker on its own core")
+    parser.add_argument("--call", type=float, default=CALL,
+                        help=f"a protocol's call outside its window, as a fraction of its step (default {CALL}: "
+                             "measured on this machine; 0: free)")
     parser.add_argument("--jobs", help="only these jobs (names as in the real result, comma-separated)")
     parser.add_argument("--protocols", help="simulate only these (comma-separated; the real ASP runs still calibrate)")
     parser.add_argument("--runs-dir", default="/tmp/scale-vs-real")
@@ -122,7 +129,7 @@ def main(argv=None) -> int:
     cells = [c for path in args.real for c in real_side(path)
              if not args.jobs or c["job"] in args.jobs.split(",")]
     rows = compare(cells, args.runs_dir, args.cores, args.own_cores,
-                   args.protocols.split(",") if args.protocols else None)
+                   args.protocols.split(",") if args.protocols else None, args.call)
     print("\n".join(markdown(rows)))
     agree = {kind: sum(r["within_real_spread"] for r in rows if r["cores"] == kind) for kind in ("shared", "own")}
     total = {kind: sum(r["cores"] == kind for r in rows) for kind in ("shared", "own")}

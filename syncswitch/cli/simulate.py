@@ -19,7 +19,9 @@ from syncswitch.cli.errors import friendly_errors
               help="round-robin | speeds[:SIGMA] (random per-worker speeds, stragglers) | replay:RUN_DIR "
                    "(each worker's measured step times from a real run); any with +cores:C[:q=QUANTUM|:staleness=S] "
                    "(the workers share C cores, time-sliced; the slice in mean steps, or calibrated to ASP's "
-                   "staleness S; on a replay, by default to the staleness the run measured).")
+                   "staleness S; on a replay, by default to the staleness the run measured); and +call:F (a "
+                   "protocol's blocking call outside its read-to-update window, SSP's and specsync's, takes F of a "
+                   "step off the core; default 0).")
 @click.option("--step-time", type=click.FloatRange(min=0, min_open=True), default=1.0, show_default=True,
               help="Seconds of one step on the simulated cluster (the time scale of round-robin and speeds).")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seeds the model, the arrivals and the draws.")

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import dataclasses
+import random
 import sys
 
+import numpy
 import tensorflow as tf
 
 from syncswitch.node import replica as replicamod
@@ -296,7 +298,12 @@ def build(launch, total: int, module, params: dict, cluster) -> TrainGraph:
     batch = _one_batch(launch, protocols)
     graph = tf.Graph()
     with graph.as_default():
+        # The job's seed fixes the initialization: TensorFlow's ops take theirs from the graph's seed, but an
+        # initializer without its own seed (Keras' defaults) draws one from Python's random state, and a user's
+        # model_fn may draw from numpy's: both start differently in every process unless seeded here.
         v1.set_random_seed(launch.seed)
+        random.seed(launch.seed)
+        numpy.random.seed(launch.seed % 2**32)
         setter = v1.train.replica_device_setter(
             ps_tasks=len(launch.ps_hosts), worker_device=f"/job:worker/task:{index}", cluster=cluster,
             ps_strategy=GreedyByteStrategy(len(launch.ps_hosts)))

@@ -13,6 +13,10 @@ Any of them takes a suffix `+cores:C[:q=QUANTUM | :staleness=S]`: the workers sh
 (syncswitch/simulator/cores.py), time-sliced in slices of QUANTUM mean steps (default 1), or in the slice at
 which ASP's staleness is S (calibrated); on a replayed run, with neither given, the staleness its asynchronous
 phases measured. Without it every worker has a core of its own.
+
+And a suffix `+call:F`: a protocol's own blocking call to the parameter servers outside its read-to-update
+window (SSP's clock poll after each step, specsync's update decided in a second round trip) takes F of the
+worker's step, off its core (the worker waits for the servers' answer); default 0, calls cost nothing.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ from syncswitch.simulator.cores import calibrate_quantum
 
 NAMES = ("round-robin", "speeds[:SIGMA]", "replay:RUN_DIR")
 CORES = "+cores:C[:q=QUANTUM|:staleness=S]"
+CALL = "+call:F"
 
 
 class ArrivalModel(abc.ABC):
@@ -39,6 +44,7 @@ class ArrivalModel(abc.ABC):
         self.workers, self.seed, self.unit = workers, seed, unit
         self.cores: int | None = None  # shared cores (None: each worker its own) and their slice, in mean steps
         self.quantum = 1.0
+        self.call = 0.0  # a protocol's blocking call outside its window, as a fraction of the step (off the core)
 
     @abc.abstractmethod
     def step_time(self, worker: int, step: int) -> float:
@@ -47,7 +53,8 @@ class ArrivalModel(abc.ABC):
     def describe(self) -> dict:
         shared = {} if self.cores is None else {"cores": self.cores, "quantum": self.quantum,
                                                 "calibrated_to_staleness": getattr(self, "calibrated_to", None)}
-        return {"model": self.name, "unit_s": self.unit, **shared}
+        call = {"call": self.call} if self.call else {}
+        return {"model": self.name, "unit_s": self.unit, **shared, **call}
 
 
 class RoundRobin(ArrivalModel):
@@ -146,11 +153,25 @@ def measured_staleness(run_dir: str) -> float | None:
 def arrival_model(text: str, workers: int, seed: int, unit: float = 1.0) -> ArrivalModel:
     """The model `text` names (see the module's docstring); a clear error names the valid ones."""
     text = text or "round-robin"
-    base, plus, shared = text.rpartition("+cores:")
-    model = _base_model(base if plus else text, text, workers, seed, unit)
+    rest, priced, call = text.rpartition("+call:")
+    rest = rest if priced else text
+    base, plus, shared = rest.rpartition("+cores:")
+    model = _base_model(base if plus else rest, text, workers, seed, unit)
     if plus:
         _share_cores(model, shared, text)
+    if priced:
+        model.call = _call_fraction(call, text)
     return model
+
+
+def _call_fraction(arg: str, text: str) -> float:
+    try:
+        value = float(arg)
+    except ValueError:
+        value = -1.0
+    if not 0.0 <= value < 1.0:
+        raise SpecError(f"--arrivals {text}: {CALL} takes the call's fraction of a step, 0 <= F < 1, e.g. +call:0.2")
+    return value
 
 
 def _share_cores(model: ArrivalModel, arg: str, text: str) -> None:
@@ -187,4 +208,5 @@ def _base_model(kind_arg: str, text: str, workers: int, seed: int, unit: float) 
         return Speeds(workers, seed, unit, sigma)
     if kind == "replay" and arg:
         return Replay(workers, seed, unit, arg)
-    raise SpecError(f"--arrivals {text!r}: unknown arrival model; valid: {', '.join(NAMES)} (each with {CORES})")
+    raise SpecError(f"--arrivals {text!r}: unknown arrival model; valid: {', '.join(NAMES)} "
+                    f"(each with {CORES} and {CALL})")

@@ -18,8 +18,9 @@ import heapq
 class Cores:
     """C cores (None: one per worker) time-sliced round-robin among the ready workers, slices of `quantum` units.
 
-    Drive it with `start(now, worker, work)` (the worker is ready to begin a step of `work` seconds) and
-    `next()` -> (kind, time, worker): "read" when a worker's step first gets a core, "push" when it is done.
+    Drive it with `start(now, worker, work, call)` (the worker begins a step of `work` seconds after `call`
+    seconds off the cores) and `next()` -> (kind, time, worker): "read" when a worker's step first gets a core,
+    "push" when it is done.
     """
 
     def __init__(self, cores: int | None, quantum: float, unit: float = 1.0):
@@ -28,13 +29,18 @@ class Cores:
         self.reads: collections.deque = collections.deque()  # workers whose step just got its first core
         self.left: dict[int, float] = {}                       # work left of each worker's step
         self.began: dict[int, bool] = {}
-        self.slices: list = []                                 # (end, worker) of the slices running
+        self.slices: list = []          # (end, worker, "") of the slices running, (end, worker, "wake") of the calls
         self.running = 0
         self.now = 0.0
 
-    def start(self, now: float, worker: int, work: float) -> None:
+    def start(self, now: float, worker: int, work: float, call: float = 0.0) -> None:
+        """`worker` begins a step of `work` seconds; with `call` > 0 it first waits that long off the cores, for the
+        parameter servers' answer to a call of its protocol's, and reads only after it (peers run meanwhile)."""
         self.now = now
         self.left[worker], self.began[worker] = work, False
+        if call > 0:
+            heapq.heappush(self.slices, (now + call, worker, "wake"))
+            return
         self.ready.append(worker)
         self._dispatch()
 
@@ -48,7 +54,7 @@ class Cores:
             run = self.left[worker] if self.cores is None else min(self.slice, self.left[worker])
             self.left[worker] -= run
             # Slices ending at one instant end in worker order (round robin's order).
-            heapq.heappush(self.slices, (self.now + run, worker))
+            heapq.heappush(self.slices, (self.now + run, worker, ""))
 
     def next(self) -> tuple[str, float, int] | None:
         """The next read or push, in time order; None when no worker is stepping. A read comes as soon as its
@@ -58,8 +64,12 @@ class Cores:
                 return "read", self.now, self.reads.popleft()
             if not self.slices:
                 return None
-            t, worker = heapq.heappop(self.slices)
+            t, worker, kind = heapq.heappop(self.slices)
             self.now = t
+            if kind == "wake":  # its call returned: it waits for a core
+                self.ready.append(worker)
+                self._dispatch()
+                continue
             self.running -= 1
             if self.left[worker] > 1e-12 * self.slice:  # its slice is over, its step is not: back of the queue
                 self.ready.append(worker)

@@ -14,7 +14,7 @@ def run_async(sim, rule, until_samples: int):
     cpu = sim.cores()
     began, reads = {}, {}
     for c in range(sim.workers):
-        cpu.start(sim.now, c, sim.step_time(c))
+        start(cpu, sim, rule, sim.now, c)
     parked: list[int] = []
     while rule.s.samples < min(until_samples, sim.until):
         event = cpu.next()
@@ -35,11 +35,19 @@ def run_async(sim, rule, until_samples: int):
         if rule.blocked(c):
             parked.append(c)
         else:
-            cpu.start(t, c, sim.step_time(c))
+            start(cpu, sim, rule, t, c)
         for w in [w for w in parked if not rule.blocked(w)]:  # the slowest moved on: SSP's waiters go
             parked.remove(w)
-            cpu.start(t, w, sim.step_time(w))
+            start(cpu, sim, rule, t, w)
     return None
+
+
+def start(cpu, sim, rule, now: float, worker: int) -> None:
+    """The worker's next step: its time from the arrival model, of which the rule's blocking calls outside its
+    read-to-update window (`rule.calls` of them, each `call` of a step) are spent off the cores before the read."""
+    work = sim.step_time(worker)
+    waiting = min(rule.calls * sim.arrivals.call, 0.9) * work
+    cpu.start(now, worker, work - waiting, waiting)
 
 
 def run_rounds(sim, rule, until_samples: int):

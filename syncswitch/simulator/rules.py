@@ -57,6 +57,9 @@ class ServerRule(abc.ABC):
     name = ""
     rounds = False
     round_steps = 1
+    # Blocking calls to the parameter servers a step makes outside its read-to-update window: the arrival model's
+    # `call` prices each (a fraction of the step, spent off the core while the peers run).
+    calls = 0
 
     def __init__(self, shared: Shared, workers: int, params: dict, batch: int, seed: int):
         self.s, self.n, self.params, self.batch = shared, workers, dict(params), batch
@@ -132,9 +135,11 @@ class Asp(ServerRule):
 
 @register
 class Ssp(Asp):
-    """ASP whose workers wait while more than `staleness` steps ahead of the slowest (`must_wait`)."""
+    """ASP whose workers wait while more than `staleness` steps ahead of the slowest (`must_wait`). The engine
+    polls the clocks in a call of its own after every step (`after_step`), between the update and the next read."""
 
     name = "ssp"
+    calls = 1
 
     def __init__(self, *args):
         super().__init__(*args)
@@ -214,9 +219,14 @@ class Lookahead(Asp):
 class SpecSync(Asp):
     """A gradient is dropped (and the worker reads again) when more than abort_rate * n updates by others landed
     since its read (within abort_time seconds of it, when given); adaptive: the paper's Algorithm 1 (`tune`)
-    over each epoch's pushes sets abort_time and abort_rate."""
+    over each epoch's pushes sets abort_time and abort_rate. The engine counts the fresh updates when the
+    gradient reaches the servers and only then decides, in a graph-mode cond across worker and servers, to apply
+    or drop: the time after the count is outside the window (a peer's push landing there is counted by nobody).
+    The simulator spends it as a call before the next read, so the count and the abort see what the engine's do;
+    the gradient applied misses those pushes, where the engine's is applied after them."""
 
     name = "specsync"
+    calls = 1
 
     def __init__(self, *args):
         super().__init__(*args)

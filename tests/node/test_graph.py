@@ -108,3 +108,59 @@ def test_a_step_reads_only_the_model_from_the_parameter_server(tmp_path):
     assert received["local_step"] == []
     assert received["local_devices"] == ["/job:worker/task:0"]
     assert not [name for name in received["checkpointed"] if "replica" in name or "local_sgd" in name]
+
+
+# -- the job's seed fixes the model's initial weights --------------------------------------------------------------
+
+INIT_DRIVER = '''
+import hashlib, os, socket, sys
+os.environ["TF_USE_LEGACY_KERAS"] = "1"
+import tensorflow as tf
+from syncswitch.node import graph as graphmod
+from syncswitch.node import script as scriptmod
+from syncswitch.wire import agent_pb2 as pb
+
+v1 = tf.compat.v1
+v1.disable_eager_execution()
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+path, seed = sys.argv[1], int(sys.argv[2])
+ps_hosts, workers = [f"127.0.0.1:{free_port()}"], [f"127.0.0.1:{free_port()}"]
+launch = pb.Launch(task_index=0, num_workers=1, ps_hosts=ps_hosts, worker_hosts=workers, script_path=path, seed=seed)
+phase = launch.phases.add(protocol="asp", build=True, until=1.0)
+phase.config.per_worker_batch, phase.config.learning_rate, phase.config.momentum = 8, 0.1, 0.9
+cluster, ps, worker = graphmod.start_servers(ps_hosts, workers, 0, 1, 2)
+g = graphmod.build(launch, 1000, scriptmod.load_script(path), {}, cluster)
+with g.graph.as_default(), v1.Session(worker.target, config=graphmod.session_config(1, 0, 1, 2)) as session:
+    session.run([g.scaffold.init_op, g.scaffold.local_init_op])
+    values = session.run(v1.trainable_variables())
+print("RESULT " + hashlib.sha256(b"".join(v.tobytes() for v in values)).hexdigest(), flush=True)
+os._exit(0)
+'''
+
+
+@pytest.mark.cluster
+def test_the_jobs_seed_fixes_the_initial_weights(tmp_path):
+    """`seed` promises the same initialization: an initializer without its own seed (Keras' defaults) draws it from
+    Python's random state, which two processes start differently unless the task seeds it."""
+    import subprocess
+    import sys
+
+    (tmp_path / "driver.py").write_text(INIT_DRIVER)
+
+    def weights(seed):
+        proc = subprocess.run([sys.executable, str(tmp_path / "driver.py"), str(SCRIPT), str(seed)],
+                              capture_output=True, text=True, timeout=240)
+        lines = [line for line in proc.stdout.splitlines() if line.startswith("RESULT ")]
+        assert lines, proc.stderr[-2000:]
+        return lines[-1]
+
+    first = weights(3)
+    assert weights(3) == first
+    assert weights(4) != first

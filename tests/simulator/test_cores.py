@@ -69,3 +69,27 @@ def test_a_replayed_run_is_calibrated_to_the_staleness_it_measured(tmp_path):
 def test_bad_cores_are_named(text):
     with pytest.raises(SpecError, match=r"\+cores:C"):
         arrival_model(text, 4, 0)
+
+
+def test_a_worker_in_a_call_is_off_the_cores_and_reads_when_it_gets_one_after_it():
+    cpu = Cores(1, 8.0)
+    cpu.start(0.0, 0, 1.0, call=0.5)
+    cpu.start(0.0, 1, 1.0)
+    assert [cpu.next() for _ in range(4)] == [("read", 0.0, 1), ("push", 1.0, 1), ("read", 1.0, 0), ("push", 2.0, 0)]
+    cpu = Cores(None, 8.0)
+    cpu.start(0.0, 0, 1.0, call=0.5)
+    assert [cpu.next() for _ in range(2)] == [("read", 0.5, 0), ("push", 1.5, 0)]
+
+
+def test_a_call_is_priced_as_a_fraction_of_the_step():
+    model = arrival_model("speeds:0.2+cores:1:q=0.5+call:0.2", 2, 0)
+    assert (model.cores, model.quantum, model.call) == (1, 0.5, 0.2)
+    assert model.describe()["call"] == 0.2
+    assert arrival_model("round-robin+call:0.1", 2, 0).call == 0.1
+    assert arrival_model("round-robin", 2, 0).call == 0.0
+
+
+@pytest.mark.parametrize("text", ["speeds+call:x", "speeds+call:1", "speeds+call:-0.1", "speeds+call:"])
+def test_a_bad_call_price_is_named(text):
+    with pytest.raises(SpecError, match=r"\+call:F"):
+        arrival_model(text, 2, 0)

@@ -93,3 +93,9 @@ def test_b_fasgd_fetches_as_the_next_step_starts_so_a_peer_push_before_it_is_in_
     assert stamp == rule.s.step == 2
     rule.apply_update(g, stamp, 0)
     assert rule.staleness[-1] == 0
+
+
+def test_ssp_and_specsync_make_a_call_outside_their_window_and_the_others_none():
+    from syncswitch.simulator.rules import RULES
+
+    assert {name for name, rule in RULES.items() if rule.calls} == {"ssp", "specsync"}

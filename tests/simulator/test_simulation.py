@@ -166,3 +166,19 @@ def test_workers_sharing_cores_are_as_stale_as_the_cores_let_them(digits_job, tm
         stale[arrivals] = summary["schedule"][0]["measured"]["staleness_mean"]
     assert stale == pytest.approx({"speeds:0.2": 3.0, "speeds:0.2+cores:2:q=8": 1.0, "speeds:0.2+cores:1:q=8": 0.0},
                                   abs=0.1)
+
+
+def test_a_call_outside_the_window_leaves_the_peers_pushes_out_of_the_next_read(digits_job, tmp_path):
+    """SSP polls its clocks in a call of its own after each step: priced by `+call:F`, it runs off the core, the
+    peer pushes meanwhile, and that push is in the worker's next read (ASP, which makes no such call, is as stale
+    with the price as without; SSP with a bound that never binds is ASP without it)."""
+    stale = {}
+    for protocol in ("asp", "ssp"):
+        for call in ("", "+call:0.3"):
+            arrivals = f"speeds:0.2+cores:1:q=0.6{call}"
+            schedule = only(protocol, **({"staleness": 1000} if protocol == "ssp" else {}))
+            _, summary = simulate(digits_job, tmp_path, 2, [schedule, "workload={samples: 2560}"], arrivals=arrivals,
+                                  name=protocol + call)
+            stale[protocol + call] = summary["schedule"][0]["measured"]["staleness_mean"]
+    assert stale["ssp"] == stale["asp"] == stale["asp+call:0.3"]
+    assert stale["ssp+call:0.3"] < stale["ssp"] - 0.1
