@@ -222,6 +222,8 @@ class Evaluations:
         """The result as a record, or None for a checkpoint of an abandoned branch."""
         written = self._copies.get(evaluation.checkpoint, evaluation.checkpoint)
         self._outstanding.pop(written, None)  # scored while its cancel was on the way: already not pending
+        if any(r.written == written for r in self.results):
+            return None  # held back again while being scored, sent again, scored twice: the first counts
         # Scored while being held back again: not to be scored twice.
         self._deferred = [d for d in self._deferred if d[0] != written]
         if written in self._abandoned:

@@ -144,3 +144,14 @@ def test_after_the_last_step_the_evaluator_may_score_as_many_at_once_as_there_ar
         evaluations.on_evaluation(_result(f"ckpt-{i}", fraction))
     sent = len(proc.requests())
     assert evaluations.widen(cores=8) == 1 and len(proc.requests()) == sent  # one left: one scorer does
+
+
+def test_a_checkpoint_held_again_while_scored_and_sent_again_counts_once():
+    evaluations, proc = _deferring()
+    evaluations.submit("ckpt-0", 0.1, time=2.0, live=False)
+    evaluations.release("watched phase")
+    assert evaluations.hold_again("bsp phase") == 1  # the evaluator is scoring it: the cancel comes too late
+    assert evaluations.release("last step") == 1
+    assert evaluations.on_evaluation(_result("ckpt-0", 0.1)) is not None and evaluations.pending == 0
+    assert evaluations.on_evaluation(_result("ckpt-0", 0.1)) is None  # the second scoring of the same checkpoint
+    assert len(evaluations.results) == 1 and evaluations.pending == 0
