@@ -466,15 +466,16 @@ PEERS_NOTE = (
     "they do (and start it after their first step); syncswitch's training time runs from its first step to its last "
     "without a stop. From 8a76378 on, syncswitch's local runs score the checkpoints of phases the guard does not "
     "watch after the last step (`evaluation.live: auto`, docs/evaluation.md), so a synchronous run, like the peers, "
-    "no longer pays for its evaluations in its training time (it still writes its 20 checkpoints); a switched run's "
-    "guarded phase is scored live. The synthetic ResNet, no budget: five seeds at 8a76378. MNIST-1D at 0.4 CPU per "
-    "node (each peer process, each syncswitch node in its own cgroup): five seeds at 8a76378, without the "
-    "one-process variant (not rerun: 120-133 s a run in a 0.4-CPU cgroup). MNIST-1D, no budget: five seeds at "
-    "40dad81 (`evaluation.live`; the speed rule's sequential trial, which measures on while local-sgd's ratio is "
-    "within the noise of its bar: 3 of 5 runs kept local-sgd at 1.13-1.22x BSP, 2 went back after two reports at "
-    "0.80x and 0.92x). The ResNet "
-    "at 0.4 CPU per node: two seeds only at 8a76378, without the one-process variant (the CPU slots of the shared "
-    "machine allowed no more).")
+    "no longer pays for its evaluations in its training time (it still writes its 20 checkpoints, the first one's "
+    "copy and write made before training from e7836a6 on); a switched run's guarded phase is scored live. The "
+    "synthetic ResNet, no budget: five seeds at e7836a6 (the speed rule tries a target only where a kept one would "
+    "win back a failed trial: on this 15-s job the default stays on BSP). MNIST-1D at 0.4 CPU per node (each peer "
+    "process, each syncswitch node in its own cgroup): five seeds at 8a76378, without the one-process variant "
+    "(not rerun: 120-133 s a run in a 0.4-CPU cgroup; before the speed rule's current trial). MNIST-1D, no budget: "
+    "five seeds at 40dad81 (`evaluation.live`; the speed rule's sequential trial, which measures on while "
+    "local-sgd's ratio is within the noise of its bar: 3 of 5 runs kept local-sgd at 1.13-1.22x BSP, 2 went back "
+    "after two reports at 0.80x and 0.92x). The ResNet at 0.4 CPU per node: two seeds only at 8a76378, without the "
+    "one-process variant (the CPU slots of the shared machine allowed no more).")
 
 
 def peers_cell(doc: dict) -> str:

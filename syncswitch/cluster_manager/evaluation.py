@@ -35,6 +35,13 @@ def start_evaluator_process(config: pb.EvaluatorConfig, log_path: str, module: s
     return proc
 
 
+def usable_cores() -> int:
+    """The cores this process may run on (the evaluator's machine is the manager's)."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
+
+
 class Evaluations:
     """Hands checkpoints to the evaluator and collects its results.
 
@@ -73,6 +80,8 @@ class Evaluations:
         self._deferred: list[tuple[str, float, float]] = []  # (path, fraction, time), in the order written
         self.deferred_total = 0  # checkpoints that waited for a release, over the run
         self.releases: list[dict] = []  # when the held checkpoints went to the evaluator, and why
+        self.held_again: list[dict] = []  # when sent ones not yet scored were held back again, and why
+        self._times: dict[str, float] = {}  # path -> the wall time of its checkpoint, of those sent
 
     def set_live(self, live: str, nodes_beside: bool) -> bool:
         """Apply `evaluation.live` for a cluster whose nodes do (`nodes_beside`) or do not share the evaluator's
@@ -118,6 +127,11 @@ class Evaluations:
         request = pb.EvaluateRequest(path=path, fraction=min(fraction, 1.0), time_s=time - self.t0)
         self._outstanding[path] = fraction
         self._submitted[path] = fraction
+        self._times[path] = time
+        if path in self._sent:  # copied before, then held back again: the copy is still here
+            request.path = self._sent[path]
+            self._write(request)
+            return
         if self._shipper is None:
             self._write(request)
             return
@@ -152,6 +166,38 @@ class Evaluations:
             self.releases.append({"why": why, "checkpoints": len(deferred)})
         return len(deferred)
 
+    def hold_again(self, why: str) -> int:
+        """The run left the watched phase (a fall-back to a phase nobody acts on live): the checkpoints sent and
+        not yet scored are cancelled at the evaluator and held again until the next release, each with its own
+        time; returns how many. Scored beside the phase that follows, they would only slow it."""
+        if not self.defer:
+            return 0
+        held = [(path, fraction, self._times[path]) for path, fraction in self._outstanding.items()]
+        for path, _, _ in held:
+            del self._outstanding[path]
+            if self._shipper is None or path in self._sent:
+                self._write(pb.EvaluateRequest(path=self._sent.get(path, path), cancel=True))
+        # In the order written, after any still held: a release sends them oldest first, the evaluator takes the
+        # newest first.
+        self._deferred = sorted(self._deferred + held, key=lambda d: d[1])
+        if held:
+            self.held_again.append({"why": why, "checkpoints": len(held)})
+        return len(held)
+
+    def widen(self, cores: int | None = None) -> int:
+        """Training has ended: the evaluator may score as many checkpoints at once as this machine has `cores`
+        (default: those this process may use), at most as many as are pending; returns that number."""
+        cores = cores or usable_cores()
+        scorers = min(cores, self.pending)
+        if self.proc is None or scorers <= 1 or self.proc.poll() is not None:
+            return scorers
+        request = pb.EvaluateRequest(scorers=scorers)
+        if self._shipper is not None:  # after the checkpoints still being copied: the evaluator widens for those
+            self._shipper.then(lambda: self._write(request))
+        else:
+            self._write(request)
+        return scorers
+
     @property
     def pending(self) -> int:
         """Checkpoints submitted and neither scored nor cancelled (deferred ones not counted)."""
@@ -176,6 +222,10 @@ class Evaluations:
         """The result as a record, or None for a checkpoint of an abandoned branch."""
         written = self._copies.get(evaluation.checkpoint, evaluation.checkpoint)
         self._outstanding.pop(written, None)  # scored while its cancel was on the way: already not pending
+        if any(r.written == written for r in self.results):
+            return None  # held back again while being scored, sent again, scored twice: the first counts
+        # Scored while being held back again: not to be scored twice.
+        self._deferred = [d for d in self._deferred if d[0] != written]
         if written in self._abandoned:
             return None
         result = EvaluationResult.from_event(evaluation, written)
@@ -198,7 +248,8 @@ class Evaluations:
     def summary(self) -> dict:
         """summary.json's record of when the checkpoints were scored."""
         return {"evaluation_live": {"setting": self.spec.evaluation.live, "deferred": self.defer,
-                                    "scored_after_a_pause": self.deferred_total, "releases": self.releases}}
+                                    "scored_after_a_pause": self.deferred_total, "releases": self.releases,
+                                    "held_again": self.held_again}}
 
     def close_input(self) -> None:
         """No more checkpoints: the process ends after the last one (after those still being copied)."""

@@ -48,6 +48,10 @@ class PhaseDriver:
         if self.guard.watching and not self.timing.on_trial(k):
             # The guard compares the phase with the best accuracy reached before it.
             self.evaluations.release("watched phase")
+        elif not self.guard.watching:
+            # Back to a phase nobody acts on live (a trial went back, the guard fell back): what the evaluator has
+            # not scored yet waits again, instead of slowing this phase.
+            self.evaluations.hold_again(f"{planned.protocol} phase")
         # On trial, the held checkpoints wait for the speed rule's verdict (handlers): scored now, beside the
         # trial, they would slow the target that BSP's measure, taken with nothing held scored, is compared with.
         nodes.broadcast(go=pb.Go(phase=k, protocol=planned.protocol, until=planned.until, params=params))
@@ -124,9 +128,11 @@ class PhaseDriver:
         ctx.record.t_end = ctx.phase_run(len(ctx.plan) - 1).end_time
         self.stragglers.finish(time.time())
         final = self.save("final")
-        # The checkpoints deferred while training ran (evaluation.live); the final is scored first.
+        # The checkpoints deferred while training ran (evaluation.live); the final is scored first, and the
+        # nodes' cores are free now: as many scorers as cores.
         evaluations.release("last step")
         evaluations.submit(final.path, final.fraction, ctx.record.t_end)
+        evaluations.widen()
         self._wait_for_scores()
         if guard.verdict is not None:
             return False

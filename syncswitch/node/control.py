@@ -5,7 +5,7 @@ from __future__ import annotations
 import queue
 import sys
 
-from syncswitch.node import startup
+from syncswitch.node import background_save, startup
 from syncswitch.wire import agent_pb2 as pb
 from syncswitch.wire import codec
 
@@ -30,6 +30,8 @@ class PhaseControl:
             state.protocol = protocol
             task.runner.warm_up(engine)
         state.protocol = None
+        if task.is_chief and (task.eval_points or task.durable_points or task.checkpoint_every_s):
+            background_save.warm_up(session, g.saver, [e.snapshot for e in g.engines.values() if e.snapshot])
         samples, step = session.run([g.samples, g.global_step])
         startup.mark("warm_up")
         print(startup.line(), file=sys.stderr, flush=True)

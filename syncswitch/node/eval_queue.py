@@ -17,10 +17,13 @@ from syncswitch.wire import codec
 
 
 class RequestQueue:
-    """Reads EvaluateRequest lines from `stream` on a thread; `next` gives the newest pending request."""
+    """Reads EvaluateRequest lines from `stream` on a thread; `next` gives the newest pending request. A request
+    for more scorers (training ended) is handed to `on_scorers(n, waiting)` with the number of requests waiting,
+    on the reader thread."""
 
-    def __init__(self, stream: IO[str]):
+    def __init__(self, stream: IO[str], on_scorers=None):
         self._pending: list[pb.EvaluateRequest] = []  # in the order requested
+        self._on_scorers = on_scorers
         self._closed = False
         self._changed = threading.Condition()
         self._reader = threading.Thread(target=self._read, args=(stream,), name="eval-requests", daemon=True)
@@ -37,12 +40,22 @@ class RequestQueue:
                 self._changed.notify_all()
 
     def put(self, request: pb.EvaluateRequest) -> None:
+        if request.scorers:
+            if self._on_scorers is not None:
+                self._on_scorers(request.scorers, self.waiting)
+            return
         with self._changed:
             if request.cancel:
                 self._pending = [r for r in self._pending if r.path != request.path]
             else:
                 self._pending.append(request)
             self._changed.notify_all()
+
+    @property
+    def waiting(self) -> int:
+        """Requests not yet taken."""
+        with self._changed:
+            return len(self._pending)
 
     def next(self, timeout_s: float | None = None) -> pb.EvaluateRequest | None:
         """The most recently requested checkpoint not yet scored or cancelled; None once the input has ended

@@ -11,6 +11,7 @@ import dataclasses
 import json
 import os
 import sys
+import threading
 import time
 import traceback
 
@@ -18,6 +19,7 @@ import traceback
 # The event stream; main() moves it off fd 1, as a training task does: what the user's script prints (a dataset's
 # generator, on every evaluation) must not corrupt or swallow an event line.
 _EVENTS = sys.stdout
+_EMITTING = threading.Lock()  # several scorers may report at once (training has ended)
 
 
 def _idle_priority() -> None:
@@ -35,8 +37,10 @@ def _idle_priority() -> None:
 def _emit(**member) -> None:
     from syncswitch.wire import codec
 
-    _EVENTS.write(codec.encode(codec.event(**member)) + "\n")
-    _EVENTS.flush()
+    line = codec.encode(codec.event(**member)) + "\n"
+    with _EMITTING:
+        _EVENTS.write(line)
+        _EVENTS.flush()
 
 
 @dataclasses.dataclass
@@ -92,28 +96,74 @@ def _score(scorer: _Scorer, tf) -> tuple[int, int, float]:
         hits, total, loss_sum = hits + int(c), total + int(n), loss_sum + float(batch_loss) * int(n)
 
 
-def _serve(scorer: _Scorer, tf, pb, path: str) -> None:
-    """Score each requested checkpoint, newest first, until stdin closes."""
-    from syncswitch.errors import one_line
-    from syncswitch.node.eval_queue import RequestQueue
+class _Scorers:
+    """Scores the queue's checkpoints, newest first, until stdin closes: with one scorer while training runs (one
+    thread at the idle class, beside the nodes), with more once the manager says training has ended and asks for
+    them (`widen`): each extra one builds its own model and session (a restore writes the scorer's variables) and
+    takes the next checkpoint; each scoring stays one thread, as the first one's."""
 
-    queue = RequestQueue(sys.stdin)
-    while (job := queue.next()) is not None:
-        started = time.time()
+    def __init__(self, first: _Scorer, config, tf, pb):
+        from syncswitch.node.eval_queue import RequestQueue
+
+        self.config, self.tf, self.pb = config, tf, pb
+        self.first = first
+        self.count = 1
+        self.threads: list[threading.Thread] = []
+        self.failed = False
+        self._lock = threading.Lock()
+        self.queue = RequestQueue(sys.stdin, on_scorers=self.widen)  # last: its reader may call widen at once
+
+    def widen(self, scorers: int, waiting: int) -> None:
+        """Score up to `scorers` at once; extra scorers only for what waits (building one costs a second)."""
+        with self._lock:
+            extra = min(scorers - self.count, waiting)
+            if extra <= 0 or self.failed:
+                return
+            self.count += extra
+            print(f"training has ended: scoring up to {self.count} checkpoints at once", file=sys.stderr, flush=True)
+            for _ in range(extra):
+                thread = threading.Thread(target=self._extra, name="eval-scorer", daemon=True)
+                thread.start()
+                self.threads.append(thread)
+
+    def _extra(self) -> None:
         try:
-            scorer.saver.restore(scorer.session, job.path)
-        except Exception as exc:  # noqa: BLE001 - a missing or partial checkpoint is reported, not fatal
-            _emit(error=pb.TaskError(message=f"cannot restore {job.path}: {one_line(exc)}"))
-            continue
-        hits, total, loss_sum = _score(scorer, tf)
-        if total == 0:  # scored as 0.0 it would read as a model that learned nothing, and the guard would act on it
-            _emit(error=pb.TaskError(message=f"script {path}: input_fn('test', ...) yielded no examples",
-                                     kind=pb.ERROR_KIND_SCRIPT))
+            scorer = _build(self.config, self.tf)
+        except Exception:  # noqa: BLE001 - the first scorer carries on alone; the log says why
+            traceback.print_exc()
             return
-        _emit(evaluation=pb.Evaluation(fraction=job.fraction, time_s=job.time_s, checkpoint=job.path,
-                                       accuracy=hits / max(total, 1), loss=loss_sum / max(total, 1),
-                                       examples=total, eval_s=time.time() - started))
-    _emit(evaluator_done=pb.EvaluatorDone())
+        self.serve(scorer)
+
+    def serve(self, scorer: _Scorer) -> None:
+        """Score with `scorer` until the input ends and nothing is left (or the test split proved empty)."""
+        tf, pb = self.tf, self.pb
+        while not self.failed and (job := self.queue.next()) is not None:
+            started = time.time()
+            try:
+                scorer.saver.restore(scorer.session, job.path)
+            except Exception as exc:  # noqa: BLE001 - a missing or partial checkpoint is reported, not fatal
+                from syncswitch.errors import one_line
+
+                _emit(error=pb.TaskError(message=f"cannot restore {job.path}: {one_line(exc)}"))
+                continue
+            hits, total, loss_sum = _score(scorer, tf)
+            if total == 0:  # scored as 0.0 it would read as a model that learned nothing, and the guard would act
+                self.failed = True
+                _emit(error=pb.TaskError(message=f"script {self.config.script_path}: input_fn('test', ...) yielded "
+                                                 "no examples", kind=pb.ERROR_KIND_SCRIPT))
+                return
+            _emit(evaluation=pb.Evaluation(fraction=job.fraction, time_s=job.time_s, checkpoint=job.path,
+                                           accuracy=hits / max(total, 1), loss=loss_sum / max(total, 1),
+                                           examples=total, eval_s=time.time() - started))
+
+    def run(self) -> None:
+        self.serve(self.first)
+        with self._lock:
+            threads = list(self.threads)
+        for thread in threads:
+            thread.join()
+        if not self.failed:
+            _emit(evaluator_done=self.pb.EvaluatorDone())
 
 
 def main() -> None:
@@ -150,7 +200,7 @@ def main() -> None:
                                          f"{one_line(exc)}", kind=pb.ERROR_KIND_SCRIPT))
         return
     _emit(evaluator_ready=pb.EvaluatorReady())
-    _serve(scorer, tf, pb, path)
+    _Scorers(scorer, config, tf, pb).run()
 
 
 if __name__ == "__main__":

@@ -90,7 +90,8 @@ def test_a_deferred_checkpoint_waits_unsent_until_released_and_keeps_its_own_tim
     assert evaluations.release("repair") == 0  # nothing held: no release recorded
     assert evaluations.summary()["evaluation_live"] == {"setting": "watched", "deferred": True,
                                                         "scored_after_a_pause": 2,
-                                                        "releases": [{"why": "last step", "checkpoints": 2}]}
+                                                        "releases": [{"why": "last step", "checkpoints": 2}],
+                                                        "held_again": []}
 
 
 def test_without_deferring_a_checkpoint_not_needed_live_is_sent_at_once():
@@ -107,3 +108,50 @@ def test_a_rollback_drops_the_deferred_checkpoints_after_its_target():
     assert evaluations.deferred == 2 and proc.requests() == []  # nothing sent, nothing to cancel
     evaluations.release()
     assert [r.path for r in proc.requests()] == ["ckpt-0", "ckpt-1"]
+
+
+def test_leaving_the_watched_phase_holds_again_what_the_evaluator_has_not_scored():
+    evaluations, proc = _deferring()
+    for i, fraction in enumerate((0.1, 0.2, 0.3)):
+        evaluations.submit(f"ckpt-{i}", fraction, time=2.0 + i, live=False)
+    evaluations.release("watched phase")
+    evaluations.on_evaluation(_result("ckpt-2", 0.3))  # the newest, scored before the run went back
+    assert evaluations.hold_again("bsp phase") == 2
+    assert [r.path for r in proc.requests() if r.cancel] == ["ckpt-0", "ckpt-1"]
+    assert evaluations.pending == 0 and evaluations.deferred == 2
+    # One was being scored when its cancel went out: counted once, not sent again.
+    evaluations.on_evaluation(_result("ckpt-1", 0.2))
+    assert evaluations.deferred == 1
+    sent = len(proc.requests())
+    assert evaluations.release("last step") == 1
+    (again,) = proc.requests()[sent:]
+    assert (again.path, again.time_s, again.cancel) == ("ckpt-0", 1.0, False)  # its own time, as first sent
+    assert evaluations.summary()["evaluation_live"]["held_again"] == [{"why": "bsp phase", "checkpoints": 2}]
+
+
+def test_holding_again_needs_deferring():
+    evaluations, proc = _evaluations()  # evaluation.live all: everything is scored live
+    assert evaluations.hold_again("bsp phase") == 0
+    assert evaluations.pending == 4 and not any(r.cancel for r in proc.requests())
+
+
+def test_after_the_last_step_the_evaluator_may_score_as_many_at_once_as_there_are_cores():
+    evaluations, proc = _evaluations()  # 4 pending
+    assert evaluations.widen(cores=2) == 2
+    assert proc.requests()[-1].scorers == 2 and not proc.requests()[-1].path
+    assert evaluations.widen(cores=8) == 4  # no more scorers than checkpoints waiting
+    for i, fraction in enumerate((0.2, 0.3, 0.4)):
+        evaluations.on_evaluation(_result(f"ckpt-{i}", fraction))
+    sent = len(proc.requests())
+    assert evaluations.widen(cores=8) == 1 and len(proc.requests()) == sent  # one left: one scorer does
+
+
+def test_a_checkpoint_held_again_while_scored_and_sent_again_counts_once():
+    evaluations, proc = _deferring()
+    evaluations.submit("ckpt-0", 0.1, time=2.0, live=False)
+    evaluations.release("watched phase")
+    assert evaluations.hold_again("bsp phase") == 1  # the evaluator is scoring it: the cancel comes too late
+    assert evaluations.release("last step") == 1
+    assert evaluations.on_evaluation(_result("ckpt-0", 0.1)) is not None and evaluations.pending == 0
+    assert evaluations.on_evaluation(_result("ckpt-0", 0.1)) is None  # the second scoring of the same checkpoint
+    assert len(evaluations.results) == 1 and evaluations.pending == 0

@@ -386,7 +386,7 @@ def test_evaluation_live_watched_scores_a_synchronous_run_once_its_last_step_ran
     before, after = _scored_after(_metrics(tmp_path), ("finishing", None))
     assert before == [] and sorted(after) == pytest.approx([0.25, 0.5, 0.75, 1.0], abs=0.01)
     assert summary["evaluation_live"] == {"setting": "watched", "deferred": True, "scored_after_a_pause": 3,
-                                          "releases": [{"why": "last step", "checkpoints": 3}]}
+                                          "releases": [{"why": "last step", "checkpoints": 3}], "held_again": []}
     # Each evaluation keeps its checkpoint's time: increasing with the fraction, inside the training time.
     times = [e["time_s"] for e in summary["evaluations"]]
     assert times == sorted(times) and times[-2] < summary["total_time_s"] <= times[-1] + 1e-3
@@ -431,3 +431,29 @@ def test_the_end_of_a_run_waits_for_held_back_scores_as_long_as_they_keep_coming
                                                 "evaluation.every=0.125"])
     assert summary["status"] == "completed" and len(summary["evaluations"]) == 8
     assert summary["evaluation_live"]["scored_after_a_pause"] == 7
+
+
+def test_evaluation_live_holds_back_again_what_is_unscored_when_the_guard_falls_back_to_bsp(
+        write_spec, tmp_path, monkeypatch):
+    # A slow evaluator: the dip is caught on the newest checkpoints while the synchronous phase's, released at the
+    # switch, still wait; the fall-back to BSP (nobody acts on it live) holds them again, scored after the end.
+    monkeypatch.setenv("FAKE_EVAL_DELAY_S", "0.15")
+    monkeypatch.setenv("FAKE_EVAL_COLLAPSE_AFTER", "0.4")
+    monkeypatch.setenv("FAKE_EVAL_COLLAPSE_UNTIL", "0.75")
+    summary, _, _ = _run(write_spec, tmp_path, ["policy.switch_at=0.25", "evaluation.every=0.05",
+                                                "evaluation.live=watched"], cluster=FakeCluster(total=8000))
+    assert summary["status"] == "completed"
+    assert [p["protocol"] for p in summary["schedule"]] == ["bsp", TARGET, "bsp"]
+    live = summary["evaluation_live"]
+    assert live["held_again"] and live["held_again"][0]["why"] == "bsp phase"
+    lines = _metrics(tmp_path)
+    during, after = _scored_after(lines, ("running", 2))
+    _, finishing = _scored_after(lines, ("finishing", None))
+    held = live["held_again"][0]["checkpoints"]
+    assert len(after) - len(finishing) <= 1  # the one being scored at the fall-back, at most, lands in the phase
+    assert len(finishing) >= held
+    # Every checkpoint scored once, each at its own time.
+    fractions = [e["fraction"] for e in summary["evaluations"]]
+    assert len(fractions) == len(set(fractions)) == 20
+    times = [e["time_s"] for e in sorted(summary["evaluations"], key=lambda e: e["fraction"])]
+    assert times == sorted(times)

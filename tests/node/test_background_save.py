@@ -50,3 +50,37 @@ def test_start_waits_for_the_write_in_flight_and_raises_its_failure():
     release.set()
     with pytest.raises(ValueError, match="bad path"):
         writes.start(lambda: None)
+
+
+def test_the_warm_up_saves_and_copies_once_and_leaves_no_file(monkeypatch):
+    import os
+    import tempfile
+
+    import tensorflow as tf
+
+    from syncswitch.node import background_save
+    from syncswitch.protocols.engines.replica_training import Snapshot
+
+    v1 = tf.compat.v1
+    made = []
+    real_mkdtemp = tempfile.mkdtemp
+    monkeypatch.setattr(background_save.tempfile, "mkdtemp",
+                        lambda **kw: made.append(real_mkdtemp(**kw)) or made[-1])
+    saved = []
+    graph = tf.Graph()
+    with graph.as_default():
+        weights = v1.get_variable("w", initializer=tf.constant([1.0, 2.0]))
+        copy = v1.get_variable("copy", initializer=tf.zeros([2]))
+        step = v1.train.get_or_create_global_step()
+        saver = v1.train.Saver([weights, step])
+        snapshot = Snapshot(copy.assign(weights).op, step.read_value(), v1.train.Saver({"w": copy}))
+        init = v1.global_variables_initializer()
+    with v1.Session(graph=graph) as session:
+        session.run(init)
+        for each in (saver, snapshot.saver):  # what each save wrote, seen before the folder goes
+            monkeypatch.setattr(each, "save", lambda *a, _save=each.save, **kw: saved.append(
+                (_save(*a, **kw), sorted(os.listdir(os.path.dirname(a[1]))))) or saved[-1][0])
+        background_save.warm_up(session, saver, [snapshot])
+        assert list(session.run(copy)) == [1.0, 2.0]  # the snapshot's copy ran
+    assert len(saved) == 2 and all(any(f.endswith(".index") for f in files) for _, files in saved)
+    assert len(made) == 1 and not os.path.exists(made[0])  # written into a folder of its own, then removed

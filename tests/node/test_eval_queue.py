@@ -35,3 +35,12 @@ def test_a_request_that_arrives_while_one_is_scored_goes_next():
         assert queue.next(timeout_s=5).path == "new"
         assert queue.next(timeout_s=5).path == "old-1"
         assert queue.next(timeout_s=0.05) is None  # nothing to do yet, input still open
+
+
+def test_a_request_for_more_scorers_is_handed_over_and_queues_nothing():
+    asked = []
+    stream = io.StringIO(_line("a", 0.1) + codec.encode(pb.EvaluateRequest(scorers=2)) + "\n" + _line("b", 0.2))
+    queue = RequestQueue(stream, on_scorers=lambda n, waiting: asked.append((n, waiting)))
+    queue._reader.join(timeout=5)  # every line read before any is taken
+    assert [queue.next().path for _ in range(2)] == ["b", "a"] and queue.next() is None
+    assert asked == [(2, 1)]  # with the one request waiting then
