@@ -27,8 +27,9 @@ def test_ramped_momentum(samples, length, expected):
 SCRIPT = pathlib.Path(__file__).with_name("tiny_script.py")  # shared with test_collective_calls.py
 
 
-DRIVER = '''
-import json, os, socket, sys
+# What a driver needs to build one node's graph on real servers in its own process.
+PREAMBLE = '''
+import os, socket, sys
 os.environ["TF_USE_LEGACY_KERAS"] = "1"
 import tensorflow as tf
 from syncswitch.node import graph as graphmod
@@ -43,6 +44,10 @@ def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+'''
+
+DRIVER = PREAMBLE + '''
+import json
 
 
 def received_by_worker(session, fetch):
@@ -112,22 +117,8 @@ def test_a_step_reads_only_the_model_from_the_parameter_server(tmp_path):
 
 # -- the job's seed fixes the model's initial weights --------------------------------------------------------------
 
-INIT_DRIVER = '''
-import hashlib, os, socket, sys
-os.environ["TF_USE_LEGACY_KERAS"] = "1"
-import tensorflow as tf
-from syncswitch.node import graph as graphmod
-from syncswitch.node import script as scriptmod
-from syncswitch.wire import agent_pb2 as pb
-
-v1 = tf.compat.v1
-v1.disable_eager_execution()
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+INIT_DRIVER = PREAMBLE + '''
+import hashlib
 
 
 path, seed = sys.argv[1], int(sys.argv[2])
