@@ -45,6 +45,7 @@ def replay(run_dir: str, settings: SpeedSettings) -> dict | None:
                 values = decision.values
                 return {**out, "action": decision.action, "fraction": round(decision.fraction, 4),
                         "ratio": round(values["ratio"], 3), "reports": values.get("reports"),
+                        "reports_used": values.get("reports_used"),
                         "bsp_examples_per_s": round(values["bsp_examples_per_s"]),
                         "target_examples_per_s": round(values["target_examples_per_s"])}
     # The run's own trial decided sooner, and its phase ended: the stream holds too few reports to decide on.

@@ -17,6 +17,10 @@ GRU_ASP = {0: [614, 1015, 1070, 1395, 896], 1: [908, 809, 785, 617, 865]}
 CNN_BSP = {0: [1729, 1924, 2098, 1847, 1793, 1701, 1703, 1302, 1913, 1767, 2095],
            1: [1291, 1515, 1321, 1552, 1047, 1590, 1172, 1167, 776, 1840, 1439]}
 CNN_LOOKAHEAD = {0: [2495, 3170, 2879, 3410, 3058], 1: [3548, 2644, 2902, 3321, 3274]}
+# quickstart-2 seed 2, 2026-11-26 (`bench tta`, BSP by all-reduce, then lookahead at 0.25): BSP's reports before the
+# switch (a 0 where a worker had not stepped) and lookahead's two; the run's trial went back at 0.51x.
+QUICKSTART_BSP = {0: [0, 6164, 4027, 6504, 6782], 1: [0, 6231, 3087, 6652, 6815]}
+QUICKSTART_LOOKAHEAD = {0: [3617, 2564], 1: [3414, 3697]}
 # MNIST-1D CNN (jobs/mnist1d_cnn.yaml), 4 workers, BSP by all-reduce then local-sgd at 0.25, 2026-11-26 (d2e6515,
 # `bench peers` default variant): each worker's last 11 BSP reports and its first local-sgd reports. Seed 3 kept
 # local-sgd at 1.15x after two reports and ran at 1.2-1.3x from its third on (its 4th-5th reports dip: the
@@ -40,6 +44,19 @@ MNIST_BSP_S5 = {0: [1957, 2175, 1926, 2128, 2097, 2001, 1966, 1896, 1801, 1980, 
                 2: [1926, 2131, 1575, 2066, 2060, 2071, 1914, 1976, 1782, 1997, 1861],
                 3: [1962, 2100, 1570, 2066, 2024, 2101, 2006, 1981, 1797, 1978, 1956]}
 MNIST_LOCAL_SGD_S5 = {0: [1729, 1902], 1: [1178, 1916], 2: [2051, 2343], 3: [2045, 2330]}
+# The same job at 40dad81 (`bench peers`, 5 seeds, notebook 2026-11-26-switch-timing-5): seeds 1 and 5 went back
+# after two reports a worker at 0.80x and 0.92x, their first windows reading 0.72x and 0.85x (the kept seeds' local-sgd
+# ran at 1.13-1.22x): each worker's last 11 BSP reports and its two local-sgd reports.
+MNIST_BSP_B1 = {0: [2278, 2216, 2134, 1777, 2177, 1968, 2237, 2162, 2307, 2208, 2163],
+                1: [2316, 2203, 2088, 1479, 2179, 1971, 2244, 2229, 2272, 2236, 2165],
+                2: [2266, 2191, 2114, 1511, 2195, 1997, 2252, 2211, 2318, 2274, 2241],
+                3: [2270, 2198, 2112, 1497, 2180, 1987, 2231, 2200, 2336, 2269, 2199]}
+MNIST_LOCAL_SGD_B1 = {0: [1598, 1740], 1: [1710, 2122], 2: [1427, 1923], 3: [1590, 2018]}
+MNIST_BSP_B5 = {0: [2027, 2088, 1961, 2075, 2010, 2144, 2125, 2038, 2019, 2128, 2165],
+                1: [2023, 2095, 1556, 2074, 1986, 2123, 2066, 1971, 2014, 2091, 2164],
+                2: [2008, 2159, 1538, 2045, 2021, 2111, 2050, 2029, 1990, 2062, 2119],
+                3: [2054, 2132, 1574, 2058, 2045, 2146, 2103, 2047, 2050, 2175, 2292]}
+MNIST_LOCAL_SGD_B5 = {0: [1735, 1830], 1: [1589, 2019], 2: [1432, 1845], 3: [2268, 2419]}
 
 
 def _feed(rule, kind, reports, upto=None):
@@ -67,14 +84,19 @@ def _trial(rule, bsp, target, target_name, measuring=None):
 
 
 def test_a_trial_of_a_slower_target_goes_back():
-    decision, at = _trial(MeasuredSpeed(), GRU_BSP, GRU_ASP, "asp")
-    assert decision.action == BACK and at == 1  # two reports of each worker (a phase's first step is out of them)
+    rule = MeasuredSpeed()
+    decision, at = _trial(rule, GRU_BSP, GRU_ASP, "asp")
+    assert decision.action == BACK and at == 1  # two reports of each worker, the first left out of the measure
     values = decision.values
-    # BSP: each worker's median of its last 10 reports (2626.5 + 2432); ASP: of its first two (814.5 + 858.5)
+    # BSP: each worker's median of its last 10 reports (2626.5 + 2432); ASP: its second report (1015 + 809)
     assert values["bsp_examples_per_s"] == pytest.approx(2626.5 + 2432)
-    assert values["target_examples_per_s"] == pytest.approx(814.5 + 858.5)
-    assert values["ratio"] == pytest.approx(1673 / 5058.5)
-    assert decision.reason == "asp measured 0.33x BSP's throughput on this job; a switch needs 1.1x"
+    assert values["target_examples_per_s"] == pytest.approx(1015 + 809)
+    assert values["ratio"] == pytest.approx(1824 / 5058.5)
+    assert (values["reports"], values["reports_used"]) == (2, 1)
+    # The band over the one report used: 2 standard errors of a report's 10% noise floor and BSP's 6.7% over 10.
+    assert rule.bsp_scatter == (pytest.approx(0.0666, abs=1e-4), 10)
+    assert values["band"] == pytest.approx(2 * (0.1 ** 2 + 0.0666 ** 2 / 10) ** 0.5, abs=1e-3)
+    assert decision.reason == "asp measured 0.36x BSP's throughput on this job; a switch needs 1.1x"
 
 
 def test_a_trial_of_a_faster_target_keeps_it():
@@ -113,25 +135,48 @@ def test_a_margin_is_asked_of_the_target():
 
 
 def test_a_trial_within_the_noise_of_the_bar_measures_on_until_it_is_clear():
-    # MNIST-1D seed 3: after two reports a worker local-sgd reads 1.11x, within the noise of the 1.1x bar (a phase's
-    # first reports read low): the trial measures on and keeps it at 1.2x once the band is clear of the bar.
+    # MNIST-1D seed 3: after two reports a worker local-sgd reads 1.17x over the second (the first, a phase warming
+    # up, left out), within the +-21% noise of one report around the 1.1x bar: the trial measures on and keeps it at
+    # its cap, where it reads 1.23x.
     measuring = []
     decision, at = _trial(MeasuredSpeed(), MNIST_BSP, MNIST_LOCAL_SGD, "local-sgd", measuring)
-    assert measuring[0].values["reports"] == 2 and measuring[0].values["ratio"] == pytest.approx(1.11, abs=0.01)
-    assert measuring[0].reason.startswith("local-sgd measured 1.11x BSP's throughput on this job after 2 reports")
-    assert measuring[0].reason.endswith("of the 1.1x a switch needs: measuring on")
-    assert decision.action == KEEP and decision.values["ratio"] == pytest.approx(1.2, abs=0.01)
-    assert decision.values["reports"] == 8 and at == 7
+    first = measuring[0].values
+    assert (first["reports"], first["reports_used"]) == (2, 1) and first["ratio"] == pytest.approx(1.17, abs=0.01)
+    assert measuring[0].reason.startswith("local-sgd measured 1.17x BSP's throughput on this job over 1 of 2 reports")
+    assert measuring[0].reason.endswith("(+-21%) of the 1.1x a switch needs: measuring on")
+    assert [d.values["reports_used"] for d in measuring[::4]] == [1, 2, 3, 4, 5, 6]  # the band shrinks with them
+    assert measuring[-1].values["band"] < 0.11
+    assert decision.action == KEEP and decision.values["ratio"] == pytest.approx(1.23, abs=0.01)
+    assert (decision.values["reports"], decision.values["reports_used"]) == (8, 7) and at == 7
 
 
-@pytest.mark.parametrize("bsp, target", [(MNIST_BSP_S1, MNIST_LOCAL_SGD_S1), (MNIST_BSP_S5, MNIST_LOCAL_SGD_S5)])
-def test_a_short_trial_that_sent_a_faster_target_back_now_measures_on(bsp, target):
-    # MNIST-1D seeds 1 and 5 went back after two reports at 1.02x and 0.98x (the kept runs' local-sgd: 1.2-1.3x).
+@pytest.mark.parametrize("bsp, target, one_shot_ratio", [
+    (MNIST_BSP_S1, MNIST_LOCAL_SGD_S1, 1.02), (MNIST_BSP_S5, MNIST_LOCAL_SGD_S5, 0.98),
+    (MNIST_BSP_B5, MNIST_LOCAL_SGD_B5, 0.91)])
+def test_a_short_trial_that_sent_a_faster_target_back_now_measures_on(bsp, target, one_shot_ratio):
+    # MNIST-1D runs that went back after two reports (the kept runs' local-sgd: 1.13-1.3x), where both windows
+    # counted they read `one_shot_ratio`. Over each worker's second window they read 1.06x, 1.07x and 0.98x, within
+    # the noise of one report of the bar: the trial measures on (the last went back before its first was left out).
     one_shot = MeasuredSpeed(SpeedSettings(trial_max_reports=2))
-    assert _trial(one_shot, bsp, target, "local-sgd")[0].action == BACK
+    decision = _trial(one_shot, bsp, target, "local-sgd")[0]
+    assert decision.action == BACK and decision.values["reports_used"] == 1
     measuring = []
     assert _trial(MeasuredSpeed(), bsp, target, "local-sgd", measuring) == (None, None)
     assert [d.action for d in measuring] == [MEASURE]  # every worker's second report in: still within the noise
+    assert measuring[0].values["ratio"] > one_shot_ratio
+
+
+def test_a_second_window_below_the_noise_still_goes_back():
+    # MNIST-1D seed 1 at 40dad81: its first window read 0.72x, its second 0.89x: the bar is outside the noise of
+    # that one report (0.89 x 1.21 < 1.1), so the trial goes back after two reports, as it did.
+    decision, at = _trial(MeasuredSpeed(), MNIST_BSP_B1, MNIST_LOCAL_SGD_B1, "local-sgd")
+    assert decision.action == BACK and at == 1 and decision.values["ratio"] == pytest.approx(0.89, abs=0.01)
+
+
+def test_a_slower_target_goes_back_after_two_reports_without_its_first_window():
+    # quickstart-2's lookahead: its second window reads 0.48x BSP (both windows counted: 0.51x).
+    decision, at = _trial(MeasuredSpeed(), QUICKSTART_BSP, QUICKSTART_LOOKAHEAD, "lookahead")
+    assert decision.action == BACK and at == 1 and decision.values["ratio"] == pytest.approx(0.476, abs=0.005)
 
 
 def test_a_trial_that_stays_within_the_noise_decides_at_its_cap():
@@ -144,6 +189,11 @@ def test_a_trial_that_stays_within_the_noise_decides_at_its_cap():
     assert sorted({d.values["reports"] for d in measuring}) == [2, 3, 4, 5, 6, 7]
     decision, at = _trial(MeasuredSpeed(SpeedSettings(trial_max_reports=4)), bsp, target, "asp", [])
     assert decision.action == BACK and at == 3
+    # A first window that reads low, then 1.08x: leaving it out does not lift a target below the bar over it.
+    target = {0: [800.0] + [1180.0, 980.0] * 4, 1: [800.0] + [980.0, 1180.0] * 4}
+    decision, at = _trial(MeasuredSpeed(), bsp, target, "asp", [])
+    assert decision.action == BACK and decision.values["reports_used"] == 7
+    assert decision.values["ratio"] == pytest.approx(1.08)
 
 
 def test_earlier_runs_decide_without_a_trial():
@@ -216,12 +266,12 @@ def test_a_measured_pause_replaces_the_assumed_one():
 def test_a_target_faster_than_the_noise_is_kept_however_little_is_left():
     # Going back costs a pause; keeping costs nothing more: a trial keeps any target measured above the noise floor.
     bsp = {0: [1000.0] * 11, 1: [1000.0] * 11}
-    for ratio, action in ((1.3, KEEP), (0.9, BACK)):  # clear of the noise band after two reports (+-14%)
+    for ratio, action in ((1.3, KEEP), (0.9, BACK)):  # clear of the noise band over two reports used (+-14%)
         rule = MeasuredSpeed()
         _feed(rule, "bsp", bsp)
         assert rule.before_switch(0.5, "local-sgd", 100000).action == TRIAL
         rule.start_trial()
-        _feed(rule, "target", {0: [1000 * ratio] * 2, 1: [1000 * ratio] * 2})
+        _feed(rule, "target", {0: [1000 * ratio] * 3, 1: [1000 * ratio] * 3})  # the first is left out
         decision = rule.after_trial(0.95, "local-sgd", 500)
         assert decision.action == action and decision.values["margin"] == 1.1
 
