@@ -97,10 +97,9 @@ class PhaseControl:
                 state.diverged_loss = None
                 state.samples = int(session.run(g.samples))  # after the warm-up reset, before estimating
                 task.on_phase_start()
-                state.stride = (task.batch_by_protocol[state.protocol] * task.num_workers
-                                if engine.counts_every_step else 0)
-                state.step_samples = task.batch_by_protocol[state.protocol] * task.num_workers
-                state.unagreed = False
+                per_step = task.batch_by_protocol[state.protocol] * task.num_workers  # samples a step, cluster-wide
+                state.stride = per_step if engine.counts_every_step else 0
+                state.step_samples, state.unagreed = per_step, False
                 engine.enter_worker(session, params)
                 return True
             else:
