@@ -18,19 +18,23 @@ import time
 
 from bench.common import ROOT, load_spec, log, main_of, spread, write_json
 from bench.sim_pool import SimPool
+from syncswitch.errors import SpecError
 
 PROTOCOLS = ["bsp", "asp", "ssp", "dc-asgd", "fasgd", "b-fasgd", "specsync", "lookahead", "local-sgd"]
 SWITCH = "switch"  # the job's own schedule: BSP, then the default switch target for N workers
 
 
 def run_one(job_path: str, variant: str, workers: int, seed: int, arrivals: str, out: str, sets=(),
-            grow: float = 1.0) -> dict:
+            grow: float = 1.0, global_batch: int = 0) -> dict:
     """One simulated run; its final accuracy, the schedule it ran and the guard's verdicts. `grow` multiplies the
-    workload (weak scaling: every worker as many steps at every size)."""
+    workload (weak scaling: every worker as many steps at every size); `global_batch` > 0 fixes the global batch
+    (each worker global_batch / workers examples a step, the rate scaled with it)."""
     from syncswitch.simulator.arrivals import arrival_model
     from syncswitch.simulator.run import Options, Simulation
 
     overrides = [f"cluster.workers={workers}", f"seed={seed}", *sets]
+    if global_batch:
+        overrides += fixed_global_batch(load_spec(job_path, list(sets)).hyperparameters, global_batch, workers)
     if grow != 1.0:
         workload = load_spec(job_path, list(sets)).workload
         overrides.append(f"workload.epochs={workload.epochs * grow:g}" if workload.epochs
@@ -49,6 +53,28 @@ def run_one(job_path: str, variant: str, workers: int, seed: int, arrivals: str,
                              for e in summary["guard_events"]]}
 
 
+def fixed_global_batch(hp, global_batch: int, workers: int) -> list[str]:
+    """The overrides that train `workers` workers at global batch `global_batch`: per-worker batch G/N, the rate
+    scaled linearly with it from the job's (rate / B the job's), so that BSP is the same training at every N."""
+    if global_batch % workers:
+        raise SpecError(f"--global-batch {global_batch} is not a multiple of {workers} workers")
+    batch = global_batch // workers
+    return [f"hyperparameters.batch_size={batch}",
+            f"hyperparameters.learning_rate={hp.learning_rate * batch / hp.batch_size!r}"]
+
+
+def mode_text(args: dict) -> str:
+    """How the cluster grows in a result's runs, in words (the tables and docs say it)."""
+    if args.get("global_batch"):
+        g = args["global_batch"]
+        return (f"fixed global batch {g} (each of N workers {g}/N examples a step, the rate scaled with it: BSP is "
+                "the same training at every size)")
+    if args.get("weak"):
+        return "weak scaling (the workload grows with the workers: every worker as many steps at every size)"
+    return ("the job as shipped at every size (per-worker batch and rate the job's, the workload in epochs: BSP's "
+            "global batch and rate grow with N)")
+
+
 def falls_below(cells: dict, variant: str, sizes: list[int], margin: float = 0.01):
     """The smallest worker count at which the variant's median is more than `margin` below BSP's there."""
     for n in sizes:
@@ -63,7 +89,7 @@ def _accuracy(run: dict) -> float:
     return 0.0 if run["final_accuracy"] is None else run["final_accuracy"]
 
 
-def table(job: str, runs: list[dict], sizes: list[int]) -> tuple[str, dict]:
+def table(job: str, runs: list[dict], sizes: list[int], mode: str = mode_text({})) -> tuple[str, dict]:
     cells = {}
     variants = list(dict.fromkeys(r["variant"] for r in runs))
     for v in variants:
@@ -74,6 +100,7 @@ def table(job: str, runs: list[dict], sizes: list[int]) -> tuple[str, dict]:
                                  "diverged": sum(r["final_accuracy"] is None for r in mine)}
     lines = [(f"\n{job}: final accuracy, median [min-max] over seeds (a diverged run counts 0); the last column: the "
               "fewest workers at which the median is more than 1 point below BSP's at the same global batch"),
+             f"cluster grown: {mode}",
              "| variant | " + " | ".join(f"{n} workers" for n in sizes) + " | below BSP from |",
              "|---|" + "---|" * (len(sizes) + 1)]
     for v in variants:
@@ -98,7 +125,7 @@ def retable(path: str, sizes: list[int]) -> int:
     with open(path, encoding="utf-8") as fh:
         result = json.load(fh)
     for job, doc in result["jobs"].items():
-        text, cells = table(job, doc["runs"], sizes)
+        text, cells = table(job, doc["runs"], sizes, mode_text(result["args"]))
         print(text)
         doc.update(cells, table=text)
     with open(path, "w", encoding="utf-8") as fh:
@@ -121,6 +148,10 @@ def add_options(parser) -> None:
     parser.add_argument("--weak", action="store_true",
                         help="weak scaling: the workload grows with the workers (x N / the fewest --workers), so every "
                              "worker takes as many steps at every size and BSP makes as many updates")
+    parser.add_argument("--global-batch", type=int, default=0, metavar="G",
+                        help="strong scaling: every size trains at global batch G, each worker on G/N examples a step "
+                             "at the job's rate scaled with it, so BSP is the same training at every size (G a "
+                             "multiple of every --workers)")
     parser.add_argument("--table-from", help="print the tables of an earlier result JSON (and rewrite them in it)")
     parser.add_argument("--add-to", help="an earlier result JSON of this part: its runs are kept (the same job, "
                                          "variant, workers and seed is not run again) and the tables cover all")
@@ -135,10 +166,19 @@ def run_part(args, root) -> dict:
         with open(args.table_from, encoding="utf-8") as fh:
             return json.load(fh)
     runs_dir = args.runs_dir or root
+    if args.global_batch and args.weak:
+        raise SpecError("--global-batch and --weak are two ways to grow the cluster: give one")
+    for n in sizes if args.global_batch else ():
+        if args.global_batch % n:
+            raise SpecError(f"--global-batch {args.global_batch} is not a multiple of --workers {n}")
     earlier = {}
     if args.add_to:
         with open(args.add_to, encoding="utf-8") as fh:
-            earlier = json.load(fh)["jobs"]
+            before = json.load(fh)
+        if mode_text(before["args"]) != mode_text(vars(args)):
+            raise SpecError(f"--add-to {args.add_to}: its runs grew the cluster as {mode_text(before['args'])!r}, "
+                            f"these as {mode_text(vars(args))!r}")
+        earlier = before["jobs"]
     result = {"args": vars(args), "jobs": {}}
     # Each run in a watched child process (a run that stops making progress is killed and retried).
     with SimPool(stall_s=args.stall_s, log=log) as pool:
@@ -153,7 +193,7 @@ def run_part(args, root) -> dict:
                         write_json(os.path.join(runs_dir, "partial.json"),
                                    {**result, "jobs": {**result["jobs"], job: {"runs": runs}}})
             shown = sorted({r["workers"] for r in runs} | set(sizes))
-            text, cells = table(job, runs, shown)
+            text, cells = table(job, runs, shown, mode_text(vars(args)))
             log("\n" + text)
             result["jobs"][job] = {"runs": runs, **cells, "table": text}
     return result
@@ -164,7 +204,8 @@ def _run_watched(pool, args, job: str, variant: str, n: int, seed: int, sizes: l
     out = os.path.join(runs_dir, f"{job}-{variant}-{n}w-s{seed}")
     grow = n / min(sizes) if args.weak else 1.0
     restarts = pool.restarts
-    run = pool.call("bench.scale:run_one", out, path, variant, n, seed, args.arrivals, out, list(args.set), grow)
+    run = pool.call("bench.scale:run_one", out, path, variant, n, seed, args.arrivals, out, list(args.set), grow,
+                    args.global_batch)
     run["retries"] = pool.restarts - restarts
     log(json.dumps({k: run[k] for k in ("variant", "workers", "seed", "final_accuracy", "host_s", "retries")}))
     return run
