@@ -8,6 +8,10 @@ is as stale as the real ASP runs measured (median); one calibration per job and 
 protocol. SSP's clock poll and specsync's cond after the count are calls outside the read-to-update window, priced
 at `--call` of a step (`+call:F`; measured: their steps take 1.23x ASP's, median of 20 runs paired by seed, so the
 call is 0.19 of their step). A protocol agrees when the simulated median lies within the real runs' [min, max].
+That test misses cells by chance: were the simulated runs drawn from the real runs' own distribution, the median of
+5 would fall outside the [min, max] of 5 others once in 6 cells (`chance_miss`), 3 of 18. Each row also carries
+the exact two-sided rank-sum (Mann-Whitney) p of the two samples (`rank_p`), which weighs every run, not the median
+against the extremes; `--restat FILE` adds both to an earlier result without running anything.
 `--own-cores` also runs every simulated worker on a core of its own (the arrival model alone), for contrast.
 
     python -m bench scale-vs-real --real bench/results/protocols-quickstart-digits-2workers-2026-11-26.json \\
@@ -17,7 +21,9 @@ call is 0.19 of their step). A protocol agrees when the simulated median lies wi
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
+import math
 import os
 import statistics
 import sys
@@ -28,6 +34,70 @@ from bench.sim_pool import SimPool
 
 SIGMA = "speeds:0.2"
 CALL = 0.19  # 1 - 1/1.23: SSP's and specsync's steps against ASP's, same seed and job, 2 workers (20 pairs)
+
+
+def _midranks(values: list[float]) -> list[float]:
+    """Ranks 1..n of `values`, ties sharing their mean rank."""
+    order = sorted(range(len(values)), key=lambda i: values[i])
+    ranks = [0.0] * len(values)
+    i = 0
+    while i < len(order):
+        j = i
+        while j + 1 < len(order) and values[order[j + 1]] == values[order[i]]:
+            j += 1
+        for k in range(i, j + 1):
+            ranks[order[k]] = (i + j) / 2 + 1
+        i = j + 1
+    return ranks
+
+
+def _deviations(ranks: list[float], k: int) -> list[float]:
+    """|rank sum - its mean| of every way to pick `k` of the pooled `ranks` (each equally likely under no
+    difference), sorted."""
+    mean = k * (len(ranks) + 1) / 2
+    return sorted(abs(sum(group) - mean) for group in itertools.combinations(ranks, k))
+
+
+def rank_p(a: list[float], b: list[float]) -> float:
+    """Exact two-sided rank-sum p of samples `a` and `b`: the share of the C(n, len(a)) ways to split the pooled
+    midranks whose rank sum for the first group lies at least as far from its mean as `a`'s does."""
+    ranks = _midranks(list(a) + list(b))
+    k = len(a)
+    seen = abs(sum(ranks[:k]) - k * (len(ranks) + 1) / 2)
+    devs = _deviations(ranks, k)
+    return sum(d >= seen - 1e-9 for d in devs) / len(devs)
+
+
+def rank_false_alarm(a: list[float], b: list[float], level: float = 0.05) -> float:
+    """The probability that `rank_p` is under `level` when both samples come from one distribution (exact: the
+    test is discrete, so this is below `level`)."""
+    devs = _deviations(_midranks(list(a) + list(b)), len(a))
+    total = len(devs)
+    return sum(1 for d in devs if sum(e >= d - 1e-9 for e in devs) / total < level) / total
+
+
+def chance_miss(n_sim: int, n_real: int) -> float:
+    """The probability that the median of `n_sim` runs lies outside the [min, max] of `n_real` others drawn from
+    the same continuous distribution (`n_sim` odd): the median is the (n_sim+1)/2-th of the sim runs, and every
+    order of the pooled runs is equally likely."""
+    if n_sim % 2 == 0:
+        raise ValueError("chance_miss needs an odd number of simulated runs (one middle run)")
+    m, total = (n_sim + 1) // 2, math.comb(n_sim + n_real, n_sim)
+    # Below the real minimum: the m lowest pooled runs are all simulated, the other n_sim - m anywhere above.
+    below = math.comb(n_sim + n_real - m, n_sim - m)
+    return 2 * below / total
+
+
+def restat(rows: list[dict]) -> dict:
+    """Each row's rank-sum p, and the count of misses a simulator with the real distribution would expect."""
+    expected = alarms = 0.0
+    for r in rows:
+        sim, real = [v for v in r["sim"]["runs"] if v is not None], [v for v in r["real"]["runs"] if v is not None]
+        r["rank_p"] = round(rank_p(sim, real), 4)
+        expected += chance_miss(len(sim), len(real)) if len(sim) % 2 else 0.0
+        alarms += rank_false_alarm(sim, real)
+    return {"expected_misses_by_chance": round(expected, 2), "rank_p_under_0_05": sum(r["rank_p"] < 0.05 for r in rows),
+            "expected_rank_p_under_0_05": round(alarms, 2)}
 
 
 def real_side(arg: str) -> list[dict]:
@@ -100,20 +170,22 @@ def markdown(rows: list[dict]) -> list[str]:
         return "-" if v is None else f"{v:.2f}"
 
     lines = ["| job | workers | protocol | cores | simulated median [min-max] | real median [min-max] (n) | "
-             "staleness sim / real | within |", "|---|---|---|---|---|---|---|---|"]
+             "staleness sim / real | within | rank-sum p |", "|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         s, q = r["sim"], r["real"]
         lines.append(f"| {r['job']} | {r['workers']} | {r['protocol']} | {r['cores']} | {s['median']:.3f} "
                      f"[{s['min']:.3f}-{s['max']:.3f}] | {q['median']:.3f} [{q['min']:.3f}-{q['max']:.3f}] "
                      f"({q['n']}) | "
                      f"{stale(r['sim_staleness'])} / {stale(r['real_staleness'])} | "
-                     f"{'yes' if r['within_real_spread'] else 'no'} |")
+                     f"{'yes' if r['within_real_spread'] else 'no'} | {r.get('rank_p', '-')} |")
     return lines
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--real", action="append", required=True,
+    parser.add_argument("--restat", metavar="FILE",
+                        help="add the rank-sum p and the chance misses to an earlier result of this part (no runs)")
+    parser.add_argument("--real", action="append",
                         help="a bench protocols result JSON, FILE#p1,p2 for some of its protocols (repeatable)")
     parser.add_argument("--cores", type=int, default=1, help="cores the simulated workers share (default 1: the "
                                                              "CPU slot a real run under heavy holds)")
@@ -126,6 +198,16 @@ def main(argv=None) -> int:
     parser.add_argument("--runs-dir", default="/tmp/scale-vs-real")
     parser.add_argument("--out")
     args = parser.parse_args(argv)
+    if args.restat:
+        with open(args.restat, encoding="utf-8") as fh:
+            doc = json.load(fh)
+        doc.update(restat(doc["rows"]))
+        print("\n".join(markdown(doc["rows"])))
+        with open(args.restat, "w", encoding="utf-8") as fh:
+            json.dump(doc, fh, indent=1)
+        return 0
+    if not args.real:
+        parser.error("--real is required (or --restat FILE)")
     cells = [c for path in args.real for c in real_side(path)
              if not args.jobs or c["job"] in args.jobs.split(",")]
     rows = compare(cells, args.runs_dir, args.cores, args.own_cores,
@@ -136,10 +218,13 @@ def main(argv=None) -> int:
     for kind in ("shared", "own"):
         if total[kind]:
             print(f"{kind} cores: {agree[kind]} of {total[kind]} protocol cells within the real runs' seed spread")
+    stats = restat(rows)
+    print(f"expected by chance: {stats['expected_misses_by_chance']} cells out; rank-sum p < 0.05: "
+          f"{stats['rank_p_under_0_05']} of {len(rows)}")
     if args.out:
         with open(args.out, "w", encoding="utf-8") as fh:
-            json.dump({"args": vars(args), "real": args.real, "rows": rows, "agree": agree, "cells": total}, fh,
-                      indent=1)
+            json.dump({"args": vars(args), "real": args.real, "rows": rows, "agree": agree, "cells": total, **stats},
+                      fh, indent=1)
     return 0
 
 

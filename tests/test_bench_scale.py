@@ -1,0 +1,80 @@
+"""The scale part's ways to grow the cluster, and the simulated-vs-real statistics."""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import math
+
+import pytest
+
+from bench import scale, scale_vs_real
+from syncswitch.errors import SpecError
+
+
+class _Hp:
+    batch_size, learning_rate = 32, 0.02
+
+
+def test_a_fixed_global_batch_splits_the_batch_and_scales_the_rate_with_it():
+    assert scale.fixed_global_batch(_Hp, 64, 8) == ["hyperparameters.batch_size=8",
+                                                    "hyperparameters.learning_rate=0.005"]
+    assert scale.fixed_global_batch(_Hp, 64, 2) == ["hyperparameters.batch_size=32",
+                                                    "hyperparameters.learning_rate=0.02"]
+    with pytest.raises(SpecError, match="not a multiple of 3 workers"):
+        scale.fixed_global_batch(_Hp, 64, 3)
+
+
+def test_at_a_fixed_global_batch_bsp_runs_the_same_updates_at_every_size(digits_job, tmp_path):
+    """BSP at 2 and 4 workers with global batch 8: the same global batch, rate and number of updates."""
+    configs = []
+    for n in (2, 4):
+        scale.run_one(digits_job, "bsp", n, 0, "speeds:0.2", str(tmp_path / f"{n}"), ["workload.epochs=1"], 1.0, 8)
+        phase = json.load(open(tmp_path / f"{n}" / "summary.json"))["schedule"][0]
+        configs.append((phase["config"]["global_batch"], phase["config"]["learning_rate"], phase["steps"]))
+        assert phase["config"]["per_worker_batch"] == 8 // n
+    assert configs[0] == configs[1] and configs[0][:2] == (8, pytest.approx(0.05 * 8 / 16))
+
+
+def _args(tmp_path, **kw):
+    parser = argparse.ArgumentParser()
+    scale.add_options(parser)
+    parser.add_argument("--out")
+    return parser.parse_args([f"--{k.replace('_', '-')}={v}" for k, v in kw.items()])
+
+
+def test_the_scale_part_refuses_a_global_batch_that_does_not_split_and_a_mixed_add_to(tmp_path):
+    with pytest.raises(SpecError, match="--global-batch 64 is not a multiple of --workers 3"):
+        scale.run_part(_args(tmp_path, workers="2,3", global_batch=64), str(tmp_path))
+    earlier = tmp_path / "earlier.json"
+    earlier.write_text(json.dumps({"args": {"weak": False}, "jobs": {}}))
+    with pytest.raises(SpecError, match="grew the cluster as"):
+        scale.run_part(_args(tmp_path, global_batch=64, add_to=earlier), str(tmp_path))
+    assert "fixed global batch 64" in scale.mode_text({"global_batch": 64}) and "as shipped" in scale.mode_text({})
+
+
+def test_the_chance_of_a_median_outside_the_others_spread_is_one_in_six_at_five_seeds_each():
+    """Counted over every order of 5 + 5 runs: the simulated median (3rd simulated) below all real or above."""
+    out = 0
+    for sim in itertools.combinations(range(10), 5):
+        real = [i for i in range(10) if i not in sim]
+        out += not (min(real) <= sim[2] <= max(real))
+    assert scale_vs_real.chance_miss(5, 5) == pytest.approx(out / math.comb(10, 5)) == pytest.approx(1 / 6)
+    assert scale_vs_real.chance_miss(5, 10) < scale_vs_real.chance_miss(5, 5)
+
+
+def test_the_rank_sum_p_is_exact_and_counts_ties_as_midranks():
+    assert scale_vs_real.rank_p([1, 2, 3, 4, 5], [6, 7, 8, 9, 10]) == pytest.approx(2 / 252)
+    assert scale_vs_real.rank_p([1, 2, 3], [1, 2, 3]) == 1.0
+    assert scale_vs_real.rank_p([0.5, 0.6, 0.7, 0.9, 1.0], [0.55, 0.65, 0.75, 0.8, 0.95]) > 0.5
+    # The test is discrete: at 5 + 5 its real level under "no difference" is below the nominal 0.05.
+    assert 0.0 < scale_vs_real.rank_false_alarm(list(range(5)), list(range(5, 10))) < 0.05
+
+
+def test_restat_adds_the_p_and_the_chance_counts_to_each_row():
+    rows = [{"sim": {"runs": [1, 2, 3, 4, 5]}, "real": {"runs": [6, 7, 8, 9, 10]}},
+            {"sim": {"runs": [1, 3, 5, 7, 9]}, "real": {"runs": [2, 4, 6, 8, 10]}}]
+    stats = scale_vs_real.restat(rows)
+    assert stats["rank_p_under_0_05"] == 1 and stats["expected_misses_by_chance"] == pytest.approx(1 / 3, abs=0.01)
+    assert rows[1]["rank_p"] > 0.5
