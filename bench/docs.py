@@ -362,13 +362,16 @@ def runtime_render(docs: list[dict]) -> list[str]:
 
 
 def scale_render(docs: list[dict]) -> list[str]:
+    from bench.scale import mode_text
+
     lines = []
     for doc in docs:
-        for job in doc["jobs"].values():
+        for name, job in doc["jobs"].items():
+            lines += [f"`{name}`, the cluster grown as {mode_text(doc['args'])}:", ""]
             lines += [line for line in job["table"].splitlines() if line.startswith(("|", "guard verdicts"))] + [""]
     return ["Final accuracy in syncswitch's one-process simulator, median [min-max] over seeds (a diverged run "
             "counts 0); the last column is the fewest workers at which the median falls more than 1 point below "
-            "BSP's at the same global batch. Quickstart first, then the digits CNN.", ""] + lines[:-1]
+            "BSP's at the same global batch ('-': never in the sizes shown).", ""] + lines[:-1]
 
 
 def ray_render(docs: list[dict]) -> list[str]:

@@ -103,12 +103,14 @@ def table(job: str, runs: list[dict], sizes: list[int], mode: str = mode_text({}
              f"cluster grown: {mode}",
              "| variant | " + " | ".join(f"{n} workers" for n in sizes) + " | below BSP from |",
              "|---|" + "---|" * (len(sizes) + 1)]
+    most = max((c["n"] for c in cells.values()), default=0)
     for v in variants:
         row = []
         for n in sizes:
             c = cells.get((v, n))
             row.append("-" if c is None else f"{c['median']:.3f} [{c['min']:.3f}-{c['max']:.3f}]"
-                       + (f" ({c['diverged']} diverged)" if c["diverged"] else ""))
+                       + (f" ({c['diverged']} diverged)" if c["diverged"] else "")
+                       + (f" ({c['n']} seeds)" if c["n"] < most else ""))
         first = falls_below(cells, v, sizes) if v != "bsp" else None
         lines.append(f"| {v} | " + " | ".join(row) + f" | {'-' if first is None else first} |")
     verdicts = {n: [e for r in runs if r["variant"] == SWITCH and r["workers"] == n for e in r["guard_events"]]
