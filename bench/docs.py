@@ -555,6 +555,19 @@ def core_overhead_render(docs: list[dict]) -> list[str]:
         table(["code", "in-place switch s", "relaunch switch s"], rows)
 
 
+GLOBAL_BATCH_NOTE = (
+    "Every size trains at global batch 64, the shipped jobs' own at 2 workers (32 a worker): at N workers each "
+    "takes 64/N examples a step at the job's rate x (64/N)/32, so BSP is the same training at every size (its "
+    "global batch 64 at twice the job's rate, 625 updates on the quickstart) and its row stays level; an "
+    "asynchronous protocol makes N times BSP's updates, each of 1/N of its examples and stale by about N - 1 "
+    "updates "
+    "(arrivals `speeds:0.2`, each worker a core of its own). So 'below BSP from' is the size from which the "
+    "protocol's staleness costs accuracy against synchronous training that trains. The default switch (`switch`) "
+    "goes to lookahead at 2 workers and to local SGD from 3, after the switch rule's decision; the guard judges "
+    "those phases. Runs from a copy of the tree at 30bd4a1 (the simulator of main's c73947f), in the benches' "
+    "child process at one TensorFlow thread; 32 and 64 workers not run here (a run at 64 workers takes a gradient "
+    "call per example: about 2 minutes on the quickstart).")
+
 FIGURES += (
     Figure("core-overhead", "Switch overhead at the current code",
            ("core-switch-overhead-2026-11-25.json",),
@@ -582,6 +595,13 @@ FIGURES += (
            ray_render,
            note="Measured 2026-11-26 with the fork server for co-located nodes; recovery at commit 616a308, after the "
                 "fix that makes a lost Ray node's agent and task die with it."),
+    Figure("scale-global", "Scale in the simulator at a fixed global batch: 2 to 16 workers",
+           ("scale-global-batch-quickstart-2026-11-26.json", "scale-global-batch-digits-cnn-2026-11-26.json"),
+           "python -m bench scale --jobs J --global-batch 64 --workers W --variants V --seeds 1 --first-seed S "
+           "--add-to F (J: quickstart, digits_cnn; one call under /work/bin/heavy per job, seed and group of sizes "
+           "(2,4 and 8, or 16) and variants, each under 8 minutes, each --add-to the last call's file)",
+           scale_render, commit="30bd4a1",
+           note=GLOBAL_BATCH_NOTE),
     Figure("scale", "Scale in the simulator: 2 to 64 workers",
            ("scale-quickstart-2026-11-26.json", "scale-digits-cnn-2026-11-26.json"),
            ("python -m bench scale --jobs quickstart --workers 2,8,32,64 --seeds 5 (in calls of under 8 minutes, "
@@ -598,8 +618,8 @@ FIGURES += (
                  "8-32 workers (the linearly scaled rate, and too few updates), so 'below BSP' says little there; "
                  "from 32 workers the switch rule keeps the default switch synchronous, so the guard judges BSP "
                  "alone. 64 simulated workers took 1.7-29 s a run (quickstart) and 2.1-17 s (digits CNN's seeds 2-4; "
-                 "host_s in the file). The "
-                 "weak-scaling run (--weak) was not made.")),
+                 "host_s in the file). The table above, at a fixed global batch, is the one that says where a "
+                 "protocol falls behind synchronous training that still trains.")),
     Figure("switch-rule", "The switch rule: jobs nobody tuned for, BSP through the parameter servers (10 seeds)",
            ("safety-switch-rule-plateau-cnn-mlp-2026-11-26.json",),
            "python -m bench safety --workloads plain_cnn-2,deep_mlp-2 --variants "

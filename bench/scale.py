@@ -75,11 +75,12 @@ def mode_text(args: dict) -> str:
             "global batch and rate grow with N)")
 
 
-def falls_below(cells: dict, variant: str, sizes: list[int], margin: float = 0.01):
-    """The smallest worker count at which the variant's median is more than `margin` below BSP's there."""
+def falls_below(cells: dict, variant: str, sizes: list[int], margin: float = 0.01, reference: float | None = None):
+    """The smallest worker count at which the variant's median is more than `margin` below BSP's there (below
+    `reference`, where given: one BSP median for every size)."""
     for n in sizes:
-        if (variant, n) in cells and ("bsp", n) in cells \
-                and cells[(variant, n)]["median"] < cells[("bsp", n)]["median"] - margin:
+        bsp = reference if reference is not None else cells.get(("bsp", n), {}).get("median")
+        if (variant, n) in cells and bsp is not None and cells[(variant, n)]["median"] < bsp - margin:
             return n
     return None
 
@@ -89,7 +90,10 @@ def _accuracy(run: dict) -> float:
     return 0.0 if run["final_accuracy"] is None else run["final_accuracy"]
 
 
-def table(job: str, runs: list[dict], sizes: list[int], mode: str = mode_text({})) -> tuple[str, dict]:
+def table(job: str, runs: list[dict], sizes: list[int], mode: str = mode_text({}), pooled: bool = False
+          ) -> tuple[str, dict]:
+    """The markdown table and its cells. `pooled`: BSP is the same training at every size (a fixed global batch),
+    so its reference is the median of its runs at all sizes, not of the few at each."""
     cells = {}
     variants = list(dict.fromkeys(r["variant"] for r in runs))
     for v in variants:
@@ -98,8 +102,12 @@ def table(job: str, runs: list[dict], sizes: list[int], mode: str = mode_text({}
             if mine:
                 cells[(v, n)] = {**spread([_accuracy(r) for r in mine]),
                                  "diverged": sum(r["final_accuracy"] is None for r in mine)}
+    bsp_runs = [_accuracy(r) for r in runs if r["variant"] == "bsp" and r["workers"] in sizes]
+    reference = spread(bsp_runs)["median"] if pooled and bsp_runs else None
+    against = (f"BSP's median over all its {len(bsp_runs)} runs at every size, {reference:.3f}"
+               if reference is not None else "BSP's at the same size")
     lines = [(f"\n{job}: final accuracy, median [min-max] over seeds (a diverged run counts 0); the last column: the "
-              "fewest workers at which the median is more than 1 point below BSP's at the same global batch"),
+              f"fewest workers at which the median is more than 1 point below {against}"),
              f"cluster grown: {mode}",
              "| variant | " + " | ".join(f"{n} workers" for n in sizes) + " | below BSP from |",
              "|---|" + "---|" * (len(sizes) + 1)]
@@ -110,8 +118,8 @@ def table(job: str, runs: list[dict], sizes: list[int], mode: str = mode_text({}
             c = cells.get((v, n))
             row.append("-" if c is None else f"{c['median']:.3f} [{c['min']:.3f}-{c['max']:.3f}]"
                        + (f" ({c['diverged']} diverged)" if c["diverged"] else "")
-                       + (f" ({c['n']} seeds)" if c["n"] < most else ""))
-        first = falls_below(cells, v, sizes) if v != "bsp" else None
+                       + (f" ({c['n']} seed{'s' if c['n'] > 1 else ''})" if c["n"] < most else ""))
+        first = falls_below(cells, v, sizes, reference=reference) if v != "bsp" else None
         lines.append(f"| {v} | " + " | ".join(row) + f" | {'-' if first is None else first} |")
     verdicts = {n: [e for r in runs if r["variant"] == SWITCH and r["workers"] == n for e in r["guard_events"]]
                 for n in sizes}
@@ -119,15 +127,17 @@ def table(job: str, runs: list[dict], sizes: list[int], mode: str = mode_text({}
         f"{n} workers: {len(v)} ({', '.join(sorted({e['reason'] for e in v})) or 'quiet'})"
         for n, v in verdicts.items()))
     summary = {f"{v}@{n}": c for (v, n), c in cells.items()}
-    return "\n".join(lines), {"cells": summary, "below_bsp_from": {v: falls_below(cells, v, sizes) for v in variants
-                                                                  if v != "bsp"}}
+    return "\n".join(lines), {"cells": summary, "bsp_reference": reference,
+                              "below_bsp_from": {v: falls_below(cells, v, sizes, reference=reference)
+                                                 for v in variants if v != "bsp"}}
 
 
 def retable(path: str, sizes: list[int]) -> int:
     with open(path, encoding="utf-8") as fh:
         result = json.load(fh)
     for job, doc in result["jobs"].items():
-        text, cells = table(job, doc["runs"], sizes, mode_text(result["args"]))
+        args = result["args"]
+        text, cells = table(job, doc["runs"], sizes, mode_text(args), bool(args.get("global_batch")))
         print(text)
         doc.update(cells, table=text)
     with open(path, "w", encoding="utf-8") as fh:
@@ -195,7 +205,7 @@ def run_part(args, root) -> dict:
                         write_json(os.path.join(runs_dir, "partial.json"),
                                    {**result, "jobs": {**result["jobs"], job: {"runs": runs}}})
             shown = sorted({r["workers"] for r in runs} | set(sizes))
-            text, cells = table(job, runs, shown, mode_text(vars(args)))
+            text, cells = table(job, runs, shown, mode_text(vars(args)), bool(args.global_batch))
             log("\n" + text)
             result["jobs"][job] = {"runs": runs, **cells, "table": text}
     return result

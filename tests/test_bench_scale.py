@@ -78,3 +78,20 @@ def test_restat_adds_the_p_and_the_chance_counts_to_each_row():
     stats = scale_vs_real.restat(rows)
     assert stats["rank_p_under_0_05"] == 1 and stats["expected_misses_by_chance"] == pytest.approx(1 / 3, abs=0.01)
     assert rows[1]["rank_p"] > 0.5
+
+
+def _run(variant, workers, seed, accuracy):
+    return {"variant": variant, "workers": workers, "seed": seed, "final_accuracy": accuracy, "guard_events": []}
+
+
+def test_at_a_fixed_global_batch_the_bsp_reference_pools_every_size():
+    """BSP's runs at 2 and 4 workers are one training: the reference is their pooled median (0.80), so ASP at 0.785
+    falls below it from 4 workers even where BSP's 4-worker seeds alone happen to sit at 0.79."""
+    runs = [_run("bsp", 2, s, a) for s, a in enumerate([0.80, 0.81, 0.82])]
+    runs += [_run("bsp", 4, s, a) for s, a in enumerate([0.78, 0.79, 0.80])]
+    runs += [_run("asp", 2, s, 0.80) for s in range(3)] + [_run("asp", 4, s, 0.785) for s in range(2)]
+    text, per_size = scale.table("j", runs, [2, 4])
+    assert per_size["below_bsp_from"]["asp"] is None and per_size["bsp_reference"] is None
+    text, pooled = scale.table("j", runs, [2, 4], pooled=True)
+    assert pooled["below_bsp_from"]["asp"] == 4 and pooled["bsp_reference"] == pytest.approx(0.80)
+    assert "over all its 6 runs at every size, 0.800" in text and "0.785 [0.785-0.785] (2 seeds)" in text
