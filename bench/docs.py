@@ -367,7 +367,10 @@ def scale_render(docs: list[dict]) -> list[str]:
     lines = []
     for doc in docs:
         for name, job in doc["jobs"].items():
-            lines += [f"`{name}`, the cluster grown as {mode_text(doc['args'])}:", ""]
+            reference = job.get("bsp_reference")
+            pooled = (f"; BSP's reference is the median of its runs at every size, {reference:.3f}"
+                      if reference is not None else "")
+            lines += [f"`{name}`, the cluster grown as {mode_text(doc['args'])}{pooled}:", ""]
             lines += [line for line in job["table"].splitlines() if line.startswith(("|", "guard verdicts"))] + [""]
     return ["Final accuracy in syncswitch's one-process simulator, median [min-max] over seeds (a diverged run "
             "counts 0); the last column is the fewest workers at which the median falls more than 1 point below "
