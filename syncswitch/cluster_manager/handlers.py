@@ -117,7 +117,7 @@ class EventRouter:
         self.durable.pinned.add(checkpoint.path)  # rotation waits for its evaluation
         self.recovery.keep_durable(checkpoint.path, checkpoint.fraction, checkpoint.samples, "evaluation", received)
         # Scored at once where the guard may act on it; else, with evaluation.live deferring, once training pauses.
-        live = self.guard.watching and not self.timing.on_trial(self.ctx.running_phase)
+        live = self.timing.scores_needed(self.guard.watching, self.ctx.running_phase)
         self.evaluations.submit(checkpoint.path, checkpoint.fraction, received, live=live)
 
     def _on_restored(self, source: int, restored: pb.Restored, received: float) -> None:
@@ -144,7 +144,7 @@ class EventRouter:
         self.responder.on_metrics(source, metrics, received, fraction, running)
         on_trial = self.timing.on_trial(running)
         slower = self.timing.on_rate(source, metrics.protocol, metrics.phase, metrics.examples_per_s, fraction)
-        if on_trial and not slower and not self.timing.on_trial(running) and self.guard.watching:
+        if on_trial and not slower and self.timing.scores_needed(self.guard.watching, running):
             self.evaluations.release("trial kept")  # the target is kept: the guard's reference, held through the trial
         cut = self.timing.on_loss(ctx.plan, running, metrics.fraction, metrics.loss, fraction)
         if cut is not None:  # the switch rule ends BSP here

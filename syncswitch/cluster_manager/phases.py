@@ -45,7 +45,7 @@ class PhaseDriver:
         nodes.send(0, enter_phase=pb.EnterPhase(phase=k, config=phase_config(planned.config), params=params))
         ctx.feed.wait_until(lambda: run.entered is not None, f"the chief to enter phase {k}", timeout_s=60)
         self.guard.on_phase(planned.protocol, run.entered.fraction)
-        if self.guard.watching and not self.timing.on_trial(k):
+        if self.timing.scores_needed(self.guard.watching, k):
             # The guard compares the phase with the best accuracy reached before it.
             self.evaluations.release("watched phase")
         elif not self.guard.watching:

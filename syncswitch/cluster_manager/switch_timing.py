@@ -141,6 +141,11 @@ class SwitchTiming:
         """Whether `phase` runs a switch target whose speed is on trial (not yet kept or sent back)."""
         return self.trial is not None and phase is not None and self.trial[0] == phase
 
+    def scores_needed(self, watching: bool, phase: int | None) -> bool:
+        """Whether `phase`'s evaluations are wanted as they come: the guard (`watching`) acts on them, and no speed
+        trial holds them back (scored beside a trial, they would slow the target it measures)."""
+        return watching and not self.on_trial(phase)
+
     def on_switch(self, pause_s: float) -> None:
         """A switch paused the run for `pause_s`: the speed rule weighs later switches and trials by it."""
         self.speed.on_pause(pause_s)

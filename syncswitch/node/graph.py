@@ -84,6 +84,7 @@ class TrainGraph:
     total_samples: int
     saver: v1.train.Saver
     scaffold: v1.train.Scaffold
+    input_start: tf.Operation  # puts this worker's input stream back at its first batch
 
 
 class LiveLosses:
@@ -326,4 +327,5 @@ def build(launch, total: int, module, params: dict, cluster) -> TrainGraph:
                     engine.add_snapshot(saved, global_step, samples)
         saver, scaffold = _saving(graph, model.iterator)
     return TrainGraph(graph=graph, engines=engines, loss=model.loss, losses=LiveLosses(engines), samples=samples,
-                      global_step=global_step, settings=settings, total_samples=total, saver=saver, scaffold=scaffold)
+                      global_step=global_step, settings=settings, total_samples=total, saver=saver, scaffold=scaffold,
+                      input_start=model.iterator.initializer)

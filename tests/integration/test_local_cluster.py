@@ -199,3 +199,25 @@ def test_in_place_asp_to_bsp(write_spec, tmp_path, no_leftovers):
     assert (switch["from"], switch["to"], switch["mode"]) == ("asp", "bsp", "in-place")
     assert summary["schedule"][1]["start_fraction"] == summary["schedule"][0]["end_fraction"]
     _check_learning_rate(summary, tmp_path)
+
+
+def _final_variables(tmp_path):
+    (final,) = [r for r in _records(tmp_path, "saved") if r["reason"] == "final"]
+    return final["variables"]
+
+
+def test_an_in_place_run_that_stays_synchronous_is_bsps_run(write_spec, tmp_path, no_leftovers, monkeypatch):
+    # An in-place run builds every protocol of its schedule into one graph and warms each up before training, one
+    # or two steps apiece; were those batches not given back, it would train on another stream than a BSP-only run
+    # of the same seed, and end elsewhere although it never left BSP.
+    monkeypatch.setenv("SYNCSWITCH_REPORT_VARIABLES", "1")
+    bsp = _run(write_spec, tmp_path, ["policy.schedule=[{protocol: bsp}]"])
+    _check_common(bsp, tmp_path)
+    alone = _final_variables(tmp_path)
+    os.rename(tmp_path / "run", tmp_path / "bsp")
+    # A loss that must fall by its whole value never leaves the early regime: the rule keeps BSP past `latest`.
+    stayed = _run(write_spec, tmp_path, ["policy.switch_at=0.3", "policy.switch_mode=in-place",
+                                         "policy.switch_rule={rule: loss, min_drop: 1.0, latest: 0.6}"])
+    _check_common(stayed, tmp_path)
+    assert stayed["switches"] == [] and len(stayed["schedule"]) == 1, stayed["schedule"]
+    assert _final_variables(tmp_path) == alone
