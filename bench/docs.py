@@ -567,9 +567,11 @@ GLOBAL_BATCH_NOTE = (
     "(arrivals `speeds:0.2`, each worker a core of its own). So 'below BSP from' is the size from which the "
     "protocol's staleness costs accuracy against synchronous training that trains. The default switch (`switch`) "
     "goes to lookahead at 2 workers and to local SGD from 3, after the switch rule's decision; the guard judges "
-    "those phases. Runs from a copy of the tree at 30bd4a1 (the simulator of main's c73947f), in the benches' "
-    "child process at one TensorFlow thread; 32 and 64 workers not run here (a run at 64 workers takes a gradient "
-    "call per example: about 2 minutes on the quickstart).")
+    "those phases. Three seeds a cell (seeds 0-2; the quickstart's local-sgd and switch at 8 workers two: their seed-2 "
+    "runs did not finish in the time left), five were planned. The file also holds the quickstart's seed 0 at 16 "
+    "workers (25-52 s a run), left out of the table; 32 and 64 workers were not run (a gradient call per 1-2 "
+    "examples: 1-2 minutes a run). Runs from a copy of the tree at 30bd4a1 (the simulator of main's c73947f), in "
+    "the benches' child process at one TensorFlow thread.")
 
 FIGURES += (
     Figure("core-overhead", "Switch overhead at the current code",
@@ -598,11 +600,12 @@ FIGURES += (
            ray_render,
            note="Measured 2026-11-26 with the fork server for co-located nodes; recovery at commit 616a308, after the "
                 "fix that makes a lost Ray node's agent and task die with it."),
-    Figure("scale-global", "Scale in the simulator at a fixed global batch: 2 to 16 workers",
+    Figure("scale-global", "Scale in the simulator at a fixed global batch: 2 to 8 workers",
            ("scale-global-batch-quickstart-2026-11-26.json", "scale-global-batch-digits-cnn-2026-11-26.json"),
            "python -m bench scale --jobs J --global-batch 64 --workers W --variants V --seeds 1 --first-seed S "
            "--add-to F (J: quickstart, digits_cnn; one call under /work/bin/heavy per job, seed and group of sizes "
-           "(2,4 and 8, or 16) and variants, each under 8 minutes, each --add-to the last call's file)",
+           "and variants, each under 8 minutes, each --add-to the last call's file); tables by python -m bench scale "
+           "--table-from F --workers 2,4,8",
            scale_render, commit="30bd4a1",
            note=GLOBAL_BATCH_NOTE),
     Figure("scale", "Scale in the simulator: 2 to 64 workers",
