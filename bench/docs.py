@@ -567,8 +567,8 @@ GLOBAL_BATCH_NOTE = (
     "(arrivals `speeds:0.2`, each worker a core of its own). So 'below BSP from' is the size from which the "
     "protocol's staleness costs accuracy against synchronous training that trains. The default switch (`switch`) "
     "goes to lookahead at 2 workers and to local SGD from 3, after the switch rule's decision; the guard judges "
-    "those phases. Three seeds a cell (seeds 0-2; the quickstart's local-sgd and switch at 8 workers two: their seed-2 "
-    "runs did not finish in the time left), five were planned. The file also holds the quickstart's seed 0 at 16 "
+    "those phases. Three seeds a cell (seeds 0-2), five were planned: the calls waited 1-8 minutes each for a CPU "
+    "slot. The file also holds the quickstart's seed 0 at 16 "
     "workers (25-52 s a run), left out of the table; 32 and 64 workers were not run (a gradient call per 1-2 "
     "examples: 1-2 minutes a run). Runs from a copy of the tree at 30bd4a1 (the simulator of main's c73947f), in "
     "the benches' child process at one TensorFlow thread.")
