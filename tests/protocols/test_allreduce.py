@@ -109,11 +109,11 @@ os._exit(0)  # in-process TF servers cannot be stopped: the process goes, and th
 '''
 
 
-def _run(tmp_path, n, batch, steps, protocol, params=None):
+def _run(tmp_path, n, batch, steps, protocol, params=None, driver_text=DRIVER):
     script = tmp_path / "model.py"
     script.write_text(textwrap.dedent(SCRIPT))
     driver = tmp_path / "driver.py"
-    driver.write_text(DRIVER)
+    driver.write_text(driver_text)
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     env = {**os.environ, "PYTHONPATH": root, "TF_CPP_MIN_LOG_LEVEL": "2"}
     done = subprocess.run([sys.executable, str(driver), str(script), str(n), str(batch), str(steps), protocol,
@@ -149,3 +149,32 @@ def test_local_sgd_averaged_every_step_by_all_reduce_is_one_worker_at_batch_nb(t
     assert many["global_step"] == one["global_step"] == steps
     for name, value in one["vars"].items():
         np.testing.assert_allclose(many["vars"][name], value, rtol=2e-5, atol=2e-6, err_msg=name)
+
+
+WARM_DRIVER = SETUP + '''
+engine = [g.engines[protocol] for g in graphs]
+engine = [getattr(e, "fast", None) or e for e in engine]  # BSP: its all-reduce path
+shared = sorted(g0.graph.get_collection(v1.GraphKeys.GLOBAL_VARIABLES), key=lambda v: v.op.name)
+before = chief.run(shared)
+threads = [threading.Thread(target=engine[i].before_warm_up, args=(sessions[i],)) for i in range(n)]
+for t in threads:
+    t.start()
+for t in threads:
+    t.join(timeout=60)
+assert not any(t.is_alive() for t in threads), "a worker stayed blocked in its warm-up"
+after = chief.run(shared)
+changed = [v.op.name for v, a, b in zip(shared, before, after) if not (a == b).all()]
+print("RESULT " + json.dumps({"changed": changed, "checked": len(shared)}), flush=True)
+os._exit(0)
+'''
+
+
+@pytest.mark.cluster
+@pytest.mark.parametrize("protocol,params", [("bsp", {"allreduce": True}), ("local-sgd", {"period": 2})])
+def test_the_warm_up_pays_the_chiefs_publish_without_moving_the_shared_model(tmp_path, protocol, params):
+    """The warm-up enters the phase and the chief publishes once (its first call registers the write-back's graph
+    partitions on the parameter servers before training, not while the group waits at the phase's end): what
+    it writes back is what entry read, so every shared variable, momentum, count and global step stays put."""
+    out = _run(tmp_path, 2, 8, 1, protocol, params, driver_text=WARM_DRIVER)
+    assert out["checked"] > 4
+    assert out["changed"] == []

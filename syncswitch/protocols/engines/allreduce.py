@@ -27,7 +27,7 @@ from __future__ import annotations
 import tensorflow as tf
 
 from .base import ProtocolEngine
-from .replica_training import ReplicaTraining, mean
+from .replica_training import ReplicaTraining, mean, warm_publish
 
 v1 = tf.compat.v1
 INSTANCE_KEY = 3100     # this engine's one all-reduce (other engines' collectives take other keys)
@@ -62,6 +62,10 @@ class AllReduceEngine(ProtocolEngine):
 
     def enter_worker(self, session, params: dict | None = None) -> None:
         session.run(self._enter)
+        self._published = True
+
+    def before_warm_up(self, session) -> None:
+        warm_publish(session, self._enter, self._publish, self._is_chief)
         self._published = True
 
     def after_step(self, session, state) -> float:

@@ -24,7 +24,7 @@ import time
 import tensorflow as tf
 
 from .base import ProtocolEngine, worker_variable
-from .replica_training import ReplicaTraining, mean
+from .replica_training import ReplicaTraining, mean, warm_publish
 
 v1 = tf.compat.v1
 INSTANCE_KEY = 3200  # this engine's average (BSP's all-reduce takes 3100)
@@ -93,6 +93,8 @@ class CollectiveLocalSGDEngine(ProtocolEngine):
         # Pays the average's first call (graph registration, the group's resolution) before training; every worker
         # warms the protocols up in the same order, so all take part. Entry overwrites what it averaged.
         self._averaged(session, False)
+        warm_publish(session, self._enter, self._publish, self._is_chief)
+        self._published = True
 
     def after_step(self, session, state) -> float:
         """Average once `period` steps were taken since the last average, at the boundary, or to agree to stop."""

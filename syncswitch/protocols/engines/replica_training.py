@@ -51,6 +51,19 @@ def mean(tensors, n: int, instance_key: int, name: str) -> tuple[list, tf.Tensor
     return [tf.reshape(p, shape) for p, shape in zip(parts, shapes)], waited
 
 
+def warm_publish(session, enter, publish, is_chief: bool) -> None:
+    """Before training: pay the first call of the phase's entry (every worker) and of the chief's write-back.
+
+    A call's first run registers its graph partitions on every task it touches, the parameter servers included:
+    100-300 ms on a busy machine, which the chief's first publish paid at the phase's end (or before the first
+    evaluation checkpoint) while the whole group waited for it. Entry then publish writes back what entry read
+    (the steps taken since entry are 0), so the shared model is left as it was; the chief resets it before
+    training anyway."""
+    session.run(enter)
+    if is_chief:
+        session.run(publish)
+
+
 @dataclasses.dataclass
 class Snapshot:
     """The chief's copy, taken at one step, of what a checkpoint after `publish` would hold, and a saver that
