@@ -505,8 +505,9 @@ PEERS_NOTE = (
     "variant 20-50% slower, one process alone included), so the ratios of medians mix seeds: seed by seed BSP ran "
     "at 0.89-0.92x MWMS's throughput (0.71x in seed 3); the default stayed on BSP in 3 of 5 runs and went back "
     "from local-sgd by the guard in 2. MNIST-1D at 0.4 CPU per node (each peer "
-    "process, each syncswitch node in its own cgroup): five seeds at 8a76378, without the one-process variant "
-    "(not rerun: 120-133 s a run in a 0.4-CPU cgroup; before the speed rule's current trial). MNIST-1D, no budget: "
+    "process, each syncswitch node in its own cgroup): five seeds at 8925956 (the stream fix and the warm-up "
+    "publish), one seed per quiet call, without the one-process variant (120-133 s a run in a 0.4-CPU cgroup). "
+    "MNIST-1D, no budget: "
     "five seeds at 40dad81 (`evaluation.live`; the speed rule's sequential trial, which measures on while "
     "local-sgd's ratio is within the noise of its bar: 3 of 5 runs kept local-sgd at 1.13-1.22x BSP, 2 went back "
     "after two reports at 0.80x and 0.92x). The ResNet at 0.4 CPU per node: two seeds only at 8a76378, without the "
@@ -589,7 +590,7 @@ FIGURES += (
            ("python -m bench peers --job jobs/mnist1d_cnn.yaml --seeds S --variants single,mwms,bsp,default "
             "--target 0.95 --add-to F (seeds 1,2,3 then 4,5 per call, nothing else running)",
             "python -m bench peers --job jobs/mnist1d_cnn.yaml --cpus-per-node 0.4 --seeds S --variants "
-            "mwms,bsp,default --target 0.95 --add-to F (seeds 1, then 2,3, then 4,5 per call, nothing else running)",
+            "mwms,bsp,default --target 0.95 --add-to F (one seed per call, nothing else running)",
             "python -m bench peers --job jobs/resnet_synthetic.yaml --seeds S --variants single,mwms,bsp,default "
             "--target 0.9 --add-to F (seeds 1,2 then 3,4 then 5 per call, nothing else running)",
             "python -m bench peers --job jobs/resnet_synthetic.yaml --cpus-per-node 0.4 --seeds 1,2 --variants "
