@@ -146,7 +146,8 @@ class StepRunner:
         Making a callable is lazy: the graph partitions are registered on every task at its first
         call, which costs up to a second on a busy machine. Paying that before training, for every
         protocol, keeps it out of the switch. ASP's warm-up step does update the model: the chief
-        resets the variables before training starts (`Task.reset_after_warm_up`).
+        resets the variables before training starts (`Task.reset_after_warm_up`); and every warm-up step
+        draws a batch: each worker restarts its input after them (`PhaseControl.at_start`).
         """
         if hasattr(engine, "modes"):  # an engine with several paths: each one is warmed up
             for mode in engine.modes():

@@ -197,7 +197,8 @@ class Task:
                 for v, a in zip(variables, values)}
 
     def reset_after_warm_up(self, session) -> None:
-        """Undo the warm-up steps (every worker has reported ready): restore or re-initialize."""
+        """Undo the warm-up steps' updates (every worker has reported ready): restore or re-initialize the
+        variables. The batches they drew each worker gave back itself (`PhaseControl.at_start`)."""
         self.reset_done = True
         if self.restored_from:
             self.g.saver.restore(session, self.restored_from)
