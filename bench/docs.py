@@ -510,8 +510,13 @@ PEERS_NOTE = (
     "MNIST-1D, no budget: "
     "five seeds at 40dad81 (`evaluation.live`; the speed rule's sequential trial, which measures on while "
     "local-sgd's ratio is within the noise of its bar: 3 of 5 runs kept local-sgd at 1.13-1.22x BSP, 2 went back "
-    "after two reports at 0.80x and 0.92x). The ResNet at 0.4 CPU per node: two seeds only at 8a76378, without the "
-    "one-process variant (the CPU slots of the shared machine allowed no more).")
+    "after two reports at 0.80x and 0.92x). The ResNet at 0.4 CPU per node: five seeds at d1cbe7b (the chief's "
+    "checkpoint writes on one long-lived thread), one seed per quiet call, without the one-process variant; the "
+    "machine ran every variant slower in seeds 1-2 (MWMS 24.9-26.7 s against 15.1-18.8 s in seeds 3-5), so read it "
+    "seed by seed: BSP at 0.91-1.12x MWMS's throughput (median 1.04x); every default run tried local-sgd (no "
+    "measure of it on the job yet), measured it at 0.75-1.05x BSP's throughput and went back, paying two in-place "
+    "switches (1.8-3.6 s together on 0.4-CPU nodes, where the speed rule prices one at 0.5 s before it has "
+    "measured one).")
 
 
 def peers_cell(doc: dict) -> str:
@@ -593,8 +598,8 @@ FIGURES += (
             "mwms,bsp,default --target 0.95 --add-to F (one seed per call, nothing else running)",
             "python -m bench peers --job jobs/resnet_synthetic.yaml --seeds S --variants single,mwms,bsp,default "
             "--target 0.9 --add-to F (seeds 1,2 then 3,4 then 5 per call, nothing else running)",
-            "python -m bench peers --job jobs/resnet_synthetic.yaml --cpus-per-node 0.4 --seeds 1,2 --variants "
-            "mwms,bsp,default --target 0.9 --out F (one call, nothing else running)"), peers_render,
+            "python -m bench peers --job jobs/resnet_synthetic.yaml --cpus-per-node 0.4 --seeds S --variants "
+            "mwms,bsp,default --target 0.9 --add-to F (one seed per call, nothing else running)"), peers_render,
            headline=peers_headline,
            note=PEERS_NOTE),
     Figure("ray", "The ray backend against the local one (quickstart, 3 nodes, 5 seeds)",

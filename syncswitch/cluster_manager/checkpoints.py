@@ -69,6 +69,7 @@ class DurableCheckpoints:
         self.entries: list[DurableCheckpoint] = []
         self.pinned: set[str] = set()    # paths an evaluation still has to read
         self.deleted: list[str] = []
+        self._written: dict | None = None  # the manifest as last written (or loaded)
 
     @property
     def manifest(self) -> str:
@@ -84,6 +85,7 @@ class DurableCheckpoints:
         except FileNotFoundError:
             return store
         store.entries = [DurableCheckpoint(**e) for e in doc.get("checkpoints", [])]
+        store._written = doc
         return store
 
     def add(self, checkpoint: DurableCheckpoint) -> None:
@@ -138,4 +140,11 @@ class DurableCheckpoints:
             self.deleted.append(checkpoint.path)
 
     def _write(self) -> None:
-        write_json_atomic(self.manifest, {"checkpoints": [dataclasses.asdict(c) for c in self.entries]})
+        """Replace the manifest, unless it already says this: the unpin after each evaluation rotates nothing
+        while the run keeps every checkpoint, and each rewrite is an fsync in the manager's event thread while
+        the chief's checkpoint writes go on beside training."""
+        doc = {"checkpoints": [dataclasses.asdict(c) for c in self.entries]}
+        if doc == self._written:
+            return
+        write_json_atomic(self.manifest, doc)
+        self._written = doc

@@ -69,6 +69,29 @@ def test_latest_skips_a_half_written_checkpoint(tmp_path):
     assert store.latest(at_most=0.05) is None
 
 
+def test_the_manifest_is_rewritten_only_when_what_it_says_changes(tmp_path, monkeypatch):
+    from syncswitch.cluster_manager import checkpoints
+
+    folder, written = str(tmp_path), []
+    real = checkpoints.write_json_atomic
+    monkeypatch.setattr(checkpoints, "write_json_atomic", lambda path, doc: written.append(doc) or real(path, doc))
+    store = DurableCheckpoints(folder)
+    path = _write(folder, "model.ckpt-1")
+    store.pinned.add(path)
+    store.add(_entry(path, 0.05, "evaluation"))
+    store.unpin(path)  # scored; nothing rotates without `keep`: the manifest already says this
+    assert len(written) == 1
+    store.add(_entry(_write(folder, "model.ckpt-2"), 0.1, "evaluation"))
+    assert len(written) == 2
+    again = DurableCheckpoints.load(folder)
+    again.adopt([])  # a resumed manager that found nothing new writes nothing
+    assert len(written) == 2
+    rotating = DurableCheckpoints.load(folder, keep=1)
+    rotating.unpin(path)  # rotation deletes the older one: the manifest changes
+    assert len(written) == 3 and [c["path"] for c in written[-1]["checkpoints"]] == [store.entries[-1].path]
+    assert json.load(open(os.path.join(folder, "durable.json"))) == written[-1]
+
+
 def test_manifest_survives_a_new_manager(tmp_path):
     store = DurableCheckpoints(str(tmp_path), keep=3)
     path = _write(str(tmp_path), "m-1")

@@ -84,3 +84,19 @@ def test_the_warm_up_saves_and_copies_once_and_leaves_no_file(monkeypatch):
         assert list(session.run(copy)) == [1.0, 2.0]  # the snapshot's copy ran
     assert len(saved) == 2 and all(any(f.endswith(".index") for f in files) for _, files in saved)
     assert len(made) == 1 and not os.path.exists(made[0])  # written into a folder of its own, then removed
+
+
+def test_every_write_runs_on_the_one_writer_thread_and_handing_it_over_starts_no_thread(monkeypatch):
+    from syncswitch.node import background_save
+
+    writes, ran_on = BackgroundWrites(), []
+
+    def no_thread(*args, **kwargs):
+        raise AssertionError("a thread started per write: the training thread waits for it to be scheduled")
+
+    monkeypatch.setattr(background_save.threading, "Thread", no_thread)
+    for _ in range(3):
+        writes.start(lambda: ran_on.append(threading.current_thread()))
+    writes.wait()
+    assert len(ran_on) == 3 and len({id(t) for t in ran_on}) == 1
+    assert ran_on[0] is not threading.current_thread() and ran_on[0].name == "checkpoint-write"
