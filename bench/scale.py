@@ -11,6 +11,7 @@ protocol, from how many workers its median falls more than 1 point below BSP's.
 
 from __future__ import annotations
 
+import collections
 import json
 import os
 import sys
@@ -121,15 +122,28 @@ def table(job: str, runs: list[dict], sizes: list[int], mode: str = mode_text({}
                        + (f" ({c['n']} seed{'s' if c['n'] > 1 else ''})" if c["n"] < most else ""))
         first = falls_below(cells, v, sizes, reference=reference) if v != "bsp" else None
         lines.append(f"| {v} | " + " | ".join(row) + f" | {'-' if first is None else first} |")
-    verdicts = {n: [e for r in runs if r["variant"] == SWITCH and r["workers"] == n for e in r["guard_events"]]
-                for n in sizes}
     lines.append("guard verdicts on the switched runs: " + "; ".join(
-        f"{n} workers: {len(v)} ({', '.join(sorted({e['reason'] for e in v})) or 'quiet'})"
-        for n, v in verdicts.items()))
+        verdicts_text(n, [r for r in runs if r["variant"] == SWITCH and r["workers"] == n]) for n in sizes))
     summary = {f"{v}@{n}": c for (v, n), c in cells.items()}
     return "\n".join(lines), {"cells": summary, "bsp_reference": reference,
                               "below_bsp_from": {v: falls_below(cells, v, sizes, reference=reference)
                                                  for v in variants if v != "bsp"}}
+
+
+def verdicts_text(n: int, switched: list[dict]) -> str:
+    """What the guard did in the switched runs at `n` workers: its verdicts, in how many of the runs, why, and
+    how it repaired (a rollback to a checkpoint, or a fall-back from where the run was)."""
+    events = [e for r in switched for e in r["guard_events"]]
+    if not events:
+        return f"{n} workers: 0 ({'quiet' if switched else 'not run'})" if len(switched) < 2 else \
+            f"{n} workers: 0 in {len(switched)} runs (quiet)"
+    acted = sum(bool(r["guard_events"]) for r in switched)
+    repairs = collections.Counter("rolled back" if str(e.get("action")).startswith("rollback") else
+                                  "fell back" if str(e.get("action")).startswith("fall back") else "no repair"
+                                  for e in events)
+    return (f"{n} workers: {len(events)} in {acted} of {len(switched)} runs "
+            f"({', '.join(sorted({e['reason'] for e in events}))}; "
+            f"{', '.join(f'{k} {v}' for k, v in sorted(repairs.items()))})")
 
 
 def retable(path: str, sizes: list[int]) -> int:
