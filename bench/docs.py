@@ -621,15 +621,19 @@ GLOBAL_BATCH_NOTE = (
     "takes 64/N examples a step at the job's rate x (64/N)/32, so BSP is the same training at every size (its "
     "global batch 64 at twice the job's rate, 625 updates on the quickstart) and its row stays level; an "
     "asynchronous protocol makes N times BSP's updates, each of 1/N of its examples and stale by about N - 1 "
-    "updates "
-    "(arrivals `speeds:0.2`, each worker a core of its own). So 'below BSP from' is the size from which the "
+    "updates (arrivals `speeds:0.2`, each worker a core of its own). So 'below BSP from' is the size from which the "
     "protocol's staleness costs accuracy against synchronous training that trains. The default switch (`switch`) "
     "goes to lookahead at 2 workers and to local SGD from 3, after the switch rule's decision; the guard judges "
-    "those phases. Three seeds a cell (seeds 0-2), five were planned: the calls waited 1-8 minutes each for a CPU "
-    "slot. The file also holds the quickstart's seed 0 at 16 "
-    "workers (25-52 s a run), left out of the table; 32 and 64 workers were not run (a gradient call per 1-2 "
-    "examples: 1-2 minutes a run). Runs from a copy of the tree at 30bd4a1 (the simulator of main's c73947f), in "
-    "the benches' child process at one TensorFlow thread.")
+    "those phases, and its line under each table says what it did per size. At 32 and 64 workers only BSP and the "
+    "default switch were run (the guard's verdicts there are the point; a worker's step is 1-2 examples). Seeds: "
+    "2-8 workers three a cell (seeds 0-2; five were planned: the calls waited 4-15 minutes each for a CPU slot); "
+    "32-64 workers on the digits CNN five (seeds 0-4), on the quickstart five for the switch and three for BSP "
+    "(seeds 0-2). The quickstart's file "
+    "also holds its seed 0 at 16 workers, left out of the table (one seed). Runs at 2-16 workers from a copy of the "
+    "tree at 30bd4a1; at 32-64 workers the quickstart's seed 0 at 32 from 51902f4, the rest from 178629d-33e6228 "
+    "(a round's first steps in one TensorFlow call: the same bits, tested; 64 simulated workers of the quickstart "
+    "now take 52-131 s a run, host_s in the files), each in the benches' child process at one TensorFlow thread. "
+    "BSP's reference pools its runs at every size, near-copies of one training per seed.")
 
 FIGURES += (
     Figure("core-overhead", "Switch overhead at the current code",
@@ -658,13 +662,14 @@ FIGURES += (
            ray_render,
            note="Measured 2026-11-26 with the fork server for co-located nodes; recovery at commit 616a308, after the "
                 "fix that makes a lost Ray node's agent and task die with it."),
-    Figure("scale-global", "Scale in the simulator at a fixed global batch: 2 to 8 workers",
+    Figure("scale-global", "Scale in the simulator at a fixed global batch: 2 to 64 workers",
            ("scale-global-batch-quickstart-2026-11-26.json", "scale-global-batch-digits-cnn-2026-11-26.json"),
-           "python -m bench scale --jobs J --global-batch 64 --workers W --variants V --seeds 1 --first-seed S "
-           "--add-to F (J: quickstart, digits_cnn; one call under /work/bin/heavy per job, seed and group of sizes "
-           "and variants, each under 8 minutes, each --add-to the last call's file); tables by python -m bench scale "
-           "--table-from F --workers 2,4,8",
-           scale_render, commit="30bd4a1",
+           "python -m bench scale --jobs J --global-batch 64 --workers W --variants V --seeds K --first-seed S "
+           "[--budget-s 445] --add-to F (J: quickstart, digits_cnn; W: 2,4,8 with every variant, 32,64 with "
+           "switch,bsp; one call under /work/bin/heavy per job and group of seeds, sizes and variants, each under 8 "
+           "minutes, each --add-to the last call's file); tables by python -m bench scale --table-from F --workers "
+           "2,4,8,32,64",
+           scale_render, commit="33e6228",
            note=GLOBAL_BATCH_NOTE),
     Figure("scale", "Scale in the simulator: 2 to 64 workers",
            ("scale-quickstart-2026-11-26.json", "scale-digits-cnn-2026-11-26.json"),

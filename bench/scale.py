@@ -11,6 +11,7 @@ protocol, from how many workers its median falls more than 1 point below BSP's.
 
 from __future__ import annotations
 
+import collections
 import json
 import os
 import sys
@@ -121,15 +122,28 @@ def table(job: str, runs: list[dict], sizes: list[int], mode: str = mode_text({}
                        + (f" ({c['n']} seed{'s' if c['n'] > 1 else ''})" if c["n"] < most else ""))
         first = falls_below(cells, v, sizes, reference=reference) if v != "bsp" else None
         lines.append(f"| {v} | " + " | ".join(row) + f" | {'-' if first is None else first} |")
-    verdicts = {n: [e for r in runs if r["variant"] == SWITCH and r["workers"] == n for e in r["guard_events"]]
-                for n in sizes}
     lines.append("guard verdicts on the switched runs: " + "; ".join(
-        f"{n} workers: {len(v)} ({', '.join(sorted({e['reason'] for e in v})) or 'quiet'})"
-        for n, v in verdicts.items()))
+        verdicts_text(n, [r for r in runs if r["variant"] == SWITCH and r["workers"] == n]) for n in sizes))
     summary = {f"{v}@{n}": c for (v, n), c in cells.items()}
     return "\n".join(lines), {"cells": summary, "bsp_reference": reference,
                               "below_bsp_from": {v: falls_below(cells, v, sizes, reference=reference)
                                                  for v in variants if v != "bsp"}}
+
+
+def verdicts_text(n: int, switched: list[dict]) -> str:
+    """What the guard did in the switched runs at `n` workers: its verdicts, in how many of the runs, why, and
+    how it repaired (a rollback to a checkpoint, or a fall-back from where the run was)."""
+    events = [e for r in switched for e in r["guard_events"]]
+    if not events:
+        return f"{n} workers: 0 ({'quiet' if switched else 'not run'})" if len(switched) < 2 else \
+            f"{n} workers: 0 in {len(switched)} runs (quiet)"
+    acted = sum(bool(r["guard_events"]) for r in switched)
+    repairs = collections.Counter("rolled back" if str(e.get("action")).startswith("rollback") else
+                                  "fell back" if str(e.get("action")).startswith("fall back") else "no repair"
+                                  for e in events)
+    return (f"{n} workers: {len(events)} in {acted} of {len(switched)} runs "
+            f"({', '.join(sorted({e['reason'] for e in events}))}; "
+            f"{', '.join(f'{k} {v}' for k, v in sorted(repairs.items()))})")
 
 
 def retable(path: str, sizes: list[int]) -> int:
@@ -167,6 +181,10 @@ def add_options(parser) -> None:
     parser.add_argument("--table-from", help="print the tables of an earlier result JSON (and rewrite them in it)")
     parser.add_argument("--add-to", help="an earlier result JSON of this part: its runs are kept (the same job, "
                                          "variant, workers and seed is not run again) and the tables cover all")
+    parser.add_argument("--budget-s", type=float, default=0.0, metavar="S",
+                        help="start no run that would end past S seconds after the call began, judged by the longest "
+                             "earlier run of the same job, variant and size (in --add-to's file or this call); "
+                             "0: no limit. A run skipped is left for the next call")
     parser.add_argument("--stall-s", type=float, default=180.0,
                         help="a simulated run whose folder has not grown for this long is killed and retried")
 
@@ -192,6 +210,7 @@ def run_part(args, root) -> dict:
                             f"these as {mode_text(vars(args))!r}")
         earlier = before["jobs"]
     result = {"args": vars(args), "jobs": {}}
+    began = time.time()
     # Each run in a watched child process (a run that stops making progress is killed and retried).
     with SimPool(stall_s=args.stall_s, log=log) as pool:
         for job in args.jobs.split(","):
@@ -200,6 +219,10 @@ def run_part(args, root) -> dict:
             for seed in range(args.first_seed, args.first_seed + args.seeds):  # seeds outermost: drift hits all
                 for n in sizes:
                     for variant in [v for v in args.variants.split(",") if (v, n, seed) not in done]:
+                        if not fits(args.budget_s, time.time() - began, runs, variant, n):
+                            log(f"{job} {variant} at {n} workers, seed {seed}: skipped, it would end past "
+                                f"--budget-s {args.budget_s:g}")
+                            continue
                         runs.append(_run_watched(pool, args, job, variant, n, seed, sizes, runs_dir))
                         # What is done so far, so a run stopped early still leaves its finished seeds.
                         write_json(os.path.join(runs_dir, "partial.json"),
@@ -209,6 +232,16 @@ def run_part(args, root) -> dict:
             log("\n" + text)
             result["jobs"][job] = {"runs": runs, **cells, "table": text}
     return result
+
+
+def fits(budget_s: float, elapsed_s: float, runs: list[dict], variant: str, n: int) -> bool:
+    """Whether a run of `variant` at `n` workers ends within the call's budget, judged by the longest earlier run
+    of both (the host's seconds, plus a child's start); one never seen before is tried."""
+    seen = [r["host_s"] for r in runs if r["variant"] == variant and r["workers"] == n and r.get("host_s")]
+    return budget_s <= 0 or not seen or elapsed_s + max(seen) + START_S <= budget_s
+
+
+START_S = 15.0  # a simulated run's child process starting and building the model, beyond its host_s
 
 
 def _run_watched(pool, args, job: str, variant: str, n: int, seed: int, sizes: list[int], runs_dir: str) -> dict:

@@ -95,3 +95,18 @@ def test_at_a_fixed_global_batch_the_bsp_reference_pools_every_size():
     text, pooled = scale.table("j", runs, [2, 4], pooled=True)
     assert pooled["below_bsp_from"]["asp"] == 4 and pooled["bsp_reference"] == pytest.approx(0.80)
     assert "over all its 6 runs at every size, 0.800" in text and "0.785 [0.785-0.785] (2 seeds)" in text
+
+
+def test_a_run_that_would_end_past_the_budget_is_left_for_the_next_call(tmp_path, capsys):
+    """--budget-s: a run whose size and variant took longer before than the budget leaves is not started (no child
+    process, nothing run); one never seen is tried; no budget, no limit."""
+    earlier = tmp_path / "earlier.json"
+    runs = [{**_run("bsp", 2, 0, 0.8), "host_s": 400.0}, {**_run("switch", 2, 0, 0.8), "host_s": 20.0}]
+    earlier.write_text(json.dumps({"args": {"global_batch": 64}, "jobs": {"quickstart": {"runs": runs}}}))
+    result = scale.run_part(_args(tmp_path, jobs="quickstart", workers="2", variants="bsp", global_batch=64,
+                                  first_seed=1, seeds=1, add_to=earlier, budget_s=300), str(tmp_path))
+    assert result["jobs"]["quickstart"]["runs"] == runs
+    assert "bsp at 2 workers, seed 1: skipped" in capsys.readouterr().err
+    assert not scale.fits(300, 0, runs, "bsp", 2) and scale.fits(300, 0, runs, "switch", 2)
+    assert not scale.fits(300, 270, runs, "switch", 2)  # 270 + 20 + a child's start is past 300
+    assert scale.fits(300, 0, runs, "asp", 2) and scale.fits(0, 1e9, runs, "bsp", 2)

@@ -62,15 +62,41 @@ def run_rounds(sim, rule, until_samples: int):
             order = order[:rule.needed]
         end = start + finish[order[-1]]
         sim.before_update(rule)  # one rate for the round: every worker read at its start
+        first = FirstSteps(sim, rule, order)
         for c in order:
             busy = finish[c] / rule.round_steps
-            for _ in range(rule.round_steps):
+            for i in range(rule.round_steps):
                 point, stamp = rule.fetch(c)
-                g, loss = sim.gradient(point, sim.batch(c))
+                g, loss = first.take(c) if i == 0 else sim.gradient(point, sim.batch(c))
                 sim.now = rule.now = end
                 rule.apply_update(g, stamp, c)
                 verdict = sim.after_update(rule, c, loss, busy, (end - start - finish[c]) / rule.round_steps)
                 if verdict is not None:
+                    first.give_back()
                     return verdict
         sim.now = end
     return None
+
+
+class FirstSteps:
+    """Each worker's first step of a round, computed for all of them in one call: every worker reads the same
+    parameters at a round's start (BSP's, local SGD's averaged copy), and the gradients are those of one call per
+    worker, bit for bit. Each worker's batches stay in their order; another worker's first gradient is computed
+    before this one's updates land, which no update of the round reads."""
+
+    def __init__(self, sim, rule, order: list[int]):
+        point = rule.fetch(order[0])[0]
+        assert all(rule.fetch(c)[0] is point for c in order), "a round's workers read different parameters"
+        self.sim, batches = sim, [sim.batch(c) for c in order]
+        self._steps = {c: (batch, out) for c, batch, out in zip(order, batches, sim.gradients(point, batches))}
+
+    def take(self, worker: int) -> tuple:
+        """(gradient, loss) of the worker's first step."""
+        return self._steps.pop(worker)[1]
+
+    def give_back(self) -> None:
+        """A verdict ended the round: the batches of the first steps not taken go back to their workers, so the
+        next phase reads them as if they had never been taken."""
+        for worker, (batch, _) in self._steps.items():
+            self.sim.unread(worker, batch)
+        self._steps.clear()

@@ -82,6 +82,12 @@ class Simulation:
     def gradient(self, point, batch):
         return self.model.gradient(point, batch)
 
+    def gradients(self, point, batches):
+        return self.model.gradients(point, batches)
+
+    def unread(self, worker: int, batch) -> None:
+        self._shards[self.config.per_worker_batch].unread(worker, batch)
+
     def before_update(self, rule) -> None:
         """The rate and momentum the graph computes at the current sample count (decay, warm-up, ramp)."""
         samples, config = rule.s.samples, self.config
