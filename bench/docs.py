@@ -219,34 +219,31 @@ SWITCH_SPEED_COLUMNS = ["workload", "variant", "runs", "final accuracy", "vs BSP
                         "what the runs did", "switched at", "target / BSP throughput", "time vs same-seed BSP"]
 
 
-def switch_happens_render(docs: list[dict]) -> list[str]:
-    rows = _workload_rows(docs, _switch_speed_row)
-    return ["The same jobs with the speed rule off (`--set policy.switch_speed=false`), as on a cluster where the "
-            "switch target outruns BSP: every switch the switch rule allows happens, so the switch rule and the "
-            "guard alone decide the accuracy. Guard and switch rule at their defaults, in place, 2 workers, seeds "
-            "interleaved; `in-place+guard` switches into lookahead (the default target on 2 workers), "
-            "`in-place>asp+guard` into ASP. What each run did: `stayed` synchronous (the switch rule's latest point "
-            "passed with the loss still near its initial value), `switched` (and kept the target), `repaired` (the "
-            "guard rolled back or fell back). Bars: median at least BSP's - 1 point and worst at least BSP's worst "
-            "- 3. On this machine both targets run slower than all-reduce BSP, so the times are the price of the "
-            "switch here, not what a faster target would save.", ""] + table(SWITCH_SPEED_COLUMNS, rows)
+def switch_speed_table(intro: str) -> Callable[[list[dict]], list[str]]:
+    """A render: `intro`, then one row per workload and variant of the figure's files (`_switch_speed_row`)."""
+    return lambda docs: [intro, ""] + table(SWITCH_SPEED_COLUMNS, _workload_rows(docs, _switch_speed_row))
 
 
-def switch_speed_render(docs: list[dict]) -> list[str]:
-    rows = _workload_rows(docs, _switch_speed_row)
-    return ["Guard, switch rule and speed rule at their defaults, BSP by all-reduce, in place, 2 workers "
-            "(quickstart-4, resnet-4, mnist1d-4: 4); seeds interleaved. `in-place+guard` is the default switch (into "
-            "lookahead on 2 workers, local SGD on 4), `in-place>asp+guard` "
-            "the paper's schedule into ASP; `recurring+guard` and `recurring>asp+guard` are the same switches as a "
-            "recurring job runs them: the target's speed stored from its in-place twin's trials earlier in the same "
-            "call (the policy store's median), so the speed rule decides without a trial. What each run did: "
-            "`stayed` synchronous (the switch rule's latest point, or a stored speed below the margin), `went "
-            "back` (the speed rule's trial found the target slower than BSP: back to BSP through the guard's "
-            "fall-back), `switched` (and kept the target), `repaired` (the guard repaired a degradation). "
-            "Throughput: the target's over BSP's as the trial measured it. Times are each run's over the same "
-            "seed's BSP run of the same call, by outcome. Bars: median at least BSP's - 1 point and worst at least "
-            "BSP's worst - 3.", ""] + \
-        table(SWITCH_SPEED_COLUMNS, rows)
+SWITCH_SPEED_INTRO = (
+    "Guard, switch rule and speed rule at their defaults, BSP by all-reduce, in place, 2 workers (quickstart-4, "
+    "resnet-4, mnist1d-4: 4); seeds interleaved. `in-place+guard` is the default switch (into lookahead on 2 "
+    "workers, local SGD on 4), `in-place>asp+guard` the paper's schedule into ASP; `recurring+guard` and "
+    "`recurring>asp+guard` are the same switches as a recurring job runs them: the target's speed stored from its "
+    "in-place twin's trials earlier in the same call (the policy store's median), so the speed rule decides without "
+    "a trial. What each run did: `stayed` synchronous (the switch rule's latest point, or a stored speed below the "
+    "margin), `went back` (the speed rule's trial found the target slower than BSP: back to BSP through the guard's "
+    "fall-back), `switched` (and kept the target), `repaired` (the guard repaired a degradation). Throughput: the "
+    "target's over BSP's as the trial measured it. Times are each run's over the same seed's BSP run of the same "
+    "call, by outcome. Bars: median at least BSP's - 1 point and worst at least BSP's worst - 3.")
+SWITCH_HAPPENS_INTRO = (
+    "The same jobs with the speed rule off (`--set policy.switch_speed=false`), as on a cluster where the switch "
+    "target outruns BSP: every switch the switch rule allows happens, so the switch rule and the guard alone decide "
+    "the accuracy. Guard and switch rule at their defaults, in place, 2 workers, seeds interleaved; `in-place+guard` "
+    "switches into lookahead (the default target on 2 workers), `in-place>asp+guard` into ASP. What each run did: "
+    "`stayed` synchronous (the switch rule's latest point passed with the loss still near its initial value), "
+    "`switched` (and kept the target), `repaired` (the guard rolled back or fell back). Bars: median at least BSP's "
+    "- 1 point and worst at least BSP's worst - 3. On this machine both targets run slower than all-reduce BSP, so "
+    "the times are the price of the switch here, not what a faster target would save.")
 
 
 # -- time to accuracy ---------------------------------------------------------------------------------------------
@@ -699,7 +696,7 @@ FIGURES += (
             "'bsp,in-place+guard,in-place>asp+guard' --first-seed 0 --seeds 2, then --first-seed 2, 4, 6, 8 "
             "--seeds 2, each --add-to the last",
             RESNET4_COMMAND, MNIST1D4_COMMAND),
-           switch_speed_render, commit="7017876",
+           switch_speed_table(SWITCH_SPEED_INTRO), commit="7017876",
            note=SWITCH_SPEED_NOTE),
     Figure("switch-happens", "Where the switch happens: the switch rule and the guard on the jobs nobody tuned for, "
                              "speed rule off (10 seeds)",
@@ -707,7 +704,7 @@ FIGURES += (
            "python -m bench safety --workloads plain_cnn-2,deep_mlp-2,memory_gru-2 --variants "
            "'bsp,in-place+guard,in-place>asp+guard' --set policy.switch_speed=false --first-seed 0 --seeds 2, then "
            "--first-seed 2, 4, 6, 8 --seeds 2, each --add-to the last (under /work/bin/heavy)",
-           switch_happens_render, note=SWITCH_HAPPENS_NOTE),
+           switch_speed_table(SWITCH_HAPPENS_INTRO), note=SWITCH_HAPPENS_NOTE),
     Figure("switch-rule-shipped", "The switch rule against the fixed 0.25 on the shipped jobs (5 seeds)",
            ("safety-switch-rule-vs-fixed-digits-cnn-2-2026-11-26.json",),
            "python -m bench safety --workloads digits_cnn-2 --variants bsp,in-place+guard,in-place@fixed+guard "
