@@ -87,12 +87,7 @@ class GradientModel:
 
     def gradient(self, flat: np.ndarray, batch) -> tuple[np.ndarray, float]:
         """(gradient, loss) of the batch's loss at the parameters `flat`."""
-        x, y = batch
-        key = (tuple(x.shape), x.dtype, tuple(y.shape), y.dtype)
-        flat = tf.constant(flat)
-        if key not in self._concrete:
-            self._concrete[key] = self._gradient.get_concrete_function(flat, x, y)
-        g, loss = self._concrete[key](flat, x, y)
+        g, loss = self._call(self._gradient, tf.constant(flat), *batch)
         return g.numpy(), float(loss)
 
     def gradients(self, flat: np.ndarray, batches: list) -> list[tuple[np.ndarray, float]]:
@@ -101,13 +96,16 @@ class GradientModel:
         if len(batches) < 2 or len({(tuple(x.shape), tuple(y.shape)) for x, y in batches}) > 1:
             return [self.gradient(flat, batch) for batch in batches]
         xs, ys = tf.stack([x for x, _ in batches]), tf.stack([y for _, y in batches])
-        key = ("many", tuple(xs.shape), xs.dtype, tuple(ys.shape), ys.dtype)
-        flat = tf.constant(flat)
-        if key not in self._concrete:
-            self._concrete[key] = self._gradients.get_concrete_function(flat, xs, ys)
-        g, losses = self._concrete[key](flat, xs, ys)
+        g, losses = self._call(self._gradients, tf.constant(flat), xs, ys)
         g, losses = g.numpy(), losses.numpy()
         return [(g[c], float(losses[c])) for c in range(len(batches))]
+
+    def _call(self, function, flat, x, y):
+        """`function(flat, x, y)` through its concrete function for these shapes and dtypes, traced once."""
+        key = (function, tuple(x.shape), x.dtype, tuple(y.shape), y.dtype)
+        if key not in self._concrete:
+            self._concrete[key] = function.get_concrete_function(flat, x, y)
+        return self._concrete[key](flat, x, y)
 
     def evaluate(self, flat: np.ndarray) -> tuple[float, float]:
         """(accuracy, mean loss) on the job's test split at the parameters `flat`."""
