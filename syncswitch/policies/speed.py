@@ -20,7 +20,12 @@ from syncswitch.policies.base import settings_from_spec
 SWITCH, STAY, TRIAL, KEEP, BACK = "switch", "stay", "trial", "keep", "back"  # a rule's decisions
 MEASURE = "measure"  # during a trial: the ratio is within the noise of the bar, the trial measures on
 
-SLOWER = "slower"  # the guard's verdict reason for a trial whose target was not faster: a fall-back, not a rollback
+SLOWER = "slower"  # the guard's verdict reason for a trial whose target was not faster
+
+# How the workers' metrics hooks report (cluster_manager/launch.py starts them with these): each of a phase's first
+# windows of REPORT_WINDOW steps as it fills, and every REPORT_INTERVAL_S; a trial's length follows from them.
+REPORT_WINDOW = 20
+REPORT_INTERVAL_S = 0.5
 
 
 @dataclasses.dataclass(frozen=True)
@@ -28,19 +33,26 @@ class SpeedSettings:
     """Thresholds of a speed rule (`policy.switch_speed` in a job spec).
 
     - margin=None: the least target/BSP throughput ratio a switch needs, derived at each decision from what the
-      switch costs and the work it can win it back on (`needed`): a switch pauses every worker once (`pause_s`,
-      then as measured in the run), which a target `r` times BSP's speed wins back over the T seconds BSP would
+      switch costs and the work it can win it back on (`needed`): a switch pauses every worker once (`pause`),
+      which a target `r` times BSP's speed wins back over the T seconds BSP would
       still take when T (1 - 1/r) exceeds it; never below `noise`. A number fixes the margin instead.
     - noise=1.1: the least ratio counted as faster: throughputs measured over a fraction of a second scatter by
       about 10% on a loaded machine, and a target measured within that of BSP may well be the slower one.
-    - pause_s=0.5: a switch's pause in place, before one is measured in the run (0.1-0.2 s on 2 small local
-      workers, 0.37-0.41 s into local-sgd on 4); once the run has switched, that switch's measured pause counts.
+    - A switch's pause before the run has measured one (`pause`): the median pause out of BSP in earlier runs of the
+      job where the policy store holds them (`RunCosts.stored_pause_s`), else pause_cpu_s / min(1, the nodes' CPU
+      budget) + pause_steps x BSP's step time (its global batch over its measured examples/s). Fitted on 374 pauses
+      into another protocol in place (2-4 workers, 15 jobs): pause_cpu_s=0.2 (a few control round trips, which a
+      node's CPU budget stretches: MNIST-1D's 0.29 s became 0.74 s at 0.4 CPU a node) and pause_steps=4 (the first
+      steps of the new phase enter its graph and fetch what it keeps: ResNet's 0.17-0.22 s steps made its pauses
+      1.0-1.3 s); predicted within 0.15 s of the median on the small jobs, 0.86 and 1.38 s against 1.01 and 1.26 s on
+      ResNet. Once the run has switched, its own last pause counts.
     - relaunch_pause_s=2.5: the same by relaunch (checkpoint, new processes: 1.5-3.4 s measured on small jobs).
     - hoped=1.25: the speed a target a trial keeps is expected to run at, as a multiple of BSP's (local-sgd beside
-      all-reduce BSP on MNIST-1D: 1.2-1.3x), and trial_s=0.5: what a trial that goes back costs beyond its two
-      pauses (trials of a slower target lasted 0.3-0.8 s, 0.1-0.4 s more than BSP's pace). A target is tried only
-      where the gain a kept one would bring in the work left, T (1 - 1/hoped) - pause, covers what a failed trial
-      costs, two pauses and trial_s (`worth_trying`): in place, from about 10 s of BSP left.
+      all-reduce BSP on MNIST-1D: 1.2-1.3x). A trial that goes back is rolled back to where it started: it costs its
+      two pauses and its whole length (`trial_length`: a report every window of REPORT_WINDOW steps at BSP's step
+      time or every REPORT_INTERVAL_S, whichever comes first, for the mean of trial_reports and trial_max_reports; a
+      trial that goes back decides anywhere between them). A target is tried only where the gain a kept one would
+      bring in the work left, T (1 - 1/hoped) - pause, covers what a failed trial costs (`worth_trying`).
     - trial_reports=2: a trial judges the target after this many metrics reports from each worker in its phase.
       Workers report each of a phase's first windows of steps as it fills (every 20 steps; a phase's first step,
       its graph entry, is left out of the times): a trial of a few tenths of a second on a small job. Once a
@@ -59,10 +71,10 @@ class SpeedSettings:
 
     margin: float | None = None
     noise: float = 1.1
-    pause_s: float = 0.5
+    pause_cpu_s: float = 0.2
+    pause_steps: float = 4.0
     relaunch_pause_s: float = 2.5
     hoped: float = 1.25
-    trial_s: float = 0.5
     trial_reports: int = 2
     trial_max_reports: int = 8
     sigmas: float = 2.0
@@ -72,6 +84,17 @@ class SpeedSettings:
     def from_spec(cls, spec) -> SpeedSettings:
         """The settings of a spec's `policy.switch_speed` (a SwitchSpeedSpec), defaults where it gives none."""
         return settings_from_spec(cls, spec)
+
+
+@dataclasses.dataclass(frozen=True)
+class RunCosts:
+    """What the run says about a switch's cost before it has switched: BSP's global batch (its step time from its
+    measured examples/s), each node's CPU budget (None: unbudgeted), and the median pause out of BSP measured in
+    earlier runs of the job (the policy store; None where none)."""
+
+    global_batch: int | None = None
+    cpus_per_node: float | None = None
+    stored_pause_s: float | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -100,9 +123,10 @@ class SwitchSpeedPolicy(abc.ABC):
     name: str = ""
 
     def __init__(self, settings: SpeedSettings = SpeedSettings(), known: tuple[KnownSpeed, ...] = (),
-                 mode: str = "in-place"):
+                 mode: str = "in-place", costs: RunCosts = RunCosts()):
         self.settings = settings
         self.mode = mode  # the run's switch mode: what a switch's pause is assumed to be until one is measured
+        self.costs = costs
         self.known = {k.target: k for k in known}
         self._reports: dict[tuple[str, int], list[float]] = {}  # (phase kind, worker) -> examples per second
         self.bsp_at_switch: float | None = None
@@ -113,24 +137,54 @@ class SwitchSpeedPolicy(abc.ABC):
         """A switch paused every worker for `seconds` (decision to the group's first step in the new phase)."""
         self.pause_s = max(0.0, float(seconds))
 
-    def pause(self) -> float:
-        """A switch's pause: the run's own last one where it has switched, else the one assumed for its mode."""
+    def bsp_step(self, bsp: float | None) -> float | None:
+        """BSP's step time in seconds: its global batch over its measured examples/s (None where either is unknown)."""
+        if not bsp or not self.costs.global_batch:
+            return None
+        return self.costs.global_batch / bsp
+
+    def pause(self, bsp: float | None = None) -> tuple[float, str]:
+        """(a switch's pause, where it comes from): the run's own last one where it has switched; by relaunch the
+        assumed one; in place the earlier runs' (policy store), else predicted from the nodes' CPU budget and BSP's
+        step time (`bsp`, its measured examples/s; the CPU share alone before BSP is measured)."""
+        s, costs = self.settings, self.costs
         if self.pause_s is not None:
-            return self.pause_s
-        return self.settings.relaunch_pause_s if self.mode == "relaunch" else self.settings.pause_s
+            return self.pause_s, "this run"
+        if self.mode == "relaunch":
+            return s.relaunch_pause_s, "assumed"
+        if costs.stored_pause_s is not None:
+            return costs.stored_pause_s, "earlier runs"
+        step = self.bsp_step(bsp) or 0.0
+        return s.pause_cpu_s / min(1.0, costs.cpus_per_node or 1.0) + s.pause_steps * step, "cpu budget and step"
+
+    def trial_length(self, bsp: float | None) -> float:
+        """A trial's expected length in seconds: its first step, then a report every REPORT_WINDOW steps at BSP's step
+        time or every REPORT_INTERVAL_S, whichever comes first, for the mean of `trial_reports` and
+        `trial_max_reports` (a trial that goes back decides anywhere between: ResNet's, 4 workers, after 2-8 reports
+        in 1.8-5.5 s)."""
+        s = self.settings
+        step = self.bsp_step(bsp) or 0.0
+        every = min(REPORT_WINDOW * step, REPORT_INTERVAL_S) if step else REPORT_INTERVAL_S
+        return step + every * (s.trial_reports + s.trial_max_reports) / 2
 
     def worth_trying(self, bsp: float | None, samples_left: float | None) -> tuple[bool, dict]:
-        """(whether a trial can pay for itself, the numbers it came from). A trial that goes back costs two pauses
-        and `trial_s`; one that keeps a target at `hoped` times BSP's speed wins T (1 - 1/hoped) - pause on the T
-        seconds BSP has left. Worth it only where that gain covers the loss. Unknown work left: tried."""
+        """(whether a trial can pay for itself, the numbers it came from). A trial that goes back is rolled back to
+        where it started: it costs two pauses and its whole length; one that keeps a target at `hoped` times BSP's
+        speed wins T (1 - 1/hoped) - pause on the T seconds BSP has left. Worth it only where that gain covers the
+        loss. Unknown work left: tried."""
         s = self.settings
         if s.margin is not None or not bsp or samples_left is None:
             return True, {}
-        pause, left_s = self.pause(), max(0.0, samples_left) / bsp
-        loss = 2 * pause + s.trial_s
+        (pause, source), left_s = self.pause(bsp), max(0.0, samples_left) / bsp
+        trial = self.trial_length(bsp)
+        loss = 2 * pause + trial
         gain = left_s * (1 - 1 / s.hoped) - pause
-        return gain >= loss, {"pause_s": pause, "bsp_time_left_s": left_s, "failed_trial_s": loss,
-                              "hoped": s.hoped, "hoped_gain_s": gain}
+        return gain >= loss, {**self._cost_values(bsp, pause, source), "bsp_time_left_s": left_s, "trial_s": trial,
+                              "failed_trial_s": loss, "hoped": s.hoped, "hoped_gain_s": gain}
+
+    def _cost_values(self, bsp: float | None, pause: float, source: str) -> dict:
+        return {"pause_s": pause, "pause_source": source, "bsp_step_s": self.bsp_step(bsp),
+                "cpus_per_node": self.costs.cpus_per_node}
 
     def needed(self, bsp: float | None, samples_left: float | None, keeping: bool = False) -> tuple[float, dict]:
         """(the least target/BSP ratio that buys time, the numbers it came from). A fixed margin where one is set.
@@ -140,12 +194,12 @@ class SwitchSpeedPolicy(abc.ABC):
         s = self.settings
         if s.margin is not None:
             return s.margin, {}
-        pause = self.pause()
         if keeping or not bsp or samples_left is None:
             return s.noise, {}
+        pause, source = self.pause(bsp)
         left_s = max(0.0, samples_left) / bsp
         pay_back = float("inf") if pause >= left_s else 1.0 / (1.0 - pause / left_s)
-        return max(s.noise, pay_back), {"pause_s": pause, "bsp_time_left_s": left_s}
+        return max(s.noise, pay_back), {**self._cost_values(bsp, pause, source), "bsp_time_left_s": left_s}
 
     def on_rate(self, kind: str, worker: int, examples_per_s: float) -> None:
         """A worker's throughput report in a BSP phase (`kind` "bsp") or in the target's trial ("target")."""
@@ -233,8 +287,9 @@ class MeasuredSpeed(SwitchSpeedPolicy):
     @staticmethod
     def _not_worth(target: str, w: dict) -> str:
         return (f"not trying {target}: a trial that goes back would cost {w['failed_trial_s']:.1f} s (two "
-                f"{w['pause_s']:.2f} s pauses and the trial), more than a {w['hoped']:g}x target would win back "
-                f"({max(0.0, w['hoped_gain_s']):.1f} s) in the {w['bsp_time_left_s']:.1f} s BSP has left")
+                f"{w['pause_s']:.2f} s pauses and the {w['trial_s']:.1f} s trial), more than a {w['hoped']:g}x "
+                f"target would win back ({max(0.0, w['hoped_gain_s']):.1f} s) in the {w['bsp_time_left_s']:.1f} s BSP "
+                "has left")
 
     def before_switch(self, fraction: float, target: str, samples_left: float | None = None) -> SpeedDecision:
         # BSP's measure is taken here, before the pause: the reports workers send as they pause hold the wait.
