@@ -107,6 +107,18 @@ def test_a_trial_that_finds_the_target_slower_goes_back_to_bsp(write_spec, tmp_p
     assert asp["end_fraction"] - asp["start_fraction"] < 0.2  # two reports a worker, not the rest of the run
 
 
+def test_a_slower_trial_by_relaunch_goes_back_to_its_start(write_spec, tmp_path):
+    # By relaunch the rollback restarts the nodes from the checkpoint the switch wrote at the trial's start.
+    cluster = FakeCluster(total=4000, loss=_settled, rates={"asp": 0.4})
+    summary, _, _ = _run(write_spec, tmp_path, [SETTLED, LOSS_RULE, "policy.switch_to=asp", FIXED_MARGIN,
+                                                "policy.switch_mode=relaunch"], cluster=cluster)
+    assert summary["status"] == "completed"
+    bsp, asp, again = summary["schedule"]
+    (event,) = summary["guard_events"]
+    assert event["reason"] == "slower" and event["mode"] == "relaunch" and event["action"].startswith("rollback to")
+    assert event["checkpoint_fraction"] == asp["start_fraction"] == again["start_fraction"]
+
+
 def test_a_trial_that_finds_the_target_faster_keeps_it(write_spec, tmp_path):
     cluster = FakeCluster(total=4000, loss=_settled, rates={"asp": 2.0})
     summary, _, _ = _run(write_spec, tmp_path, [SETTLED, LOSS_RULE, "policy.switch_to=asp", FIXED_MARGIN],
