@@ -84,8 +84,8 @@ OUTCOMES = ("bsp", "stayed", "went back", "switched", "repaired")
 
 def outcome(summary: dict) -> str:
     """What a run did about its switch: `bsp` (none scheduled), `stayed` synchronous (the switch rule's latest point,
-    or a target measured slower by earlier runs), `went back` (its trial found the target slower: the speed rule's
-    fall-back), `switched` (and kept the target), or `repaired` (the guard repaired a degradation after it)."""
+    or a target measured slower by earlier runs), `went back` (its trial found the target slower: back to BSP through
+    the guard), `switched` (and kept the target), or `repaired` (the guard repaired a degradation after it)."""
     events = summary.get("guard_events") or []
     if any(e.get("reason") == "slower" and repair_of(e) for e in events):
         return "went back"

@@ -10,6 +10,7 @@ from syncswitch.cluster_manager.nodes import Nodes
 from syncswitch.cluster_manager.plan import SwitchMode
 from syncswitch.cluster_manager.restart import Restart
 from syncswitch.cluster_manager.stragglers import StragglerController
+from syncswitch.policies.speed import SLOWER
 from syncswitch.wire import agent_pb2 as pb
 
 EVAL_WAIT_S = 15.0  # how long a rollback waits for the evaluation of a later candidate checkpoint
@@ -47,7 +48,8 @@ class Repairs:
         if self.guard.rolls_back(reached=self.ctx.phase_run(k - 1).end_fraction):
             # A rollback goes to a checkpoint at or before the onset: the evaluator's time goes to those next.
             self.restart.evaluations.cancel_after(self.guard.verdict.onset)
-            self.restart.evaluations.release("repair")  # training is paused: the candidates' scores can be had now
+            if self.guard.verdict.reason != SLOWER:  # a trial's start is sound unscored: nothing to score before BSP
+                self.restart.evaluations.release("repair")  # training is paused: the candidates' scores can be had now
             self._rollback(k)
         else:
             self._fall_back_here(k)

@@ -9,7 +9,8 @@ is taken: workers pause only where the switch happens.
 Where the rule says switch, the speed rule (`policy.switch_speed`, policies/speed.py) asks whether the switch can
 buy time: it keeps the run synchronous where earlier runs measured the target slower than BSP, and otherwise lets
 the switch happen; without such a measure the target's first reports are a trial, and a target measured not faster
-than BSP is handed to the guard as a `slower` verdict, whose fall-back returns the run to BSP from its weights.
+than BSP is handed to the guard as a `slower` verdict, whose rollback returns the run to BSP from the checkpoint
+taken at the trial's start (the target's weights were never judged: its evaluations are held through the trial).
 A run resumed (`syncswitch resume`) while its switch was deferred goes on with the plan it had saved: synchronous to
 the end of the held phase.
 """
@@ -115,7 +116,7 @@ class SwitchTiming:
 
     def on_rate(self, worker: int, protocol: str, phase: int, examples_per_s: float, fraction: float) -> Verdict | None:
         """A worker's throughput report. During a BSP phase the rule decides the end of, it is BSP's measure; during a
-        trial, the target's. Returns a `slower` verdict (for the guard's fall-back) when the trial says go back."""
+        trial, the target's. Returns a `slower` verdict (for the guard's rollback) when the trial says go back."""
         if self.phase is not None and phase == self.phase and synchronous(protocol):
             self.speed.on_rate("bsp", worker, examples_per_s)
         if self.trial is None or phase != self.trial[0] or protocol != self.trial[1]:

@@ -20,7 +20,7 @@ from syncswitch.policies.base import settings_from_spec
 SWITCH, STAY, TRIAL, KEEP, BACK = "switch", "stay", "trial", "keep", "back"  # a rule's decisions
 MEASURE = "measure"  # during a trial: the ratio is within the noise of the bar, the trial measures on
 
-SLOWER = "slower"  # the guard's verdict reason for a trial whose target was not faster
+SLOWER = "slower"  # the guard's verdict reason for a trial whose target was not faster: back to the trial's start
 
 # How the workers' metrics hooks report (cluster_manager/launch.py starts them with these): each of a phase's first
 # windows of REPORT_WINDOW steps as it fills, and every REPORT_INTERVAL_S; a trial's length follows from them.

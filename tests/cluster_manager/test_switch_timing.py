@@ -97,10 +97,26 @@ def test_a_trial_that_finds_the_target_slower_goes_back_to_bsp(write_spec, tmp_p
     assert trial["action"] == "trial" and back["action"] == "back"
     assert back["values"]["ratio"] == pytest.approx(0.4) and back["values"]["margin"] == 1.1
     assert "asp measured 0.40x BSP's throughput on this job" in back["reason"]
+    # Back to the checkpoint taken at the trial's start: the slower target's steps leave no mark on the model.
     (event,) = summary["guard_events"]
-    assert event["reason"] == "slower" and event["action"].startswith("fall back at")
-    asp = summary["schedule"][1]
+    bsp, asp, again = summary["schedule"]
+    assert event["reason"] == "slower" and event["action"].startswith("rollback to")
+    assert event["checkpoint_fraction"] == asp["start_fraction"] == bsp["end_fraction"] == event["onset"]
+    assert asp["rolled_back_to"] == asp["start_fraction"] == again["start_fraction"] and again["end_fraction"] >= 1.0
+    assert event["samples_lost"] == asp["samples"] > 0
     assert asp["end_fraction"] - asp["start_fraction"] < 0.2  # two reports a worker, not the rest of the run
+
+
+def test_a_slower_trial_by_relaunch_goes_back_to_its_start(write_spec, tmp_path):
+    # By relaunch the rollback restarts the nodes from the checkpoint the switch wrote at the trial's start.
+    cluster = FakeCluster(total=4000, loss=_settled, rates={"asp": 0.4})
+    summary, _, _ = _run(write_spec, tmp_path, [SETTLED, LOSS_RULE, "policy.switch_to=asp", FIXED_MARGIN,
+                                                "policy.switch_mode=relaunch"], cluster=cluster)
+    assert summary["status"] == "completed"
+    bsp, asp, again = summary["schedule"]
+    (event,) = summary["guard_events"]
+    assert event["reason"] == "slower" and event["mode"] == "relaunch" and event["action"].startswith("rollback to")
+    assert event["checkpoint_fraction"] == asp["start_fraction"] == again["start_fraction"]
 
 
 def test_a_trial_that_finds_the_target_faster_keeps_it(write_spec, tmp_path):
@@ -162,7 +178,8 @@ def test_a_speed_from_earlier_runs_keeps_the_run_synchronous(write_spec, tmp_pat
 def test_the_checkpoints_held_back_wait_for_the_trials_verdict(write_spec, tmp_path, rate, kept):
     # evaluation.live=watched: BSP's checkpoints are held while it runs. Scored beside the trial they would slow
     # the target measured against BSP's evaluator-free pace; they wait for the verdict: a kept target releases them
-    # (the guard's reference), a target sent back leaves them for the end. Before, they went at the trial's start.
+    # (the guard's reference), a target sent back leaves them for the end (its rollback to the trial's start needs no
+    # score: that checkpoint was taken before the target's first step). Before, they went at the trial's start.
     cluster = FakeCluster(total=8000, loss=_settled, rates={"asp": rate})
     summary, _, _ = _run(write_spec, tmp_path, [SETTLED, LOSS_RULE, "policy.switch_to=asp", FIXED_MARGIN,
                                                 "evaluation.live=watched"], cluster=cluster)
