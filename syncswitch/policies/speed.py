@@ -40,8 +40,8 @@ class SpeedSettings:
       about 10% on a loaded machine, and a target measured within that of BSP may well be the slower one.
     - A switch's pause before the run has measured one (`pause`): the median pause out of BSP in earlier runs of the
       job where the policy store holds them (`RunCosts.stored_pause_s`), else pause_cpu_s / min(1, the nodes' CPU
-      budget) + pause_steps x BSP's step time (its global batch over its measured examples/s). Fitted on 374 pauses
-      into another protocol in place (2-4 workers, 15 jobs): pause_cpu_s=0.2 (a few control round trips, which a
+      budget) + pause_steps x BSP's step time (its global batch over its measured examples/s). Fitted on 465 pauses
+      out of BSP in place (2-4 workers, 14 jobs): pause_cpu_s=0.2 (a few control round trips, which a
       node's CPU budget stretches: MNIST-1D's 0.29 s became 0.74 s at 0.4 CPU a node) and pause_steps=4 (the first
       steps of the new phase enter its graph and fetch what it keeps: ResNet's 0.17-0.22 s steps made its pauses
       1.0-1.3 s); predicted within 0.15 s of the median on the small jobs, 0.86 and 1.38 s against 1.01 and 1.26 s on
