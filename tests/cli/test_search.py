@@ -161,3 +161,15 @@ def test_simulate_accepts_several_settings_in_one_value(runner, setup1_manifest)
                                     "--trials", "20", "--format", "json"])
     assert result.exit_code == 0, result.output
     assert [(r["recurring"], r["bsp_runs"]) for r in json.loads(result.output)] == [(False, 1), (True, 0)]
+
+
+def test_the_search_says_what_its_pilots_measured_of_speed_and_pause():
+    from syncswitch.cli.search import _speed_line
+    from syncswitch.spec.model import SwitchSpeedSpec
+
+    spec = SwitchSpeedSpec()  # margin derived at each decision: the noise floor (1.1x) is the least a switch needs
+    slow = _speed_line({"target": "asp", "ratio": 0.6, "runs": 2, "pause_s": 0.84, "pauses": 3}, spec)
+    assert slow == ("asp measured 0.60x BSP's throughput in 2 pilot trial(s): later runs stay synchronous (a switch "
+                    "needs 1.1x); switches out of BSP paused 0.84 s (median of 3): later runs weigh a switch by it")
+    assert _speed_line({"target": "asp", "ratio": 1.3, "runs": 1}, spec).endswith("later runs switch without a trial")
+    assert _speed_line({"pause_s": 0.3, "pauses": 2}, spec).startswith("switches out of BSP paused 0.30 s")
