@@ -307,7 +307,7 @@ class MeasuredSpeed(SwitchSpeedPolicy):
                                  {**self._values(target, bsp, None, None, needed, cost, "work left"), **weighed})
         if known is None:
             return SpeedDecision(TRIAL, fraction, f"no measure of {target} on this job: switching to measure it",
-                                 self._values(target, bsp, None, None, needed, cost, "trial"))
+                                 {**self._values(target, bsp, None, None, needed, cost, "trial"), **weighed})
         expected = None if bsp is None else bsp * known.ratio
         values = self._values(target, bsp, expected, known.ratio, needed, cost, f"earlier runs ({known.runs})")
         said = f"{target} measured {known.ratio:.2f}x BSP's throughput on this job (earlier runs)"
