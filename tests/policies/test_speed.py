@@ -308,7 +308,7 @@ def test_resnet_at_a_fifth_of_its_workload_left_is_not_tried_where_mnist1d_is():
         2 * (0.5 + 4 * 128 / 509.4) + 128 / 509.4 + 2.5)
     assert resnet.values["bsp_step_s"] == pytest.approx(128 / 509.4)
     mnist = decide(5127.8, 35.9)  # MNIST-1D: 0.6 s pauses, a 2.5 s trial against 6.6 s won
-    assert mnist.action == TRIAL and mnist.values["trial_s"] == pytest.approx(128 / 5127.8 + 2.5)
+    assert mnist.action == TRIAL and mnist.values["trial_s"] == pytest.approx(128 / 5127.8 * 101)  # 20 steps: 0.499 s
     assert mnist.values["hoped_gain_s"] == pytest.approx(35.9 * 0.2 - mnist.values["pause_s"])
 
 
