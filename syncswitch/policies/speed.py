@@ -60,7 +60,10 @@ class SpeedSettings:
       it warms up (lowest in 7 of 8 MNIST-1D trials, 0.72-1.12x BSP where kept trials' local-sgd ran 1.13-1.22x).
     - trial_max_reports=8: a trial whose ratio is still within the noise of the bar measures on (a sequential
       decision, `after_trial`), up to this many reports a worker (three early windows, then one every half second:
-      about three seconds); then the measured ratio decides alone.
+      about three seconds; windows of 20 slow steps make it longer: ResNet-4's trials ran 20-35% of the workload);
+      then the measured ratio decides alone. It decides alone sooner where measuring on is not worth it: a trial that
+      goes back throws its whole length away, and once that and its two pauses cost more than a target at the top
+      of the band could still win in the time BSP has left, measuring on can only lose (`_measuring_spent`).
     - sigmas=2.0: the noise band around a trial's ratio, in standard errors over the reports its measure uses (one
       after two reports, the first left out: +-20%; seven at the cap: +-8%): a ratio decides once the bar lies
       outside ratio x (1 +- sigmas x se). A report's relative scatter counts as at least `noise` - 1 (a phase's
@@ -131,6 +134,7 @@ class SwitchSpeedPolicy(abc.ABC):
         self._reports: dict[tuple[str, int], list[float]] = {}  # (phase kind, worker) -> examples per second
         self.bsp_at_switch: float | None = None
         self.bsp_scatter: tuple[float, int] = (0.0, 0)  # BSP's measure at the switch: (relative scatter, reports)
+        self.left_at_switch: float | None = None  # the workload's samples left when the trial started
         self.pause_s: float | None = None  # the pause of the run's last switch, as measured
 
     def on_pause(self, seconds: float) -> None:
@@ -255,6 +259,22 @@ class SwitchSpeedPolicy(abc.ABC):
         return None
 
 
+    def _measuring_spent(self, bsp: float, measured: float, best: float, samples_left: float | None) -> dict | None:
+        """None while a trial may measure on; else the numbers that end it. A trial that goes back is rolled back:
+        it throws away its whole length and pays its two pauses. Once that is more than a target at the top of its
+        noise band (`best` times BSP's speed) could still win in the time BSP has left, measuring on can only lose:
+        the ratio decides. (ResNet-4's trials measured on to the cap: 20-35% of the workload thrown away.)"""
+        if samples_left is None or self.left_at_switch is None or measured <= 0:
+            return None
+        trial_s = max(0.0, self.left_at_switch - samples_left) / measured
+        cost = trial_s + 2 * self.pause(bsp)[0]
+        left_s = max(0.0, samples_left) / bsp
+        gain = left_s * (1 - 1 / best) if best > 1 else 0.0
+        if cost < gain:
+            return None
+        return {"trial_so_far_s": trial_s, "rollback_cost_s": cost, "best_gain_s": gain, "bsp_time_left_s": left_s}
+
+
 class IgnoreSpeed(SwitchSpeedPolicy):
     """Speeds are not judged: the switch happens where the switch rule says."""
 
@@ -296,6 +316,7 @@ class MeasuredSpeed(SwitchSpeedPolicy):
         bsp, _ = self.rate("bsp", last=self.settings.bsp_reports, skip=1)
         self.bsp_at_switch = bsp
         self.bsp_scatter = self.scatter("bsp", last=self.settings.bsp_reports, skip=1)
+        self.left_at_switch = samples_left
         known = self.known.get(target)
         needed, cost = self.needed(bsp, samples_left)
         if known is None and needed == float("inf"):  # no speed would win the switch back: nothing to try
@@ -338,9 +359,15 @@ class MeasuredSpeed(SwitchSpeedPolicy):
                   "reports_used": used, "band": band}
         said = f"{target} measured {ratio:.2f}x BSP's throughput on this job"
         if ratio * (1 - band) < needed <= ratio * (1 + band) and reports < s.trial_max_reports:
-            return SpeedDecision(MEASURE, fraction, f"{said} over {used} of {reports} reports a worker, within the "
-                                 f"noise (+-{band * 100:.0f}%) of the {needed:.3g}x a switch needs: measuring on",
-                                 values)
+            spent = self._measuring_spent(bsp, measured, ratio * (1 + band), samples_left)
+            if spent is None:
+                return SpeedDecision(MEASURE, fraction, f"{said} over {used} of {reports} reports a worker, within "
+                                     f"the noise (+-{band * 100:.0f}%) of the {needed:.3g}x a switch needs: measuring "
+                                     "on", values)
+            values.update(spent)
+            said += (f"; measuring on is not worth it: going back would throw away {spent['rollback_cost_s']:.1f} s, "
+                     f"more than even {ratio * (1 + band):.2f}x would win in the {spent['bsp_time_left_s']:.1f} s BSP "
+                     f"has left ({spent['best_gain_s']:.1f} s)")
         if ratio < needed:
             return SpeedDecision(BACK, fraction, f"{said}; {self._needs(needed, cost)}", values)
         return SpeedDecision(KEEP, fraction, said, values)

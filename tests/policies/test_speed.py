@@ -347,3 +347,35 @@ def test_speed_rules_are_registered_by_name():
     assert SWITCH_SPEEDS.names() == ["measured", "off"]
     with pytest.raises(SpecError, match="valid: measured, off"):
         SWITCH_SPEEDS.get("fastest", field="policy.switch_speed.rule")
+
+
+def _trial_with_work_left(bsp, target, left, per_report):
+    """`_trial` with the workload's samples left given: `left` at the switch, `per_report` fewer each round (a fixed
+    margin: the trial is made however little work is left)."""
+    rule = MeasuredSpeed(SpeedSettings(margin=1.1))
+    _feed(rule, "bsp", bsp)
+    assert rule.before_switch(0.5, "local-sgd", samples_left=left).action == TRIAL
+    rule.start_trial()
+    for i in range(len(target[0])):
+        for worker, series in target.items():
+            rule.on_rate("target", worker, series[i])
+            decision = rule.after_trial(0.5, "local-sgd", samples_left=left - per_report * (i + 1))
+        if decision is not None and decision.action != MEASURE:
+            return decision
+    return decision
+
+
+def test_measuring_on_stops_where_a_rollback_would_cost_more_than_the_target_could_win():
+    # MNIST-1D seed 1's local-sgd reads 1.06x over its second report, within the noise of the 1.1x bar. With half a
+    # million samples left (a minute of BSP) measuring on is cheap beside what a kept target could win; with 18,000
+    # left (2.2 s of BSP) a rollback of the trial so far (2000 samples and two pauses) already costs more than even
+    # the top of the band (1.28x) would win back, so the ratio decides at once: back.
+    long = _trial_with_work_left(MNIST_BSP_S1, MNIST_LOCAL_SGD_S1, 500_000, 1000)
+    assert long.action == MEASURE and "rollback_cost_s" not in long.values
+    short = _trial_with_work_left(MNIST_BSP_S1, MNIST_LOCAL_SGD_S1, 20_000, 1000)
+    assert short.action == BACK and short.values["ratio"] == pytest.approx(1.06, abs=0.01)
+    values = short.values
+    assert values["trial_so_far_s"] == pytest.approx(2000 / values["target_examples_per_s"])
+    assert values["rollback_cost_s"] == pytest.approx(values["trial_so_far_s"] + 2 * 0.2)
+    assert values["rollback_cost_s"] >= values["best_gain_s"] > 0
+    assert "measuring on is not worth it: going back would throw away" in short.reason
