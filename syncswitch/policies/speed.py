@@ -148,16 +148,16 @@ class SwitchSpeedPolicy(abc.ABC):
         return self.costs.global_batch / bsp
 
     def pause(self, bsp: float | None = None) -> tuple[float, str]:
-        """(a switch's pause, where it comes from): the run's own last one where it has switched; by relaunch the
-        assumed one; in place the earlier runs' (policy store), else predicted from the nodes' CPU budget and BSP's
-        step time (`bsp`, its measured examples/s; the CPU share alone before BSP is measured)."""
+        """(a switch's pause, where it comes from): the run's own last one where it has switched; else the earlier
+        runs' (policy store); else by relaunch the assumed one, in place one predicted from the nodes' CPU budget and
+        BSP's step time (`bsp`, its measured examples/s; the CPU share alone before BSP is measured)."""
         s, costs = self.settings, self.costs
         if self.pause_s is not None:
             return self.pause_s, "this run"
+        if costs.stored_pause_s is not None:  # the pilots switched as this run does (their cache is per mode)
+            return costs.stored_pause_s, "earlier runs"
         if self.mode == "relaunch":
             return s.relaunch_pause_s, "assumed"
-        if costs.stored_pause_s is not None:
-            return costs.stored_pause_s, "earlier runs"
         step = self.bsp_step(bsp) or 0.0
         return s.pause_cpu_s / min(1.0, costs.cpus_per_node or 1.0) + s.pause_steps * step, "cpu budget and step"
 

@@ -342,11 +342,13 @@ def speed_from_runs(run_dirs, target: str, rule: str) -> dict:
             decided = decision.get("action") in ("keep", "back")  # a trial's verdict, not its measuring on
             if decided and values.get("source") == "trial" and values.get("target") == target and values.get("ratio"):
                 ratios.append(float(values["ratio"]))
-        pauses += [float(s["overhead_s"]) for s in summary.get("switches") or []
+        pauses += [(s.get("mode", "in-place"), float(s["overhead_s"])) for s in summary.get("switches") or []
                    if s.get("from") == "bsp" and isinstance(s.get("overhead_s"), (int, float))]
     out = {"target": target, "ratio": statistics.median(ratios), "runs": len(ratios), "rule": rule} if ratios else {}
-    if pauses:
-        out.update(pause_s=statistics.median(pauses), pauses=len(pauses))
+    if pauses:  # the pilots switch one way; a pause by relaunch says nothing of one in place
+        mode = statistics.mode(m for m, _ in pauses)
+        chosen = [p for m, p in pauses if m == mode]
+        out.update(pause_s=statistics.median(chosen), pauses=len(chosen), pause_mode=mode)
     return out
 
 

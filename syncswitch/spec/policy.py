@@ -256,14 +256,15 @@ def switch_speed_section(value: Any) -> SwitchSpeedSpec:
 def adopt_stored_speed(job_spec, speed: dict | None):
     """The spec to run when the policy store holds what earlier runs of the job measured: the switch target's speed
     (the speed rule judges the switch from it instead of a trial) and the switches' pause (it weighs a switch by it
-    before the run has switched). Nothing changes where nothing is stored; a measure of another target is left out."""
+    before the run has switched). Nothing changes where nothing is stored; a measure of another target, or a pause of
+    another switch mode, is left out."""
     if not speed:
         return job_spec
     policy = job_spec.policy
     given = {}
     if speed.get("ratio") is not None and speed.get("target") == switch_target(policy).protocol:
         given["known"] = ((str(speed["target"]), float(speed["ratio"]), int(speed.get("runs", 1))),)
-    if speed.get("pause_s") is not None:
+    if speed.get("pause_s") is not None and speed.get("pause_mode", "in-place") == policy.switch_mode:
         given["known_pause_s"] = float(speed["pause_s"])
     if not given:
         return job_spec

@@ -250,6 +250,7 @@ def test_the_pause_before_the_first_switch_follows_the_nodes_budget_and_bsps_ste
     assert pause(RunCosts(global_batch=128), 7922.9)[0] == pytest.approx(0.2 + 4 * 128 / 7922.9)
     assert pause(RunCosts(global_batch=128, stored_pause_s=0.9), 7922.9) == (0.9, "earlier runs")
     assert pause(resnet, 509.4, mode="relaunch") == (2.5, "assumed")
+    assert pause(RunCosts(stored_pause_s=3.1), mode="relaunch") == (3.1, "earlier runs")
     measured = MeasuredSpeed(costs=resnet)
     measured.on_pause(0.7)
     assert measured.pause(509.4) == (0.7, "this run")  # the run's own pause wins over every prior

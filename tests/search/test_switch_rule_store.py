@@ -53,11 +53,14 @@ def test_the_pilots_switches_give_the_stored_pause(tmp_path):
     runs = [_summary(tmp_path / f"p{i}", [], [{**out, "overhead_s": pause}, {"from": "asp", "to": "bsp",
                                                                             "overhead_s": 5.0}])
             for i, pause in enumerate((0.8, 1.1, 1.4))]  # the switches back to BSP are another kind of pause
-    assert speed_from_runs(runs, "asp", "measured") == {"pause_s": 1.1, "pauses": 3}
+    assert speed_from_runs(runs, "asp", "measured") == {"pause_s": 1.1, "pauses": 3, "pause_mode": "in-place"}
     trial = [{"action": "back", "values": {"target": "asp", "source": "trial", "ratio": 0.8}}]
     runs.append(_summary(tmp_path / "trial", trial, [out]))
     assert speed_from_runs(runs, "asp", "measured") == {"target": "asp", "ratio": 0.8, "runs": 1, "rule": "measured",
-                                                        "pause_s": 1.0, "pauses": 4}
+                                                        "pause_s": 1.0, "pauses": 4, "pause_mode": "in-place"}
+    relaunched = [_summary(tmp_path / f"r{i}", [], [{**out, "mode": "relaunch", "overhead_s": 2.0 + i}])
+                  for i in range(2)]
+    assert speed_from_runs(relaunched, "asp", "measured") == {"pause_s": 2.5, "pauses": 2, "pause_mode": "relaunch"}
 
 
 def test_a_recurring_job_adopts_the_stored_speed(job_file):
@@ -70,6 +73,7 @@ def test_a_recurring_job_adopts_the_stored_speed(job_file):
     assert paused.known_pause_s == 1.2 and paused.known == ()
     both = specmod.adopt_stored_speed(job, {"target": "lookahead", "ratio": 0.4, "pause_s": 0.3}).policy.switch_speed
     assert both.known == () and both.known_pause_s == 0.3  # the pause counts whatever the target
+    assert specmod.adopt_stored_speed(job, {"pause_s": 2.4, "pause_mode": "relaunch"}) is job  # not this run's mode
 
 
 def test_pilots_whose_speeds_were_judged_are_another_setting(job_file):
