@@ -554,13 +554,13 @@ PEERS_NOTE = (
     "MNIST-1D, no budget: "
     "five seeds at 40dad81 (`evaluation.live`; the speed rule's sequential trial, which measures on while "
     "local-sgd's ratio is within the noise of its bar: 3 of 5 runs kept local-sgd at 1.13-1.22x BSP, 2 went back "
-    "after two reports at 0.80x and 0.92x). The ResNet at 0.4 CPU per node: five seeds at d1cbe7b (the chief's "
-    "checkpoint writes on one long-lived thread), one seed per quiet call, without the one-process variant; the "
-    "machine ran every variant slower in seeds 1-2 (MWMS 24.9-26.7 s against 15.1-18.8 s in seeds 3-5), so read it "
-    "seed by seed: BSP at 0.91-1.12x MWMS's throughput (median 1.04x); every default run tried local-sgd (no "
-    "measure of it on the job yet), measured it at 0.75-1.05x BSP's throughput and went back, paying two in-place "
-    "switches (1.8-3.6 s together on 0.4-CPU nodes, where the speed rule prices one at 0.5 s before it has "
-    "measured one).")
+    "after two reports at 0.80x and 0.92x). The ResNet at 0.4 CPU per node: five seeds at "
+    "f8be103 (the speed rule prices a switch's pause from the nodes' CPU budget and BSP's step, and a failed "
+    "trial at its whole length, rolled back), one seed per quiet call, without the one-process variant: seed by "
+    "seed BSP at 0.87-0.97x MWMS's throughput (median 0.89x); every default run stayed on BSP without a trial "
+    "(\"not trying local-sgd: a trial that goes back would cost 4.6-4.9 s (two 1.0-1.1 s pauses and a 2.6-2.7 s "
+    "trial), more than a 1.25x target would win back (0.6-1.0 s)\"), so its time to accuracy is BSP's (0.96-1.07x "
+    "the same seed's BSP run, 0.96-1.08x MWMS's).")
 
 
 def peers_cell(doc: dict) -> str:
@@ -646,7 +646,7 @@ FIGURES += (
             "python -m bench peers --job jobs/resnet_synthetic.yaml --seeds S --variants single,mwms,bsp,default "
             "--target 0.9 --add-to F (seeds 1,2 then 3,4 then 5 per call, nothing else running)",
             "python -m bench peers --job jobs/resnet_synthetic.yaml --cpus-per-node 0.4 --seeds S --variants "
-            "mwms,bsp,default --target 0.9 --add-to F (one seed per call, nothing else running)"), peers_render,
+            "mwms,bsp,default --target 0.9 --add-to F --out G (one seed per call, nothing else running)"), peers_render,
            headline=peers_headline,
            note=PEERS_NOTE),
     Figure("ray", "The ray backend against the local one (quickstart, 3 nodes, 5 seeds)",
