@@ -576,12 +576,13 @@ PEERS_NOTE = (
     "five seeds at 40dad81 (`evaluation.live`; the speed rule's sequential trial, which measures on while "
     "local-sgd's ratio is within the noise of its bar: 3 of 5 runs kept local-sgd at 1.13-1.22x BSP, 2 went back "
     "after two reports at 0.80x and 0.92x). The ResNet at 0.4 CPU per node: five seeds at "
-    "f8be103 (the speed rule prices a switch's pause from the nodes' CPU budget and BSP's step, and a failed "
-    "trial at its whole length, rolled back), one seed per quiet call, without the one-process variant: seed by "
-    "seed BSP at 0.87-0.97x MWMS's throughput (median 0.89x); every default run stayed on BSP without a trial "
-    "(\"not trying local-sgd: a trial that goes back would cost 4.6-4.9 s (two 1.0-1.1 s pauses and a 2.6-2.7 s "
-    "trial), more than a 1.25x target would win back (0.6-1.0 s)\"), so its time to accuracy is BSP's (0.96-1.07x "
-    "the same seed's BSP run, 0.96-1.08x MWMS's).")
+    "d059ff8 (seeds 1-2) and f8be103 (the speed rule prices a switch's pause from the nodes' CPU budget and BSP's "
+    "step, and a failed trial at its whole length, rolled back; f8be103 adds a bound inside trials, and no run made "
+    "one), one seed per quiet call, without the one-process variant: seed by seed BSP at 0.87-0.97x MWMS's "
+    "throughput (median 0.89x); every default run stayed on BSP without a trial (\"not trying local-sgd: a trial "
+    "that goes back would cost 4.6-4.9 s (two 1.0-1.1 s pauses and a 2.6-2.7 s trial), more than a 1.25x target "
+    "would win back (0.6-1.0 s)\"), so its time to accuracy is BSP's (0.96-1.07x the same seed's BSP run, "
+    "0.96-1.08x MWMS's).")
 
 
 def peers_cell(doc: dict) -> str:
