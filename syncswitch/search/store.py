@@ -264,7 +264,7 @@ class JsonPilotCache(MutableMapping):
         acc = doc.get("converged_accuracy")
         return PilotResult(None if acc is None or (isinstance(acc, float) and math.isnan(acc)) else float(acc),
                            float(doc.get("total_time_s", 0.0)), doc.get("run_dir"), bool(doc.get("rolled_back")),
-                           bool(doc.get("slower")))
+                           bool(doc.get("slower")), doc.get("learned"))
 
     def __setitem__(self, key, result) -> None:
         acc = result.converged_accuracy
@@ -274,6 +274,7 @@ class JsonPilotCache(MutableMapping):
             "run_dir": result.run_dir,
             "rolled_back": bool(result.rolled_back),
             "slower": bool(result.slower),
+            "learned": result.learned,
         }
         with _locked(self.path):
             atomic_write_json(self.path, {"version": STORE_VERSION, "pilots": self._data})

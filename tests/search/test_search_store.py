@@ -131,6 +131,8 @@ def test_pilot_cache_persists_and_survives_reload(tmp_path):
     assert json.loads(path.read_text())["version"] == 1
     cache[(0.125, 0)] = PilotResult(0.9, 60.0, "/runs/b", rolled_back=True)
     assert JsonPilotCache(path)[(0.125, 0)].rolled_back and not JsonPilotCache(path)[(0.125, 0)].ok
+    cache[(0.0625, 0)] = PilotResult(0.14, 1.0, "/runs/c", learned=False)
+    assert JsonPilotCache(path)[(0.0625, 0)].learned is False and JsonPilotCache(path)[(0.5, 0)].learned is None
     path.write_text("garbage")
     with pytest.raises(StoreError, match="pilot cache"):
         JsonPilotCache(path)
