@@ -173,10 +173,20 @@ def run_cmd(job, runs, threshold, max_settings, bsp_runs, target_accuracy, worke
     click.echo(f"accuracy {_acc(record.achieved_mean)} vs target {result.target_accuracy:.4f} +/- {threshold:g}; "
                f"{result.runs} pilot(s), {result.new_runs} new; cost {_secs(result.cost_s)}"
                + (f" = {result.cost_bsp:.2f}x one BSP training" if result.cost_bsp else ""))
+    if simulation:
+        click.echo(_simulated_line(simulation))
     if record.speed:
         click.echo(_speed_line(record.speed, job_spec.policy.switch_speed))
     click.echo(f"stored as policy {signature[:12]}; `syncswitch submit {job}` will use it" if not no_store
                else "not stored (--no-store)")
+
+
+def _simulated_line(simulation: dict) -> str:
+    """What the simulated pilots' seconds are: steps of the per-step cost, with no communication in them."""
+    how = "measured here: one gradient of the per-worker batch" if simulation["step_time_calibrated"] else "given"
+    return (f"simulated on {simulation['workers']} workers ({simulation['arrivals']}); the times are steps of "
+            f"{simulation['step_time_s'] * 1000:.3g} ms ({how}), with no communication: compare them with each "
+            "other, not with a real cluster's; speeds are not simulated: a real run judges its target's speed itself")
 
 
 def _speed_line(speed: dict, spec) -> str:
