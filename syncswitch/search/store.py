@@ -259,12 +259,15 @@ class JsonPilotCache(MutableMapping):
 
     def __getitem__(self, key):
         from syncswitch.search.binary_search import PilotResult
+        from syncswitch.search.pilot_runs import learned
 
         doc = self._data[self._key(key)]
         acc = doc.get("converged_accuracy")
+        # A pilot cached before the cache kept `learned` is judged from its folder, where that is still there.
+        trained = doc["learned"] if "learned" in doc else learned(doc.get("run_dir"))
         return PilotResult(None if acc is None or (isinstance(acc, float) and math.isnan(acc)) else float(acc),
                            float(doc.get("total_time_s", 0.0)), doc.get("run_dir"), bool(doc.get("rolled_back")),
-                           bool(doc.get("slower")), doc.get("learned"))
+                           bool(doc.get("slower")), trained)
 
     def __setitem__(self, key, result) -> None:
         acc = result.converged_accuracy
