@@ -135,7 +135,7 @@ def run_cmd(job, runs, threshold, max_settings, bsp_runs, target_accuracy, worke
     switching = storemod.switching_for_spec(job_spec)
     pilots, simulation = _pilots(job_spec, root, simulated, arrivals, step_time)
     if simulation:  # simulated pilots are cached apart from real ones, and the stored policy says so
-        switching = {**switching, "simulated": simulation}
+        switching = {**switching, "simulated": _cached_as(simulation)}
     then = specmod.switch_target(job_spec.policy).protocol  # the pilots keep the job's own switch target
     cache = storemod.pilot_cache_for(signature, switching)
     if fresh:
@@ -179,6 +179,15 @@ def run_cmd(job, runs, threshold, max_settings, bsp_runs, target_accuracy, worke
         click.echo(_speed_line(record.speed, job_spec.policy.switch_speed))
     click.echo(f"stored as policy {signature[:12]}; `syncswitch submit {job}` will use it" if not no_store
                else "not stored (--no-store)")
+
+
+def _cached_as(simulation: dict) -> dict:
+    """What sets simulated pilots apart in the cache: a per-step cost measured here is left out. Measured anew by
+    every call (and never twice the same), it made each call a fresh search, so a search cut short by a time limit
+    never resumed; it scales a pilot's seconds and changes nothing a pilot trains."""
+    if not simulation["step_time_calibrated"]:
+        return simulation
+    return {key: value for key, value in simulation.items() if key != "step_time_s"}
 
 
 def _simulated_line(simulation: dict) -> str:

@@ -63,6 +63,21 @@ def test_a_simulated_search_whose_bsp_does_not_train_stops_with_one_line_and_sto
     assert not (tmp_path / "home" / "policies.json").exists()
 
 
+def test_a_simulated_search_with_a_measured_step_cost_resumes_from_its_cache(digits_job, tmp_path, monkeypatch):
+    # The per-step cost is measured anew by every call: it must not make the next call a fresh search.
+    monkeypatch.setenv("SYNCSWITCH_HOME", str(tmp_path / "home"))
+    args = ("--simulate", "--workers", 4, "--runs", 1, "--bsp-runs", 1, "--max-settings", 1,
+            "--output-dir", tmp_path / "pilots", "--format", "json")
+    docs = []
+    for _ in range(2):
+        result = invoke("search", digits_job, *args)
+        assert result.exit_code == 0, result.output
+        docs.append(json.loads(result.output[result.output.index("{"):]))
+    assert [d["search"]["new_runs"] for d in docs] == [2, 0]
+    assert all(d["policy"]["settings"]["simulated"]["step_time_calibrated"] for d in docs)
+    assert "step_time_s" in docs[1]["policy"]["settings"]["simulated"]  # the stored policy still says what it was
+
+
 def test_search_runs_its_pilots_in_the_simulator_and_says_so_in_the_stored_policy(digits_job, tmp_path, monkeypatch):
     monkeypatch.setenv("SYNCSWITCH_HOME", str(tmp_path / "home"))
     result = invoke("search", digits_job, "--simulate", "--workers", 16, "--runs", 1, "--bsp-runs", 1,
