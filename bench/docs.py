@@ -231,10 +231,20 @@ SWITCH_SPEED_INTRO = (
     "`recurring>asp+guard` are the same switches as a recurring job runs them: the target's speed stored from its "
     "in-place twin's trials earlier in the same call (the policy store's median), so the speed rule decides without "
     "a trial. What each run did: `stayed` synchronous (the switch rule's latest point, or a stored speed below the "
-    "margin), `went back` (the speed rule's trial found the target slower than BSP: back to BSP through the guard's "
-    "fall-back), `switched` (and kept the target), `repaired` (the guard repaired a degradation). Throughput: the "
+    "margin), `went back` (the speed rule's trial found the target slower than BSP: back to BSP through the guard, "
+    "in these files by a fall-back from the trial's weights; from d35855a on by a rollback to the trial's start), "
+    "`switched` (and kept the target), `repaired` (the guard repaired a degradation). Throughput: the "
     "target's over BSP's as the trial measured it. Times are each run's over the same seed's BSP run of the same "
     "call, by outcome. Bars: median at least BSP's - 1 point and worst at least BSP's worst - 3.")
+TRIALS_INTRO = (
+    "The ResNet on 4 workers with every switch made to try its target: the speed rule's margin fixed at 1.1 "
+    "(`--set 'policy.switch_speed={margin: 1.1}'`), which skips its weighing of whether a trial can pay, so each run "
+    "tests what a trial that goes back leaves behind. Guard and switch rule at their defaults, in place, seeds "
+    "interleaved; `in-place+guard` tries local SGD, `in-place>asp+guard` ASP. A trial that goes back rolls the run "
+    "back to the checkpoint the switch wrote at its start, and measures on only while that costs less than a target "
+    "at the top of its noise band could still win. What each run did: `went back` (the trial found the target not "
+    "faster than BSP by the margin), `switched` (and kept it), `repaired` (the guard repaired a degradation). Bars: "
+    "median at least BSP's - 1 point and worst at least BSP's worst - 3.")
 SWITCH_HAPPENS_INTRO = (
     "The same jobs with the speed rule off (`--set policy.switch_speed=false`), as on a cluster where the switch "
     "target outruns BSP: every switch the switch rule allows happens, so the switch rule and the guard alone decide "
@@ -488,6 +498,17 @@ SWITCH_HAPPENS_NOTE = (
     "stalled loss). Every bar is met on the three jobs nobody tuned for, where at 0.25 the same targets lost up to "
     "30 points before the switch rule.")
 
+TRIALS_NOTE = (
+    "At 2d6c8f1, five calls under /work/bin/heavy beside one or two other jobs (times are noise). Every run that tried "
+    "ASP went back, rolled back to its trial's start, 8.5-18% of the workload thrown away; against the same seed's "
+    "BSP run they ended -1.1 to +1.8 points (median -0.4). Before the rollback (4ee6c4f, the switch-speed figure's "
+    "ResNet rows) the runs that went back continued from ASP's weights and 6 of 7 ended 0.6-4.0 points below their "
+    "seed's BSP run, the trials then measuring on over up to 35% of the workload. Local SGD: 8 runs went back the "
+    "same way (-1.0 to +2.3 points), 2 were repaired by the guard (the training loss stalled during the trial; a "
+    "fall-back from the trial's weights, -0.2 and -0.1). Time against the same seed's BSP: 1.09x (local SGD) and "
+    "1.12x (ASP), medians: a trial that goes back costs its own length and two pauses, which is why the speed rule "
+    "at its defaults tries a target only where a kept one could win that back.")
+
 
 FIGURES = (
     Figure("tta", "Time to accuracy: the quickstart as shipped",
@@ -705,6 +726,13 @@ FIGURES += (
            "'bsp,in-place+guard,in-place>asp+guard' --set policy.switch_speed=false --first-seed 0 --seeds 2, then "
            "--first-seed 2, 4, 6, 8 --seeds 2, each --add-to the last (under /work/bin/heavy)",
            switch_speed_table(SWITCH_HAPPENS_INTRO), note=SWITCH_HAPPENS_NOTE),
+    Figure("trials", "A speed trial that goes back leaves no mark: the ResNet on 4 workers, every switch tried "
+                     "(10 seeds)",
+           ("safety-resnet4-trials-2026-11-26.json",),
+           "python -m bench safety --workloads resnet-4 --variants 'bsp,in-place+guard,in-place>asp+guard' --set "
+           "'policy.switch_speed={margin: 1.1}' --first-seed 0 --seeds 2, then --first-seed 2, 4, 6, 8 --seeds 2, "
+           "each --add-to the last (under /work/bin/heavy)",
+           switch_speed_table(TRIALS_INTRO), note=TRIALS_NOTE),
     Figure("switch-rule-shipped", "The switch rule against the fixed 0.25 on the shipped jobs (5 seeds)",
            ("safety-switch-rule-vs-fixed-digits-cnn-2-2026-11-26.json",),
            "python -m bench safety --workloads digits_cnn-2 --variants bsp,in-place+guard,in-place@fixed+guard "

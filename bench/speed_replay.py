@@ -56,8 +56,8 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("runs", nargs="+", help="Run folders of runs that switched out of BSP.")
     parser.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
-                        help="A speed rule threshold (margin, noise, pause_s, trial_reports, trial_max_reports, "
-                             "sigmas, bsp_reports).")
+                        help="A speed rule threshold (margin, noise, pause_cpu_s, pause_steps, trial_reports, "
+                             "trial_max_reports, sigmas, bsp_reports).")
     parser.add_argument("--out", help="Also write the JSON here.")
     args = parser.parse_args(argv)
     given = dict(s.split("=", 1) for s in args.sets)

@@ -75,7 +75,7 @@ FIELDS: tuple[Section, ...] = (
         "window": "the stretch of the workload the recent fall is measured over",
         "latest": "past this fraction the run stays synchronous",
     }),
-    ("policy.switch_speed", "policy.switch_speed", model.SwitchSpeedSpec, ("known",), {
+    ("policy.switch_speed", "policy.switch_speed", model.SwitchSpeedSpec, ("known", "known_pause_s"), {
         "rule": "`measured` (switch only where the target is measured faster than BSP: from earlier runs of the job "
                 "in the policy store, else by a trial after the switch that goes back to BSP) or `off`",
         "margin": "a fixed least target/BSP throughput ratio; null: derived at each decision, so that the switch's "

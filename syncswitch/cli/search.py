@@ -199,14 +199,20 @@ def _simulated_line(simulation: dict) -> str:
 
 
 def _speed_line(speed: dict, spec) -> str:
-    """What the pilots' trials measured of the switch target's speed, and what later runs do with it."""
+    """What the pilots measured of the switch target's speed and of a switch's pause, and what later runs do with
+    them."""
     from syncswitch.policies.speed import SpeedSettings
 
-    margin = SpeedSettings.from_spec(spec).margin
+    settings = SpeedSettings.from_spec(spec)
+    margin = settings.margin if settings.margin is not None else settings.noise
+    paused = (f"; switches out of BSP paused {speed['pause_s']:.2f} s (median of {speed['pauses']}): later runs weigh "
+              "a switch by it" if speed.get("pause_s") is not None else "")
+    if speed.get("ratio") is None:
+        return paused[2:]
     said = f"{speed['target']} measured {speed['ratio']:.2f}x BSP's throughput in {speed['runs']} pilot trial(s)"
     if speed["ratio"] < margin:
-        return f"{said}: later runs stay synchronous (a switch needs {margin:g}x)"
-    return f"{said}: later runs switch without a trial"
+        return f"{said}: later runs stay synchronous (a switch needs {margin:g}x){paused}"
+    return f"{said}: later runs switch without a trial{paused}"
 
 
 def _pilots(job_spec, root: str, simulated: bool, arrivals: str, step_time: float | None):

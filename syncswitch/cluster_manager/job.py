@@ -33,9 +33,18 @@ from syncswitch.cluster_manager.summary import build_summary
 from syncswitch.cluster_manager.switch_timing import SwitchTiming
 from syncswitch.errors import DivergedError, SyncSwitchError
 from syncswitch.policies.guard import GuardSettings
+from syncswitch.policies.speed import RunCosts
 from syncswitch.wire.client import AgentClient
 
 log = logging.getLogger(__name__)
+
+
+def run_costs(spec, plan: RunPlan) -> RunCosts:
+    """What the speed rule weighs a switch's pause and a trial's length by before the run has switched: BSP's
+    global batch, each node's CPU budget, and the pause earlier runs of the job measured (the policy store)."""
+    return RunCosts(global_batch=plan.config_for("bsp").global_batch,
+                    cpus_per_node=spec.cluster.options.get("cpus_per_node"),
+                    stored_pause_s=spec.policy.switch_speed.known_pause_s)
 
 
 class _Interrupted(BaseException):
@@ -83,7 +92,7 @@ class JobRun:
         self.timing = SwitchTiming(spec.policy.switch_rule, ctx.bar.message,
                                    enabled=spec.stragglers.policy != "greedy", speed_spec=spec.policy.switch_speed,
                                    total_samples=lambda: ctx.record.total_samples,
-                                   switch_mode=spec.policy.switch_mode)
+                                   switch_mode=spec.policy.switch_mode, costs=run_costs(spec, plan))
         evaluator_args = {} if start_evaluator is None else {"start_process": start_evaluator}
         self.evaluations = Evaluations(spec, run_dir, ctx.feed, **evaluator_args)
         self.durable = DurableCheckpoints(checkpoint_folder(spec, run_dir), spec.checkpoint.keep)

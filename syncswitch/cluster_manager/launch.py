@@ -7,6 +7,7 @@ import json
 import os
 
 from syncswitch.cluster_manager.checkpoints import checkpoint_folder
+from syncswitch.policies.speed import REPORT_INTERVAL_S, REPORT_WINDOW
 from syncswitch.cluster_manager.plan import SwitchMode
 from syncswitch.wire import agent_pb2 as pb
 from syncswitch.wire.codec import struct
@@ -39,7 +40,8 @@ def launch_message(spec, plan, cluster, run_dir: str, index: int, start_phase: i
         # Without a shared filesystem or checkpoint.dir the agent picks a node-local folder (its work dir's
         # checkpoints/).
         checkpoint_dir=checkpoint_folder(spec, run_dir) if cluster.shared_filesystem or spec.checkpoint.dir else "",
-        eval_every=spec.evaluation.every, intra_threads=1, inter_threads=2, metrics_interval_s=0.5, window=20,
+        eval_every=spec.evaluation.every, intra_threads=1, inter_threads=2, metrics_interval_s=REPORT_INTERVAL_S,
+        window=REPORT_WINDOW,
         restore_from=restore_from, checkpoint_name=checkpoint_name,
         # Durable checkpoints besides the evaluation points (which are durable too).
         checkpoint_every=spec.checkpoint.every or 0.0, checkpoint_every_s=spec.checkpoint.every_s or 0.0,

@@ -21,7 +21,8 @@ import dataclasses
 
 from syncswitch.policies import SWITCH_RULES, SWITCH_SPEEDS
 from syncswitch.policies.base import Verdict
-from syncswitch.policies.speed import BACK, MEASURE, SLOWER, TRIAL, KnownSpeed, SpeedSettings, SwitchSpeedPolicy
+from syncswitch.policies.speed import (BACK, MEASURE, SLOWER, TRIAL, KnownSpeed, RunCosts, SpeedSettings,
+                                      SwitchSpeedPolicy)
 from syncswitch.policies.timing import STAY, SWITCH, SwitchTimingPolicy, TimingSettings
 from syncswitch.protocols.catalog import synchronous
 
@@ -33,7 +34,7 @@ class SwitchTiming:
     """Moves the plan's BSP -> asynchronous boundaries as the switch rule decides; records what it saw."""
 
     def __init__(self, rule_spec, say=lambda line: None, enabled: bool = True, speed_spec=None,
-                 total_samples=lambda: None, switch_mode: str = "in-place"):
+                 total_samples=lambda: None, switch_mode: str = "in-place", costs: RunCosts = RunCosts()):
         self.spec = rule_spec
         self.total_samples = total_samples  # the workload's samples, once the nodes said (None before)
         self._say = say
@@ -43,7 +44,8 @@ class SwitchTiming:
         self.speed_name = speed_spec.rule if speed_spec is not None else "off"
         self.speed_settings = SpeedSettings.from_spec(speed_spec) if speed_spec is not None else SpeedSettings()
         known = tuple(KnownSpeed(*entry) for entry in getattr(speed_spec, "known", ()))
-        self.speed: SwitchSpeedPolicy = SWITCH_SPEEDS.get(self.speed_name)(self.speed_settings, known, switch_mode)
+        self.speed: SwitchSpeedPolicy = SWITCH_SPEEDS.get(self.speed_name)(self.speed_settings, known, switch_mode,
+                                                                           costs)
         self.trial: tuple[int, str] | None = None  # (phase, target) of a switch whose target is on trial
         self.measuring_on = False  # the trial's ratio was within the noise of the bar: it measures on (said once)
         self.speed_decisions: list[dict] = []

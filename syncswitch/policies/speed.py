@@ -22,25 +22,37 @@ MEASURE = "measure"  # during a trial: the ratio is within the noise of the bar,
 
 SLOWER = "slower"  # the guard's verdict reason for a trial whose target was not faster: back to the trial's start
 
+# How the workers' metrics hooks report (cluster_manager/launch.py starts them with these): each of a phase's first
+# windows of REPORT_WINDOW steps as it fills, and every REPORT_INTERVAL_S; a trial's length follows from them.
+REPORT_WINDOW = 20
+REPORT_INTERVAL_S = 0.5
+
 
 @dataclasses.dataclass(frozen=True)
 class SpeedSettings:
     """Thresholds of a speed rule (`policy.switch_speed` in a job spec).
 
     - margin=None: the least target/BSP throughput ratio a switch needs, derived at each decision from what the
-      switch costs and the work it can win it back on (`needed`): a switch pauses every worker once (`pause_s`,
-      then as measured in the run), which a target `r` times BSP's speed wins back over the T seconds BSP would
+      switch costs and the work it can win it back on (`needed`): a switch pauses every worker once (`pause`),
+      which a target `r` times BSP's speed wins back over the T seconds BSP would
       still take when T (1 - 1/r) exceeds it; never below `noise`. A number fixes the margin instead.
     - noise=1.1: the least ratio counted as faster: throughputs measured over a fraction of a second scatter by
       about 10% on a loaded machine, and a target measured within that of BSP may well be the slower one.
-    - pause_s=0.5: a switch's pause in place, before one is measured in the run (0.1-0.2 s on 2 small local
-      workers, 0.37-0.41 s into local-sgd on 4); once the run has switched, that switch's measured pause counts.
+    - A switch's pause before the run has measured one (`pause`): the median pause out of BSP in earlier runs of the
+      job where the policy store holds them (`RunCosts.stored_pause_s`), else pause_cpu_s / min(1, the nodes' CPU
+      budget) + pause_steps x BSP's step time (its global batch over its measured examples/s). Fitted on 465 pauses
+      out of BSP in place (2-4 workers, 14 jobs): pause_cpu_s=0.2 (a few control round trips, which a
+      node's CPU budget stretches: MNIST-1D's 0.29 s became 0.74 s at 0.4 CPU a node) and pause_steps=4 (the first
+      steps of the new phase enter its graph and fetch what it keeps: ResNet's 0.17-0.22 s steps made its pauses
+      1.0-1.3 s); predicted within 0.15 s of the median on the small jobs, 0.86 and 1.38 s against 1.01 and 1.26 s on
+      ResNet. Once the run has switched, its own last pause counts.
     - relaunch_pause_s=2.5: the same by relaunch (checkpoint, new processes: 1.5-3.4 s measured on small jobs).
     - hoped=1.25: the speed a target a trial keeps is expected to run at, as a multiple of BSP's (local-sgd beside
-      all-reduce BSP on MNIST-1D: 1.2-1.3x), and trial_s=0.5: what a trial that goes back costs beyond its two
-      pauses (trials of a slower target lasted 0.3-0.8 s, 0.1-0.4 s more than BSP's pace). A target is tried only
-      where the gain a kept one would bring in the work left, T (1 - 1/hoped) - pause, covers what a failed trial
-      costs, two pauses and trial_s (`worth_trying`): in place, from about 10 s of BSP left.
+      all-reduce BSP on MNIST-1D: 1.2-1.3x). A trial that goes back is rolled back to where it started: it costs its
+      two pauses and its whole length (`trial_length`: a report every window of REPORT_WINDOW steps at BSP's step
+      time or every REPORT_INTERVAL_S, whichever comes first, for the mean of trial_reports and trial_max_reports; a
+      trial that goes back decides anywhere between them). A target is tried only where the gain a kept one would
+      bring in the work left, T (1 - 1/hoped) - pause, covers what a failed trial costs (`worth_trying`).
     - trial_reports=2: a trial judges the target after this many metrics reports from each worker in its phase.
       Workers report each of a phase's first windows of steps as it fills (every 20 steps; a phase's first step,
       its graph entry, is left out of the times): a trial of a few tenths of a second on a small job. Once a
@@ -48,7 +60,10 @@ class SpeedSettings:
       it warms up (lowest in 7 of 8 MNIST-1D trials, 0.72-1.12x BSP where kept trials' local-sgd ran 1.13-1.22x).
     - trial_max_reports=8: a trial whose ratio is still within the noise of the bar measures on (a sequential
       decision, `after_trial`), up to this many reports a worker (three early windows, then one every half second:
-      about three seconds); then the measured ratio decides alone.
+      about three seconds; windows of 20 slow steps make it longer: ResNet-4's trials ran 20-35% of the workload);
+      then the measured ratio decides alone. It decides alone sooner where measuring on is not worth it: a trial that
+      goes back throws its whole length away, and once that and its two pauses cost more than a target at the top
+      of the band could still win in the time BSP has left, measuring on can only lose (`_measuring_spent`).
     - sigmas=2.0: the noise band around a trial's ratio, in standard errors over the reports its measure uses (one
       after two reports, the first left out: +-20%; seven at the cap: +-8%): a ratio decides once the bar lies
       outside ratio x (1 +- sigmas x se). A report's relative scatter counts as at least `noise` - 1 (a phase's
@@ -59,10 +74,10 @@ class SpeedSettings:
 
     margin: float | None = None
     noise: float = 1.1
-    pause_s: float = 0.5
+    pause_cpu_s: float = 0.2
+    pause_steps: float = 4.0
     relaunch_pause_s: float = 2.5
     hoped: float = 1.25
-    trial_s: float = 0.5
     trial_reports: int = 2
     trial_max_reports: int = 8
     sigmas: float = 2.0
@@ -72,6 +87,17 @@ class SpeedSettings:
     def from_spec(cls, spec) -> SpeedSettings:
         """The settings of a spec's `policy.switch_speed` (a SwitchSpeedSpec), defaults where it gives none."""
         return settings_from_spec(cls, spec)
+
+
+@dataclasses.dataclass(frozen=True)
+class RunCosts:
+    """What the run says about a switch's cost before it has switched: BSP's global batch (its step time from its
+    measured examples/s), each node's CPU budget (None: unbudgeted), and the median pause out of BSP measured in
+    earlier runs of the job (the policy store; None where none)."""
+
+    global_batch: int | None = None
+    cpus_per_node: float | None = None
+    stored_pause_s: float | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -100,37 +126,69 @@ class SwitchSpeedPolicy(abc.ABC):
     name: str = ""
 
     def __init__(self, settings: SpeedSettings = SpeedSettings(), known: tuple[KnownSpeed, ...] = (),
-                 mode: str = "in-place"):
+                 mode: str = "in-place", costs: RunCosts = RunCosts()):
         self.settings = settings
         self.mode = mode  # the run's switch mode: what a switch's pause is assumed to be until one is measured
+        self.costs = costs
         self.known = {k.target: k for k in known}
         self._reports: dict[tuple[str, int], list[float]] = {}  # (phase kind, worker) -> examples per second
         self.bsp_at_switch: float | None = None
         self.bsp_scatter: tuple[float, int] = (0.0, 0)  # BSP's measure at the switch: (relative scatter, reports)
+        self.left_at_switch: float | None = None  # the workload's samples left when the trial started
         self.pause_s: float | None = None  # the pause of the run's last switch, as measured
 
     def on_pause(self, seconds: float) -> None:
         """A switch paused every worker for `seconds` (decision to the group's first step in the new phase)."""
         self.pause_s = max(0.0, float(seconds))
 
-    def pause(self) -> float:
-        """A switch's pause: the run's own last one where it has switched, else the one assumed for its mode."""
+    def bsp_step(self, bsp: float | None) -> float | None:
+        """BSP's step time in seconds: its global batch over its measured examples/s (None where either is unknown)."""
+        if not bsp or not self.costs.global_batch:
+            return None
+        return self.costs.global_batch / bsp
+
+    def pause(self, bsp: float | None = None) -> tuple[float, str]:
+        """(a switch's pause, where it comes from): the run's own last one where it has switched; by relaunch the
+        assumed one; in place the earlier runs' (policy store), else predicted from the nodes' CPU budget and BSP's
+        step time (`bsp`, its measured examples/s; the CPU share alone before BSP is measured)."""
+        s, costs = self.settings, self.costs
         if self.pause_s is not None:
-            return self.pause_s
-        return self.settings.relaunch_pause_s if self.mode == "relaunch" else self.settings.pause_s
+            return self.pause_s, "this run"
+        if self.mode == "relaunch":
+            return s.relaunch_pause_s, "assumed"
+        if costs.stored_pause_s is not None:
+            return costs.stored_pause_s, "earlier runs"
+        step = self.bsp_step(bsp) or 0.0
+        return s.pause_cpu_s / min(1.0, costs.cpus_per_node or 1.0) + s.pause_steps * step, "cpu budget and step"
+
+    def trial_length(self, bsp: float | None) -> float:
+        """A trial's expected length in seconds: its first step, then a report every REPORT_WINDOW steps at BSP's step
+        time or every REPORT_INTERVAL_S, whichever comes first, for the mean of `trial_reports` and
+        `trial_max_reports` (a trial that goes back decides anywhere between: ResNet's, 4 workers, after 2-8 reports
+        in 1.8-5.5 s)."""
+        s = self.settings
+        step = self.bsp_step(bsp) or 0.0
+        every = min(REPORT_WINDOW * step, REPORT_INTERVAL_S) if step else REPORT_INTERVAL_S
+        return step + every * (s.trial_reports + s.trial_max_reports) / 2
 
     def worth_trying(self, bsp: float | None, samples_left: float | None) -> tuple[bool, dict]:
-        """(whether a trial can pay for itself, the numbers it came from). A trial that goes back costs two pauses
-        and `trial_s`; one that keeps a target at `hoped` times BSP's speed wins T (1 - 1/hoped) - pause on the T
-        seconds BSP has left. Worth it only where that gain covers the loss. Unknown work left: tried."""
+        """(whether a trial can pay for itself, the numbers it came from). A trial that goes back is rolled back to
+        where it started: it costs two pauses and its whole length; one that keeps a target at `hoped` times BSP's
+        speed wins T (1 - 1/hoped) - pause on the T seconds BSP has left. Worth it only where that gain covers the
+        loss. Unknown work left: tried."""
         s = self.settings
         if s.margin is not None or not bsp or samples_left is None:
             return True, {}
-        pause, left_s = self.pause(), max(0.0, samples_left) / bsp
-        loss = 2 * pause + s.trial_s
+        (pause, source), left_s = self.pause(bsp), max(0.0, samples_left) / bsp
+        trial = self.trial_length(bsp)
+        loss = 2 * pause + trial
         gain = left_s * (1 - 1 / s.hoped) - pause
-        return gain >= loss, {"pause_s": pause, "bsp_time_left_s": left_s, "failed_trial_s": loss,
-                              "hoped": s.hoped, "hoped_gain_s": gain}
+        return gain >= loss, {**self._cost_values(bsp, pause, source), "bsp_time_left_s": left_s, "trial_s": trial,
+                              "failed_trial_s": loss, "hoped": s.hoped, "hoped_gain_s": gain}
+
+    def _cost_values(self, bsp: float | None, pause: float, source: str) -> dict:
+        return {"pause_s": pause, "pause_source": source, "bsp_step_s": self.bsp_step(bsp),
+                "cpus_per_node": self.costs.cpus_per_node}
 
     def needed(self, bsp: float | None, samples_left: float | None, keeping: bool = False) -> tuple[float, dict]:
         """(the least target/BSP ratio that buys time, the numbers it came from). A fixed margin where one is set.
@@ -140,12 +198,12 @@ class SwitchSpeedPolicy(abc.ABC):
         s = self.settings
         if s.margin is not None:
             return s.margin, {}
-        pause = self.pause()
         if keeping or not bsp or samples_left is None:
             return s.noise, {}
+        pause, source = self.pause(bsp)
         left_s = max(0.0, samples_left) / bsp
         pay_back = float("inf") if pause >= left_s else 1.0 / (1.0 - pause / left_s)
-        return max(s.noise, pay_back), {"pause_s": pause, "bsp_time_left_s": left_s}
+        return max(s.noise, pay_back), {**self._cost_values(bsp, pause, source), "bsp_time_left_s": left_s}
 
     def on_rate(self, kind: str, worker: int, examples_per_s: float) -> None:
         """A worker's throughput report in a BSP phase (`kind` "bsp") or in the target's trial ("target")."""
@@ -201,6 +259,22 @@ class SwitchSpeedPolicy(abc.ABC):
         return None
 
 
+    def _measuring_spent(self, bsp: float, measured: float, best: float, samples_left: float | None) -> dict | None:
+        """None while a trial may measure on; else the numbers that end it. A trial that goes back is rolled back:
+        it throws away its whole length and pays its two pauses. Once that is more than a target at the top of its
+        noise band (`best` times BSP's speed) could still win in the time BSP has left, measuring on can only lose:
+        the ratio decides. (ResNet-4's trials measured on to the cap: 20-35% of the workload thrown away.)"""
+        if samples_left is None or self.left_at_switch is None or measured <= 0:
+            return None
+        trial_s = max(0.0, self.left_at_switch - samples_left) / measured
+        cost = trial_s + 2 * self.pause(bsp)[0]
+        left_s = max(0.0, samples_left) / bsp
+        gain = left_s * (1 - 1 / best) if best > 1 else 0.0
+        if cost < gain:
+            return None
+        return {"trial_so_far_s": trial_s, "rollback_cost_s": cost, "best_gain_s": gain, "bsp_time_left_s": left_s}
+
+
 class IgnoreSpeed(SwitchSpeedPolicy):
     """Speeds are not judged: the switch happens where the switch rule says."""
 
@@ -233,14 +307,16 @@ class MeasuredSpeed(SwitchSpeedPolicy):
     @staticmethod
     def _not_worth(target: str, w: dict) -> str:
         return (f"not trying {target}: a trial that goes back would cost {w['failed_trial_s']:.1f} s (two "
-                f"{w['pause_s']:.2f} s pauses and the trial), more than a {w['hoped']:g}x target would win back "
-                f"({max(0.0, w['hoped_gain_s']):.1f} s) in the {w['bsp_time_left_s']:.1f} s BSP has left")
+                f"{w['pause_s']:.2f} s pauses and the {w['trial_s']:.1f} s trial), more than a {w['hoped']:g}x "
+                f"target would win back ({max(0.0, w['hoped_gain_s']):.1f} s) in the {w['bsp_time_left_s']:.1f} s BSP "
+                "has left")
 
     def before_switch(self, fraction: float, target: str, samples_left: float | None = None) -> SpeedDecision:
         # BSP's measure is taken here, before the pause: the reports workers send as they pause hold the wait.
         bsp, _ = self.rate("bsp", last=self.settings.bsp_reports, skip=1)
         self.bsp_at_switch = bsp
         self.bsp_scatter = self.scatter("bsp", last=self.settings.bsp_reports, skip=1)
+        self.left_at_switch = samples_left
         known = self.known.get(target)
         needed, cost = self.needed(bsp, samples_left)
         if known is None and needed == float("inf"):  # no speed would win the switch back: nothing to try
@@ -283,9 +359,15 @@ class MeasuredSpeed(SwitchSpeedPolicy):
                   "reports_used": used, "band": band}
         said = f"{target} measured {ratio:.2f}x BSP's throughput on this job"
         if ratio * (1 - band) < needed <= ratio * (1 + band) and reports < s.trial_max_reports:
-            return SpeedDecision(MEASURE, fraction, f"{said} over {used} of {reports} reports a worker, within the "
-                                 f"noise (+-{band * 100:.0f}%) of the {needed:.3g}x a switch needs: measuring on",
-                                 values)
+            spent = self._measuring_spent(bsp, measured, ratio * (1 + band), samples_left)
+            if spent is None:
+                return SpeedDecision(MEASURE, fraction, f"{said} over {used} of {reports} reports a worker, within "
+                                     f"the noise (+-{band * 100:.0f}%) of the {needed:.3g}x a switch needs: measuring "
+                                     "on", values)
+            values.update(spent)
+            said += (f"; measuring on is not worth it: going back would throw away {spent['rollback_cost_s']:.1f} s, "
+                     f"more than even {ratio * (1 + band):.2f}x would win in the {spent['bsp_time_left_s']:.1f} s BSP "
+                     f"has left ({spent['best_gain_s']:.1f} s)")
         if ratio < needed:
             return SpeedDecision(BACK, fraction, f"{said}; {self._needs(needed, cost)}", values)
         return SpeedDecision(KEEP, fraction, said, values)

@@ -113,7 +113,8 @@ class PolicyRecord:
     # The switch rule (name and thresholds) the pilots were timed by: a recurring job adopts it with the switch point
     switch_rule: dict = dataclasses.field(default_factory=dict)
     # The switch target's throughput as a share of BSP's, measured by the pilots' trials ({target, ratio, runs,
-    # rule}; empty where none measured it): a recurring job's speed rule decides from it without a trial
+    # rule}), and their switches' median pause out of BSP ({pause_s, pauses}); empty where none measured either: a
+    # recurring job's speed rule decides from the ratio without a trial, and weighs a switch by the pause
     speed: dict = dataclasses.field(default_factory=dict)
 
     @classmethod
@@ -330,12 +331,14 @@ def switch_speed_for_spec(job_spec) -> dict:
 
 def speed_from_runs(run_dirs, target: str, rule: str) -> dict:
     """The switch target's throughput as a share of BSP's, the median over the runs whose speed rule measured it
-    side by side with BSP's in a trial (summary.json `switch_speed`); {} where none did."""
+    side by side with BSP's in a trial (summary.json `switch_speed`), and the median pause of the runs' switches out
+    of BSP (`switches[].overhead_s`): a later run's speed rule weighs a switch by it before it has switched. {} where
+    the runs measured neither."""
     import statistics
 
     from syncswitch.runfolder import read_json
 
-    ratios = []
+    ratios, pauses = [], []
     for run_dir in run_dirs:
         summary = (read_json(run_dir, "summary.json") or {}) if run_dir else {}
         for decision in (summary.get("switch_speed") or {}).get("decisions", []):
@@ -343,9 +346,12 @@ def speed_from_runs(run_dirs, target: str, rule: str) -> dict:
             decided = decision.get("action") in ("keep", "back")  # a trial's verdict, not its measuring on
             if decided and values.get("source") == "trial" and values.get("target") == target and values.get("ratio"):
                 ratios.append(float(values["ratio"]))
-    if not ratios:
-        return {}
-    return {"target": target, "ratio": statistics.median(ratios), "runs": len(ratios), "rule": rule}
+        pauses += [float(s["overhead_s"]) for s in summary.get("switches") or []
+                   if s.get("from") == "bsp" and isinstance(s.get("overhead_s"), (int, float))]
+    out = {"target": target, "ratio": statistics.median(ratios), "runs": len(ratios), "rule": rule} if ratios else {}
+    if pauses:
+        out.update(pause_s=statistics.median(pauses), pauses=len(pauses))
+    return out
 
 
 def switch_rule_for_spec(job_spec) -> dict:

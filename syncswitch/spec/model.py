@@ -83,12 +83,13 @@ DEFAULT_SWITCH_SPEED = "measured"
 class SwitchSpeedSpec:
     """`policy.switch_speed`: which rule judges whether a switch out of BSP buys time, and its thresholds (None: the
     rule's default). `known` holds the switch targets' speeds from earlier runs of the job (the policy store):
-    (target, throughput as a share of BSP's, runs) each."""
+    (target, throughput as a share of BSP's, runs) each; `known_pause_s` the median pause out of BSP they measured."""
 
     rule: str = DEFAULT_SWITCH_SPEED
     margin: float | None = None
     trial_reports: int | None = None
     known: tuple[tuple[str, float, int], ...] = ()
+    known_pause_s: float | None = None
 
 
 @dataclasses.dataclass(frozen=True)

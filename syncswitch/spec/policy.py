@@ -254,17 +254,21 @@ def switch_speed_section(value: Any) -> SwitchSpeedSpec:
 
 
 def adopt_stored_speed(job_spec, speed: dict | None):
-    """The spec to run when the policy store holds the switch target's measured speed for this job: the speed rule
-    judges the switch from it instead of a trial. Nothing changes where nothing is stored, or the stored measure is
-    of another target."""
-    if not speed or speed.get("ratio") is None:
+    """The spec to run when the policy store holds what earlier runs of the job measured: the switch target's speed
+    (the speed rule judges the switch from it instead of a trial) and the switches' pause (it weighs a switch by it
+    before the run has switched). Nothing changes where nothing is stored; a measure of another target is left out."""
+    if not speed:
         return job_spec
     policy = job_spec.policy
-    if speed.get("target") != switch_target(policy).protocol:
+    given = {}
+    if speed.get("ratio") is not None and speed.get("target") == switch_target(policy).protocol:
+        given["known"] = ((str(speed["target"]), float(speed["ratio"]), int(speed.get("runs", 1))),)
+    if speed.get("pause_s") is not None:
+        given["known_pause_s"] = float(speed["pause_s"])
+    if not given:
         return job_spec
-    known = ((str(speed["target"]), float(speed["ratio"]), int(speed.get("runs", 1))),)
     return job_spec.with_policy(dataclasses.replace(
-        policy, switch_speed=dataclasses.replace(policy.switch_speed, known=known)))
+        policy, switch_speed=dataclasses.replace(policy.switch_speed, **given)))
 
 
 def fallback_section(value: Any) -> tuple[str, ...]:

@@ -172,3 +172,15 @@ def test_a_simulated_search_says_what_its_seconds_are():
     assert "(given)" in _simulated_line({"workers": 8, "arrivals": "round-robin", "step_time_s": 0.05,
                                          "step_time_calibrated": False})
     assert [_secs(t) for t in (0.142, 2.3, 9.96, 10.4, 349.0)] == ["0.14 s", "2.3 s", "10 s", "10 s", "349 s"]
+
+
+def test_the_search_says_what_its_pilots_measured_of_speed_and_pause():
+    from syncswitch.cli.search import _speed_line
+    from syncswitch.spec.model import SwitchSpeedSpec
+
+    spec = SwitchSpeedSpec()  # margin derived at each decision: the noise floor (1.1x) is the least a switch needs
+    slow = _speed_line({"target": "asp", "ratio": 0.6, "runs": 2, "pause_s": 0.84, "pauses": 3}, spec)
+    assert slow == ("asp measured 0.60x BSP's throughput in 2 pilot trial(s): later runs stay synchronous (a switch "
+                    "needs 1.1x); switches out of BSP paused 0.84 s (median of 3): later runs weigh a switch by it")
+    assert _speed_line({"target": "asp", "ratio": 1.3, "runs": 1}, spec).endswith("later runs switch without a trial")
+    assert _speed_line({"pause_s": 0.3, "pauses": 2}, spec).startswith("switches out of BSP paused 0.30 s")

@@ -145,14 +145,17 @@ def test_a_trial_within_the_noise_of_the_bar_measures_on(write_spec, tmp_path):
 
 def test_no_trial_where_the_work_left_cannot_pay_for_the_pause(write_spec, tmp_path):
     # At the defaults a switch is weighed against the time BSP has left: here (the fake's 10,000 examples/s) less
-    # than the assumed pause, so not even a fast target is tried.
+    # than the pause predicted from BSP's step, so not even a fast target is tried.
     cluster = FakeCluster(total=4000, loss=_settled, rates={"asp": 2.0})
     summary, _, _ = _run(write_spec, tmp_path, [SETTLED, LOSS_RULE, "policy.switch_to=asp"], cluster=cluster)
     assert summary["status"] == "completed" and [p["protocol"] for p in summary["schedule"]] == ["bsp"]
     (stay,) = summary["switch_speed"]["decisions"]
     assert stay["action"] == "stay" and stay["values"]["source"] == "work left"
-    assert stay["values"]["pause_s"] == 0.5 and stay["values"]["bsp_time_left_s"] < 0.5
-    assert "pause is more than the" in stay["reason"] and "margin" not in stay["values"]  # no finite margin
+    assert stay["values"]["pause_source"] == "cpu budget and step" and stay["values"]["bsp_step_s"] > 0
+    # A 0.21 s pause (0.2 s and four 2 ms steps) on 0.3 s of BSP left needs 3x; not even a trial is worth it.
+    assert stay["values"]["pause_s"] == pytest.approx(0.2 + 4 * stay["values"]["bsp_step_s"])
+    assert stay["values"]["failed_trial_s"] > stay["values"]["hoped_gain_s"]
+    assert stay["reason"].startswith("not trying asp: a trial that goes back would cost")
     assert summary["switch_rule"]["decisions"][-1]["action"] == "stay"
 
 

@@ -74,8 +74,10 @@ def test_a_speed_stored_by_earlier_runs_keeps_the_run_synchronous(write_spec, tm
     assert stay["action"] == "stay" and stay["values"]["source"] == "earlier runs (4)"
     assert stay["values"]["bsp_examples_per_s"] > 0  # measured in this run before the decision
     (decision,) = summary["switch_rule"]["decisions"]
-    # The margin weighs the assumed pause against the time BSP has left (this run's measure): at least 1.1x.
+    # The margin weighs the pause predicted from BSP's step against the time BSP has left (this run's measure):
+    # at least 1.1x.
     assert decision["reason"].startswith("staying synchronous: asp measured 0.55x BSP's throughput on this job "
                                          "(earlier runs); a switch needs ")
-    assert stay["values"]["margin"] >= 1.1 and stay["values"]["pause_s"] == 0.5
+    assert stay["values"]["margin"] >= 1.1 and stay["values"]["pause_source"] == "cpu budget and step"
+    assert stay["values"]["pause_s"] == pytest.approx(0.2 + 4 * stay["values"]["bsp_step_s"])
     assert "staying synchronous at" in result.output

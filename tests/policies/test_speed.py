@@ -5,7 +5,10 @@ import pytest
 from syncswitch.errors import SpecError
 from syncswitch.policies import SWITCH_SPEEDS
 from syncswitch.policies.speed import (BACK, KEEP, MEASURE, STAY, SWITCH, TRIAL, IgnoreSpeed, KnownSpeed,
-                                       MeasuredSpeed, SpeedSettings)
+                                       MeasuredSpeed, RunCosts, SpeedSettings)
+
+# Nodes at 0.4 CPU, BSP's step not known: a pause of 0.2 / 0.4 = 0.5 s (its CPU share alone).
+HALF_SECOND_PAUSE = RunCosts(cpus_per_node=0.4)
 
 # memory_gru-2 seed 2, 2026-11-26 (BSP by all-reduce, then ASP through the parameter servers at 0.49): each worker's
 # last 11 BSP reports before the switch and its first 5 ASP reports (a report every half second then). The run took
@@ -213,7 +216,7 @@ def test_a_switch_must_win_back_its_pause_in_the_work_left():
     # BSP at 5058.5 ex/s: 50,585 samples left are 10 s of BSP. A 0.5 s pause is won back at 1/(1 - 0.05) = 1.053x,
     # under the noise floor (1.1x); on 1 s left it needs 2x; on 0.4 s left no speed wins it back.
     def decide(ratio, samples_left):
-        rule = MeasuredSpeed(known=(KnownSpeed("local-sgd", ratio, runs=3),))
+        rule = MeasuredSpeed(known=(KnownSpeed("local-sgd", ratio, runs=3),), costs=HALF_SECOND_PAUSE)
         _feed(rule, "bsp", GRU_BSP)
         return rule.before_switch(0.5, "local-sgd", samples_left)
 
@@ -222,45 +225,99 @@ def test_a_switch_must_win_back_its_pause_in_the_work_left():
     short = decide(1.9, 5058.5)
     assert short.action == STAY and short.values["margin"] == pytest.approx(2.0)
     assert short.values["pause_s"] == 0.5 and short.values["bsp_time_left_s"] == pytest.approx(1.0)
+    assert short.values["pause_source"] == "cpu budget and step" and short.values["cpus_per_node"] == 0.4
     assert short.reason.endswith("a switch needs 2x to win back its 0.50 s pause in the 1.0 s BSP has left")
     assert decide(2.1, 5058.5).action == SWITCH
     assert decide(50.0, 2023.4).reason.endswith("its 0.50 s pause is more than the 0.40 s BSP has left")
-    unknown = MeasuredSpeed()
+    unknown = MeasuredSpeed(costs=HALF_SECOND_PAUSE)
     _feed(unknown, "bsp", GRU_BSP)
-    assert unknown.before_switch(0.9, "asp", 75878).action == TRIAL  # 15 s left: a trial can pay (below)
+    assert unknown.before_switch(0.9, "asp", 5058.5 * 30).action == TRIAL  # 30 s left: a trial can pay (below)
     assert unknown.before_switch(0.99, "asp", 2023.4).action == STAY  # not even a trial can pay
 
 
+def test_the_pause_before_the_first_switch_follows_the_nodes_budget_and_bsps_step():
+    # 0.2 CPU-s of control over the nodes' budget, and four of BSP's steps (global batch over its examples/s).
+    def pause(costs, bsp=5058.5, mode="in-place"):
+        return MeasuredSpeed(costs=costs, mode=mode).pause(bsp)
+
+    assert pause(RunCosts()) == (pytest.approx(0.2), "cpu budget and step")  # unbudgeted, step unknown
+    assert pause(RunCosts(cpus_per_node=4.0))[0] == pytest.approx(0.2)  # a budget above a core does not shorten it
+    # ResNet (4 workers, batch 128) at 0.4 CPU a node, BSP at 509.4 ex/s: 0.5 + 4 x 0.251 = 1.51 s (its two pauses
+    # measured 1.83 and 1.42 s; the 0.5 s assumed before made the trial look cheap).
+    resnet = RunCosts(global_batch=128, cpus_per_node=0.4)
+    assert pause(resnet, 509.4) == (pytest.approx(0.5 + 4 * 128 / 509.4), "cpu budget and step")
+    # MNIST-1D (batch 128) unbudgeted at 7922.9 ex/s: 0.2 + 4 x 0.016 = 0.26 s (its pauses: 0.20-0.41 s).
+    assert pause(RunCosts(global_batch=128), 7922.9)[0] == pytest.approx(0.2 + 4 * 128 / 7922.9)
+    assert pause(RunCosts(global_batch=128, stored_pause_s=0.9), 7922.9) == (0.9, "earlier runs")
+    assert pause(resnet, 509.4, mode="relaunch") == (2.5, "assumed")
+    measured = MeasuredSpeed(costs=resnet)
+    measured.on_pause(0.7)
+    assert measured.pause(509.4) == (0.7, "this run")  # the run's own pause wins over every prior
+
+
+def test_a_trial_lasts_its_reports_at_bsps_step_or_the_report_interval():
+    # Reports come every 20 steps or every half second, whichever is first, for (2 + 8) / 2 = 5 reports, after the
+    # phase's first step.
+    rule = MeasuredSpeed(costs=RunCosts(global_batch=128))
+    assert rule.trial_length(7922.9) == pytest.approx(128 / 7922.9 * (1 + 20 * 5))  # MNIST-1D: 0.0162 s steps
+    assert rule.trial_length(509.4) == pytest.approx(128 / 509.4 + 0.5 * 5)  # ResNet: 20 steps would take 5 s
+    assert MeasuredSpeed(SpeedSettings(trial_reports=4), costs=RunCosts(global_batch=128)).trial_length(
+        509.4) == pytest.approx(128 / 509.4 + 0.5 * 6)
+    assert MeasuredSpeed().trial_length(509.4) == pytest.approx(2.5)  # no global batch: the interval's pace
+
+
 def test_a_target_is_tried_only_where_a_kept_one_would_pay_for_a_failed_trial():
-    # A trial that goes back costs two pauses and the trial (0.5 s); a target kept at the hoped 1.25x wins a fifth of
-    # the T seconds BSP has left, less the switch's pause. BSP at 5058.5 ex/s: 5058.5 samples are a second of it.
-    def decide(seconds_left, mode="in-place", measured_pause=None):
-        rule = MeasuredSpeed(mode=mode)
+    # A trial that goes back is rolled back: it costs two pauses and its whole length; a target kept at the hoped
+    # 1.25x wins a fifth of the T seconds BSP has left, less the switch's pause. BSP at 5058.5 ex/s with no global
+    # batch: 0.5 s pauses, a 2.5 s trial (five half-second reports), 3.5 s lost.
+    def decide(seconds_left, mode="in-place", measured_pause=None, costs=HALF_SECOND_PAUSE):
+        rule = MeasuredSpeed(mode=mode, costs=costs)
         _feed(rule, "bsp", GRU_BSP)
         if measured_pause is not None:
             rule.on_pause(measured_pause)
         return rule.before_switch(0.25, "local-sgd", 5058.5 * seconds_left)
 
-    assert decide(15).action == TRIAL  # in place: 15 x 0.2 - 0.5 = 2.5 s won against 1.5 s lost
-    short = decide(8)  # 1.1 s against 1.5 s
+    assert decide(21).action == TRIAL  # 21 x 0.2 - 0.5 = 3.7 s won against 3.5 s lost
+    short = decide(15)  # 2.5 s against 3.5 s: the old rule (0.5 s for the trial) tried here
     assert short.action == STAY and short.values["source"] == "work left"
-    assert short.values["failed_trial_s"] == pytest.approx(1.5) and short.values["hoped_gain_s"] == pytest.approx(1.1)
-    assert short.reason == ("not trying local-sgd: a trial that goes back would cost 1.5 s (two 0.50 s pauses and "
-                            "the trial), more than a 1.25x target would win back (1.1 s) in the 8.0 s BSP has left")
-    assert decide(15, "relaunch").action == STAY  # two 2.5 s relaunches: 5.5 s lost against 0.5 s won
-    assert decide(15, "relaunch").values["pause_s"] == 2.5
+    assert short.values["failed_trial_s"] == pytest.approx(3.5) and short.values["hoped_gain_s"] == pytest.approx(2.5)
+    assert short.values["trial_s"] == pytest.approx(2.5)
+    assert short.reason == ("not trying local-sgd: a trial that goes back would cost 3.5 s (two 0.50 s pauses and "
+                            "the 2.5 s trial), more than a 1.25x target would win back (2.5 s) in the 15.0 s BSP has "
+                            "left")
+    assert decide(45, "relaunch").action == STAY  # two 2.5 s relaunches and the trial: 7.5 s lost against 6.5 s won
+    assert decide(45, "relaunch").values["pause_s"] == 2.5
     assert decide(60, "relaunch").action == TRIAL  # 9.5 s won
-    assert decide(5, measured_pause=0.15).action == TRIAL  # the run's own pause: 0.85 s won against 0.8 s lost
+    assert decide(16, measured_pause=0.15).action == TRIAL  # the run's own pause: 3.05 s won against 2.8 s lost
     assert MeasuredSpeed(SpeedSettings(margin=1.1)).worth_trying(5058.5, 5058.5) == (True, {})  # a fixed margin
 
 
+def test_resnet_at_a_fifth_of_its_workload_left_is_not_tried_where_mnist1d_is():
+    # Measured at 0.4 CPU a node, 4 workers, batch 128, switch at about 0.25 (2026-11-26): every ResNet trial went
+    # back (local-sgd 0.75-1.05x BSP) at two pauses of 0.76-2.09 s each; MNIST-1D kept local-sgd in 4 of 5 runs.
+    budget = RunCosts(global_batch=128, cpus_per_node=0.4)
+
+    def decide(bsp, left_s):
+        rule = MeasuredSpeed(costs=budget)
+        rule.on_rate("bsp", 0, bsp)  # one report a worker is left out as the phase's first: two make a measure
+        rule.on_rate("bsp", 0, bsp)
+        return rule.before_switch(0.25, "local-sgd", bsp * left_s)
+
+    resnet = decide(509.4, 17.53)  # 1.51 s pauses, a 2.75 s trial: 5.8 s lost against 2.0 s won
+    assert resnet.action == STAY and resnet.values["failed_trial_s"] == pytest.approx(
+        2 * (0.5 + 4 * 128 / 509.4) + 128 / 509.4 + 2.5)
+    assert resnet.values["bsp_step_s"] == pytest.approx(128 / 509.4)
+    assert decide(5127.8, 35.9).action == TRIAL  # MNIST-1D: 0.6 s pauses, 2.5 s trial against 6.6 s won
+
+
 def test_a_measured_pause_replaces_the_assumed_one():
-    rule = MeasuredSpeed(known=(KnownSpeed("local-sgd", 1.5),))
+    rule = MeasuredSpeed(known=(KnownSpeed("local-sgd", 1.5),), costs=HALF_SECOND_PAUSE)
     _feed(rule, "bsp", GRU_BSP)
     assert rule.before_switch(0.5, "local-sgd", 5058.5).action == STAY  # 0.5 s of 1 s left: needs 2x
     rule.on_pause(0.12)  # the run's switch measured 0.12 s: 1/(1 - 0.12) = 1.14x
     decision = rule.before_switch(0.5, "local-sgd", 5058.5)
     assert decision.action == SWITCH and decision.values["margin"] == pytest.approx(1 / 0.88)
+    assert decision.values["pause_source"] == "this run"
 
 
 def test_a_target_faster_than_the_noise_is_kept_however_little_is_left():
@@ -288,3 +345,35 @@ def test_speed_rules_are_registered_by_name():
     assert SWITCH_SPEEDS.names() == ["measured", "off"]
     with pytest.raises(SpecError, match="valid: measured, off"):
         SWITCH_SPEEDS.get("fastest", field="policy.switch_speed.rule")
+
+
+def _trial_with_work_left(bsp, target, left, per_report):
+    """`_trial` with the workload's samples left given: `left` at the switch, `per_report` fewer each round (a fixed
+    margin: the trial is made however little work is left)."""
+    rule = MeasuredSpeed(SpeedSettings(margin=1.1))
+    _feed(rule, "bsp", bsp)
+    assert rule.before_switch(0.5, "local-sgd", samples_left=left).action == TRIAL
+    rule.start_trial()
+    for i in range(len(target[0])):
+        for worker, series in target.items():
+            rule.on_rate("target", worker, series[i])
+            decision = rule.after_trial(0.5, "local-sgd", samples_left=left - per_report * (i + 1))
+        if decision is not None and decision.action != MEASURE:
+            return decision
+    return decision
+
+
+def test_measuring_on_stops_where_a_rollback_would_cost_more_than_the_target_could_win():
+    # MNIST-1D seed 1's local-sgd reads 1.06x over its second report, within the noise of the 1.1x bar. With half a
+    # million samples left (a minute of BSP) measuring on is cheap beside what a kept target could win; with 18,000
+    # left (2.2 s of BSP) a rollback of the trial so far (2000 samples and two pauses) already costs more than even
+    # the top of the band (1.28x) would win back, so the ratio decides at once: back.
+    long = _trial_with_work_left(MNIST_BSP_S1, MNIST_LOCAL_SGD_S1, 500_000, 1000)
+    assert long.action == MEASURE and "rollback_cost_s" not in long.values
+    short = _trial_with_work_left(MNIST_BSP_S1, MNIST_LOCAL_SGD_S1, 20_000, 1000)
+    assert short.action == BACK and short.values["ratio"] == pytest.approx(1.06, abs=0.01)
+    values = short.values
+    assert values["trial_so_far_s"] == pytest.approx(2000 / values["target_examples_per_s"])
+    assert values["rollback_cost_s"] == pytest.approx(values["trial_so_far_s"] + 2 * 0.2)
+    assert values["rollback_cost_s"] >= values["best_gain_s"] > 0
+    assert "measuring on is not worth it: going back would throw away" in short.reason

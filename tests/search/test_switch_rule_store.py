@@ -28,9 +28,10 @@ def test_a_recurring_job_adopts_the_stored_point_with_its_rule(job_file):
     assert specmod.adopt_stored_switch_at(explicit, 0.3, stored).policy.switch_rule.rule == "fixed"
 
 
-def _summary(folder, decisions):
+def _summary(folder, decisions, switches=()):
     folder.mkdir()
-    (folder / "summary.json").write_text(json.dumps({"switch_speed": {"rule": "measured", "decisions": decisions}}))
+    (folder / "summary.json").write_text(json.dumps({"switch_speed": {"rule": "measured", "decisions": decisions},
+                                                     "switches": list(switches)}))
     return str(folder)
 
 
@@ -47,18 +48,34 @@ def test_the_pilots_trials_give_the_stored_speed(tmp_path):
     assert speed_from_runs(runs, "lookahead", "measured") == {}
 
 
+def test_the_pilots_switches_give_the_stored_pause(tmp_path):
+    out = {"from": "bsp", "to": "asp", "overhead_s": 0.9}
+    runs = [_summary(tmp_path / f"p{i}", [], [{**out, "overhead_s": pause}, {"from": "asp", "to": "bsp",
+                                                                            "overhead_s": 5.0}])
+            for i, pause in enumerate((0.8, 1.1, 1.4))]  # the switches back to BSP are another kind of pause
+    assert speed_from_runs(runs, "asp", "measured") == {"pause_s": 1.1, "pauses": 3}
+    trial = [{"action": "back", "values": {"target": "asp", "source": "trial", "ratio": 0.8}}]
+    runs.append(_summary(tmp_path / "trial", trial, [out]))
+    assert speed_from_runs(runs, "asp", "measured") == {"target": "asp", "ratio": 0.8, "runs": 1, "rule": "measured",
+                                                        "pause_s": 1.0, "pauses": 4}
+
+
 def test_a_recurring_job_adopts_the_stored_speed(job_file):
     job = specmod.load(str(job_file), ["policy.switch_to=asp"])
     adopted = specmod.adopt_stored_speed(job, {"target": "asp", "ratio": 0.4, "runs": 3}).policy.switch_speed
     assert adopted.known == (("asp", 0.4, 3),) and adopted.rule == "measured"
     assert specmod.adopt_stored_speed(job, {"target": "lookahead", "ratio": 0.4}) is job  # another target's
     assert specmod.adopt_stored_speed(job, {}) is job
+    paused = specmod.adopt_stored_speed(job, {"pause_s": 1.2, "pauses": 4}).policy.switch_speed  # no trial measured
+    assert paused.known_pause_s == 1.2 and paused.known == ()
+    both = specmod.adopt_stored_speed(job, {"target": "lookahead", "ratio": 0.4, "pause_s": 0.3}).policy.switch_speed
+    assert both.known == () and both.known_pause_s == 0.3  # the pause counts whatever the target
 
 
 def test_pilots_whose_speeds_were_judged_are_another_setting(job_file):
     measured = switching_for_spec(specmod.load(str(job_file)))
     off = switching_for_spec(specmod.load(str(job_file), ["policy.switch_speed=off"]))
-    assert measured["switch_speed"] == {"rule": "measured", "margin": None, "noise": 1.1, "pause_s": 0.5,
-                                         "relaunch_pause_s": 2.5, "hoped": 1.25, "trial_s": 0.5, "trial_reports": 2,
+    assert measured["switch_speed"] == {"rule": "measured", "margin": None, "noise": 1.1, "pause_cpu_s": 0.2,
+                                         "pause_steps": 4.0, "relaunch_pause_s": 2.5, "hoped": 1.25, "trial_reports": 2,
                                          "trial_max_reports": 8, "sigmas": 2.0, "bsp_reports": 10}
     assert "switch_speed" not in off  # off: what was stored before
