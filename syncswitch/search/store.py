@@ -333,7 +333,8 @@ def speed_from_runs(run_dirs, target: str, rule: str) -> dict:
     """The switch target's throughput as a share of BSP's, the median over the runs whose speed rule measured it
     side by side with BSP's in a trial (summary.json `switch_speed`), and the median pause of the runs' switches out
     of BSP (`switches[].overhead_s`): a later run's speed rule weighs a switch by it before it has switched. {} where
-    the runs measured neither."""
+    the runs measured neither. Simulated runs measure nothing here: their updates and switches cost nothing, so a
+    simulated pause of 0 s would have real runs of the policy weigh a switch as free."""
     import statistics
 
     from syncswitch.runfolder import read_json
@@ -341,6 +342,8 @@ def speed_from_runs(run_dirs, target: str, rule: str) -> dict:
     ratios, pauses = [], []
     for run_dir in run_dirs:
         summary = (read_json(run_dir, "summary.json") or {}) if run_dir else {}
+        if summary.get("backend") == "simulator":
+            continue
         for decision in (summary.get("switch_speed") or {}).get("decisions", []):
             values = decision.get("values") or {}
             decided = decision.get("action") in ("keep", "back")  # a trial's verdict, not its measuring on
