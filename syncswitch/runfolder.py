@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import os
+import statistics
 
 from syncswitch.errors import SpecError
 
@@ -141,6 +143,20 @@ def read_records(run_dir: str, required: bool = False) -> list[dict]:
         if isinstance(record, dict):
             records.append(record)
     return records
+
+
+def training_loss_ends(run_dir: str, span: float = 0.02) -> tuple[float, float] | None:
+    """(where the training loss began, where it ended): the medians of the workers' loss reports over the first and
+    the last `span` of the workload they cover; None without finite reports."""
+    reports = sorted((float(r["fraction"]), float(r["loss"])) for r in read_records(run_dir)
+                     if r.get("kind") == "metrics" and isinstance(r.get("loss"), (int, float))
+                     and isinstance(r.get("fraction"), (int, float)) and math.isfinite(r["loss"]))
+    if not reports:
+        return None
+    first, last = reports[0][0], reports[-1][0]
+    began = [loss for f, loss in reports if f <= first + span]
+    ended = [loss for f, loss in reports if f >= last - span]
+    return statistics.median(began), statistics.median(ended)
 
 
 def metrics_reached(run_dir: str) -> float:

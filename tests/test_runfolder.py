@@ -4,7 +4,8 @@ import json
 
 import pytest
 
-from syncswitch.runfolder import RunFolderError, RunSummary, metrics_reached, read_records, read_summary
+from syncswitch.runfolder import (RunFolderError, RunSummary, metrics_reached, read_records, read_summary,
+                                  training_loss_ends)
 
 ROLLBACK = {"action": "rollback to 20.0%, continue with bsp"}
 FALL_BACK = {"action": "fall back at 42.0%, continue with bsp"}
@@ -47,3 +48,14 @@ def test_metrics_keep_their_order_and_lose_only_a_torn_last_line(tmp_path):
     (tmp_path / "metrics.jsonl").write_text(lines[0] + "\n{oops\n" + lines[1] + "\n")
     with pytest.raises(RunFolderError, match="metrics.jsonl:2: not a JSON record"):
         read_records(str(tmp_path))
+
+
+def test_the_training_loss_ends_are_the_medians_of_the_first_and_last_reports(tmp_path):
+    reports = [(0.0, 2.3), (0.01, 2.4), (0.015, 2.2), (0.5, 1.0), (0.97, 0.5), (0.99, float("nan")), (0.99, 0.3),
+               (1.0, 0.4)]
+    lines = [json.dumps({"kind": "metrics", "fraction": f, "loss": loss}) for f, loss in reports]
+    lines.append(json.dumps({"kind": "evaluation", "fraction": 1.0, "loss": 9.0}))  # the test loss is not training's
+    (tmp_path / "metrics.jsonl").write_text("\n".join(lines) + "\n")
+    assert training_loss_ends(str(tmp_path)) == pytest.approx((2.3, 0.35))  # 0.97 lies before the last 0.02
+    (tmp_path / "metrics.jsonl").write_text(json.dumps({"kind": "metrics", "fraction": 0.1}) + "\n")
+    assert training_loss_ends(str(tmp_path)) is None

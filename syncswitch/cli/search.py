@@ -67,11 +67,11 @@ def _progress(echo, target: str):
                 echo(f"  pilot {info['repeat'] + 1} at {_pct(info['switch_at'])}: running ...")
             else:
                 echo(f"  pilot {info['repeat'] + 1} at {_pct(info['switch_at'])}: reused, accuracy "
-                     f"{_acc(info['accuracy'])} in {info['time_s']:.0f} s{_rolled_back(info)}")
+                     f"{_acc(info['accuracy'])} in {_secs(info['time_s'])}{_rolled_back(info)}")
         elif kind == "pilot_done":
             where = f" ({info['run_dir']})" if info.get("run_dir") else ""
             echo(f"  pilot {info['repeat'] + 1} at {_pct(info['switch_at'])}: accuracy {_acc(info['accuracy'])} "
-                 f"in {info['time_s']:.0f} s{_rolled_back(info)}{where}")
+                 f"in {_secs(info['time_s'])}{_rolled_back(info)}{where}")
         elif kind == "setting_done":
             verdict = "within the margin" if info["accepted"] else "outside the margin"
             echo(f"  => mean {_acc(info['mean_accuracy'])}: {verdict}")
@@ -80,7 +80,15 @@ def _progress(echo, target: str):
 
 
 def _rolled_back(info) -> str:
+    if info.get("learned") is False:
+        return "; its training loss did not fall: counts as failed"
     return "; the guard rolled its switch back: counts as failed" if info.get("rolled_back") else ""
+
+
+def _secs(t: float) -> str:
+    """Seconds as a pilot's time reads: whole seconds, or two digits where that shows 0 (a simulated pilot's
+    cluster time at a small per-step cost)."""
+    return f"{t:.0f} s" if t >= 10 else f"{t:.2g} s"
 
 
 def _acc(a) -> str:
@@ -127,7 +135,7 @@ def run_cmd(job, runs, threshold, max_settings, bsp_runs, target_accuracy, worke
     switching = storemod.switching_for_spec(job_spec)
     pilots, simulation = _pilots(job_spec, root, simulated, arrivals, step_time)
     if simulation:  # simulated pilots are cached apart from real ones, and the stored policy says so
-        switching = {**switching, "simulated": simulation}
+        switching = {**switching, "simulated": _cached_as(simulation)}
     then = specmod.switch_target(job_spec.policy).protocol  # the pilots keep the job's own switch target
     cache = storemod.pilot_cache_for(signature, switching)
     if fresh:
@@ -163,12 +171,31 @@ def run_cmd(job, runs, threshold, max_settings, bsp_runs, target_accuracy, worke
                + (" - the switch target is slower than BSP on this job: pure BSP" if result.stopped == "target-slower"
                   else " - no earlier switch kept the accuracy: pure BSP" if result.switch_at == 1.0 else ""))
     click.echo(f"accuracy {_acc(record.achieved_mean)} vs target {result.target_accuracy:.4f} +/- {threshold:g}; "
-               f"{result.runs} pilot(s), {result.new_runs} new; cost {result.cost_s:.0f} s"
+               f"{result.runs} pilot(s), {result.new_runs} new; cost {_secs(result.cost_s)}"
                + (f" = {result.cost_bsp:.2f}x one BSP training" if result.cost_bsp else ""))
+    if simulation:
+        click.echo(_simulated_line(simulation))
     if record.speed:
         click.echo(_speed_line(record.speed, job_spec.policy.switch_speed))
     click.echo(f"stored as policy {signature[:12]}; `syncswitch submit {job}` will use it" if not no_store
                else "not stored (--no-store)")
+
+
+def _cached_as(simulation: dict) -> dict:
+    """What sets simulated pilots apart in the cache: a per-step cost measured here is left out. Measured anew by
+    every call (and never twice the same), it made each call a fresh search, so a search cut short by a time limit
+    never resumed; it scales a pilot's seconds and changes nothing a pilot trains."""
+    if not simulation["step_time_calibrated"]:
+        return simulation
+    return {key: value for key, value in simulation.items() if key != "step_time_s"}
+
+
+def _simulated_line(simulation: dict) -> str:
+    """What the simulated pilots' seconds are: steps of the per-step cost, with no communication in them."""
+    how = "measured here: one gradient of the per-worker batch" if simulation["step_time_calibrated"] else "given"
+    return (f"simulated on {simulation['workers']} workers ({simulation['arrivals']}); the times are steps of "
+            f"{simulation['step_time_s'] * 1000:.3g} ms ({how}), with no communication: compare them with each "
+            "other, not with a real cluster's; speeds are not simulated: a real run judges its target's speed itself")
 
 
 def _speed_line(speed: dict, spec) -> str:

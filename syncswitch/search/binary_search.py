@@ -35,11 +35,14 @@ class PilotResult:
     # The speed rule's trial found the switch target slower than BSP and the pilot went back to BSP: no switch point
     # buys time on this job, so the search stops there (pure BSP).
     slower: bool = False
+    # Whether the pilot's training loss fell (search/pilot_runs.py); None where unknown. A run that did not train
+    # completed, but its accuracy is an untrained model's: it can neither set the target nor vouch for a point.
+    learned: bool | None = None
 
     @property
     def ok(self) -> bool:
         a = self.converged_accuracy
-        return a is not None and math.isfinite(a) and not self.rolled_back
+        return a is not None and math.isfinite(a) and not self.rolled_back and self.learned is not False
 
 
 RunPilot = Callable[[float, int], PilotResult]
@@ -190,7 +193,8 @@ class _Pilots:
 
     def _emit_result(self, kind: str, switch_at: float, repeat: int, role: str, result: PilotResult) -> None:
         self.emit(kind, switch_at=switch_at, repeat=repeat, role=role, accuracy=result.converged_accuracy,
-                  time_s=result.total_time_s, run_dir=result.run_dir, rolled_back=result.rolled_back)
+                  time_s=result.total_time_s, run_dir=result.run_dir, rolled_back=result.rolled_back,
+                  learned=result.learned)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -211,6 +215,13 @@ def _reference(pilots: _Pilots, bsp_runs: int, target_accuracy: float | None) ->
     accuracies = tuple(r.converged_accuracy if r.ok else None for r in results)
     usable = [a for a in accuracies if a is not None]
     if not usable:
+        untrained = [r for r in results if r.learned is False]
+        if untrained:
+            raise SearchError(
+                f"{len(untrained)} of {bsp_runs} BSP reference run(s) did not train (the training loss ended no lower "
+                f"than it began, e.g. {untrained[0].run_dir}/metrics.jsonl) and the rest failed: their accuracy is an "
+                "untrained model's, no target to search against; give the job a learning rate and batch size that "
+                "train on this many workers, or give the target accuracy")
         raise SearchError(f"all {bsp_runs} BSP reference run(s) failed; no target accuracy to search against")
     return _Reference(statistics.fmean(usable), accuracies, tuple(r.run_dir for r in results if r.ok and r.run_dir),
                       tuple(r.total_time_s for r in results))

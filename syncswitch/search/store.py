@@ -260,12 +260,15 @@ class JsonPilotCache(MutableMapping):
 
     def __getitem__(self, key):
         from syncswitch.search.binary_search import PilotResult
+        from syncswitch.search.pilot_runs import learned
 
         doc = self._data[self._key(key)]
         acc = doc.get("converged_accuracy")
+        # A pilot cached before the cache kept `learned` is judged from its folder, where that is still there.
+        trained = doc["learned"] if "learned" in doc else learned(doc.get("run_dir"))
         return PilotResult(None if acc is None or (isinstance(acc, float) and math.isnan(acc)) else float(acc),
                            float(doc.get("total_time_s", 0.0)), doc.get("run_dir"), bool(doc.get("rolled_back")),
-                           bool(doc.get("slower")))
+                           bool(doc.get("slower")), trained)
 
     def __setitem__(self, key, result) -> None:
         acc = result.converged_accuracy
@@ -275,6 +278,7 @@ class JsonPilotCache(MutableMapping):
             "run_dir": result.run_dir,
             "rolled_back": bool(result.rolled_back),
             "slower": bool(result.slower),
+            "learned": result.learned,
         }
         with _locked(self.path):
             atomic_write_json(self.path, {"version": STORE_VERSION, "pilots": self._data})
@@ -329,7 +333,8 @@ def speed_from_runs(run_dirs, target: str, rule: str) -> dict:
     """The switch target's throughput as a share of BSP's, the median over the runs whose speed rule measured it
     side by side with BSP's in a trial (summary.json `switch_speed`), and the median pause of the runs' switches out
     of BSP (`switches[].overhead_s`): a later run's speed rule weighs a switch by it before it has switched. {} where
-    the runs measured neither."""
+    the runs measured neither. Simulated runs measure nothing here: their updates and switches cost nothing, so a
+    simulated pause of 0 s would have real runs of the policy weigh a switch as free."""
     import statistics
 
     from syncswitch.runfolder import read_json
@@ -337,6 +342,8 @@ def speed_from_runs(run_dirs, target: str, rule: str) -> dict:
     ratios, pauses = [], []
     for run_dir in run_dirs:
         summary = (read_json(run_dir, "summary.json") or {}) if run_dir else {}
+        if summary.get("backend") == "simulator":
+            continue
         for decision in (summary.get("switch_speed") or {}).get("decisions", []):
             values = decision.get("values") or {}
             decided = decision.get("action") in ("keep", "back")  # a trial's verdict, not its measuring on

@@ -35,6 +35,7 @@ def calibrate_step_time(job_spec, steps: int = 20) -> float:
 def simulated_pilot_factory(job_spec, output_root: str, arrivals: str, step_time: float):
     """run_pilot(switch_at, repeat) -> PilotResult, each pilot a simulated run on cluster.workers workers."""
     from syncswitch.search.binary_search import PilotResult
+    from syncswitch.search.pilot_runs import learned
 
     def run_pilot(switch_at: float, repeat: int) -> PilotResult:
         seed = job_spec.seed + repeat
@@ -45,6 +46,6 @@ def simulated_pilot_factory(job_spec, output_root: str, arrivals: str, step_time
         accuracy = summary.get("converged_accuracy") if summary.get("status") == "completed" else None
         rolled_back = any(not e.get("action", "").startswith("none") for e in summary.get("guard_events") or [])
         return PilotResult(converged_accuracy=accuracy, total_time_s=summary.get("total_time_s") or 0.0,
-                           run_dir=run_dir, rolled_back=rolled_back)
+                           run_dir=run_dir, rolled_back=rolled_back, learned=learned(run_dir))
 
     return run_pilot

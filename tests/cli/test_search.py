@@ -163,6 +163,17 @@ def test_simulate_accepts_several_settings_in_one_value(runner, setup1_manifest)
     assert [(r["recurring"], r["bsp_runs"]) for r in json.loads(result.output)] == [(False, 1), (True, 0)]
 
 
+def test_a_simulated_search_says_what_its_seconds_are():
+    from syncswitch.cli.search import _secs, _simulated_line
+
+    line = _simulated_line({"workers": 64, "arrivals": "speeds:0.2", "step_time_s": 0.00187,
+                            "step_time_calibrated": True})
+    assert "64 workers (speeds:0.2)" in line and "1.87 ms (measured here" in line and "no communication" in line
+    assert "(given)" in _simulated_line({"workers": 8, "arrivals": "round-robin", "step_time_s": 0.05,
+                                         "step_time_calibrated": False})
+    assert [_secs(t) for t in (0.142, 2.3, 9.96, 10.4, 349.0)] == ["0.14 s", "2.3 s", "10 s", "10 s", "349 s"]
+
+
 def test_the_search_says_what_its_pilots_measured_of_speed_and_pause():
     from syncswitch.cli.search import _speed_line
     from syncswitch.spec.model import SwitchSpeedSpec

@@ -171,6 +171,30 @@ def test_all_reference_runs_failing_is_a_clear_error():
         binary_search(lambda s, r: PilotResult(None, 1.0), bsp_runs=2)
 
 
+def test_bsp_references_that_did_not_train_set_no_target(tmp_path):
+    # The quickstart at 32 workers as shipped: BSP completes at chance (0.10-0.18), the loss never falls; the search
+    # had taken that as its target and accepted every switch point against it.
+    def pilots(s, r):
+        return PilotResult(0.14, 1.0, f"/runs/{s}-{r}", learned=False)
+
+    with pytest.raises(SearchError, match=r"3 of 3 BSP reference run\(s\) did not train .*/runs/1.0-0/metrics.jsonl"):
+        binary_search(pilots, bsp_runs=3)
+
+
+def test_a_pilot_that_did_not_train_neither_sets_the_target_nor_vouches_for_a_point():
+    def pilots(s, r):
+        untrained = (s, r) == (1.0, 1) or s == 0.25
+        return PilotResult(0.14 if untrained else BSP_ACC, 10.0, f"/runs/{s}-{r}", learned=not untrained)
+
+    events = []
+    result = binary_search(pilots, max_settings=3, bsp_runs=2, on_event=lambda kind, **i: events.append((kind, i)))
+    assert result.target_accuracy == BSP_ACC and result.reference_runs == ("/runs/1.0-0",)
+    assert [(p.switch_at, p.accepted) for p in result.points] == [(0.5, True), (0.25, False), (0.375, True)]
+    assert [i["learned"] for kind, i in events if kind == "pilot_done" and i["switch_at"] == 0.25] == [False]
+    unknown = PilotResult(BSP_ACC, 1.0)  # a folder without loss reports: not held against the pilot
+    assert unknown.learned is None and unknown.ok
+
+
 def test_the_completed_bsp_references_are_the_result_s_reference_runs():
     def pilots(s, r):
         return PilotResult(None if (s, r) == (1.0, 1) else BSP_ACC, 10.0, f"/runs/{s}-{r}")

@@ -131,6 +131,22 @@ def test_pilot_cache_persists_and_survives_reload(tmp_path):
     assert json.loads(path.read_text())["version"] == 1
     cache[(0.125, 0)] = PilotResult(0.9, 60.0, "/runs/b", rolled_back=True)
     assert JsonPilotCache(path)[(0.125, 0)].rolled_back and not JsonPilotCache(path)[(0.125, 0)].ok
+    cache[(0.0625, 0)] = PilotResult(0.14, 1.0, "/runs/c", learned=False)
+    assert JsonPilotCache(path)[(0.0625, 0)].learned is False and JsonPilotCache(path)[(0.5, 0)].learned is None
+
+
+def test_a_pilot_cached_without_the_learned_flag_is_judged_from_its_folder(tmp_path):
+    run = tmp_path / "run"
+    run.mkdir()
+    reports = [{"kind": "metrics", "fraction": f, "loss": loss} for f, loss in ((0.0, 2.3), (0.5, 2.4), (1.0, 2.2))]
+    (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in reports))
+    path = tmp_path / "pilots.json"
+    old = {"converged_accuracy": 0.14, "total_time_s": 1.0, "run_dir": str(run), "rolled_back": False, "slower": False}
+    gone = {**old, "run_dir": str(tmp_path / "deleted")}
+    path.write_text(json.dumps({"version": 1, "pilots": {"1.0/0": old, "1.0/1": gone}}))
+    cache = JsonPilotCache(path)
+    assert cache[(1.0, 0)].learned is False and not cache[(1.0, 0)].ok  # 2.3 -> 2.2: did not train
+    assert cache[(1.0, 1)].learned is None and cache[(1.0, 1)].ok  # no folder left to tell
     path.write_text("garbage")
     with pytest.raises(StoreError, match="pilot cache"):
         JsonPilotCache(path)

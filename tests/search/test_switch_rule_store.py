@@ -83,3 +83,12 @@ def test_pilots_whose_speeds_were_judged_are_another_setting(job_file):
                                          "pause_steps": 4.0, "relaunch_pause_s": 2.5, "hoped": 1.25, "trial_reports": 2,
                                          "trial_max_reports": 8, "sigmas": 2.0, "bsp_reports": 10}
     assert "switch_speed" not in off  # off: what was stored before
+
+
+def test_simulated_pilots_give_no_stored_pause(tmp_path):
+    # A simulated switch costs nothing (overhead 0): stored, real runs of the policy would weigh a switch as free.
+    runs = [_summary(tmp_path / f"p{i}", [], [{"from": "bsp", "to": "local-sgd", "overhead_s": 0.0}]) for i in range(2)]
+    for run in runs:
+        path = tmp_path / run / "summary.json"
+        path.write_text(json.dumps({**json.loads(path.read_text()), "backend": "simulator"}))
+    assert speed_from_runs(runs, "local-sgd", "measured") == {}

@@ -49,6 +49,35 @@ def test_bad_input_is_one_line_and_a_nonzero_exit(digits_job, tmp_path, args, me
     assert len(result.output.strip().splitlines()) == 1
 
 
+def test_a_simulated_search_whose_bsp_does_not_train_stops_with_one_line_and_stores_nothing(digits_job, tmp_path,
+                                                                                            monkeypatch):
+    # A rate too small to move the loss: the BSP reference completes at an untrained model's accuracy (as the
+    # quickstart's does at 32 workers as shipped), and a search against it would accept any switch point.
+    monkeypatch.setenv("SYNCSWITCH_HOME", str(tmp_path / "home"))
+    result = invoke("search", digits_job, "--simulate", "--workers", 4, "--runs", 1, "--bsp-runs", 1,
+                    "--max-settings", 2, "--step-time", 0.05, "--output-dir", tmp_path / "pilots",
+                    "--set", "hyperparameters.learning_rate=0.0000001")
+    assert result.exit_code == 2, result.output
+    assert "1 of 1 BSP reference run(s) did not train" in result.output and "Traceback" not in result.output
+    assert [p.name for p in (tmp_path / "pilots").iterdir()] == ["switch1.0000-r0"]  # no candidate ran
+    assert not (tmp_path / "home" / "policies.json").exists()
+
+
+def test_a_simulated_search_with_a_measured_step_cost_resumes_from_its_cache(digits_job, tmp_path, monkeypatch):
+    # The per-step cost is measured anew by every call: it must not make the next call a fresh search.
+    monkeypatch.setenv("SYNCSWITCH_HOME", str(tmp_path / "home"))
+    args = ("--simulate", "--workers", 4, "--runs", 1, "--bsp-runs", 1, "--max-settings", 1,
+            "--output-dir", tmp_path / "pilots", "--format", "json")
+    docs = []
+    for _ in range(2):
+        result = invoke("search", digits_job, *args)
+        assert result.exit_code == 0, result.output
+        docs.append(json.loads(result.output[result.output.index("{"):]))
+    assert [d["search"]["new_runs"] for d in docs] == [2, 0]
+    assert all(d["policy"]["settings"]["simulated"]["step_time_calibrated"] for d in docs)
+    assert "step_time_s" in docs[1]["policy"]["settings"]["simulated"]  # the stored policy still says what it was
+
+
 def test_search_runs_its_pilots_in_the_simulator_and_says_so_in_the_stored_policy(digits_job, tmp_path, monkeypatch):
     monkeypatch.setenv("SYNCSWITCH_HOME", str(tmp_path / "home"))
     result = invoke("search", digits_job, "--simulate", "--workers", 16, "--runs", 1, "--bsp-runs", 1,
