@@ -469,9 +469,9 @@ SAFETY_NOTE = (
     "run against its seed's BSP run where the file pairs them. The quickstart and digits rows: 2026-11-26 at 7017876 "
     "(five calls under /work/bin/heavy beside other jobs): these 4-8 s jobs stay synchronous without a trial in "
     "every run, in place and by relaunch, and each such run equals its seed's BSP run to the last digit. The ResNet "
-    "(4 workers, BSP by all-reduce) at 4ee6c4f, five calls under /work/bin/heavy beside one other job (its time "
-    "ratios are noise): 3 runs stayed synchronous, 6 tried local SGD (0.81-1.06x BSP's throughput) and went back "
-    "(3 by the speed rule, 3 by the guard on a stalled loss), 1 kept it; no relaunch variant. MNIST-1D (4 workers) at "
+    "(4 workers, BSP by all-reduce) at 2d6c8f1, five calls under /work/bin/heavy beside other jobs (its time "
+    "ratios are noise): every run stayed synchronous without a trial (a trial that goes back, rolled back to its "
+    "start, would cost more than local SGD could win) and equals its seed's BSP run; no relaunch variant. MNIST-1D (4 workers) at "
     "4ee6c4f, five calls under /work/bin/quiet with nothing else running: 9 of 10 runs kept local SGD (1.11-1.21x "
     "BSP's throughput), one went back at 1.09x; the switched runs took 0.90 [0.83, 1.03]x their seed's BSP time.")
 SWITCH_SPEED_NOTE = (
@@ -487,9 +487,14 @@ SWITCH_SPEED_NOTE = (
     "MNIST-1D on 4 workers (4ee6c4f, five calls under /work/bin/quiet, nothing else running): the one shipped job on "
     "which a switch pays on this machine; local SGD measured 1.09-1.21x BSP's throughput in its trial, 9 of 10 runs "
     "kept it, one went back at 1.09x (under the 1.1x bar)."
-    " The ResNet on 4 workers (4ee6c4f, under /work/bin/heavy beside one other job: time ratios are noise): the "
-    "paper's ASP schedule ends 0.9 points under BSP's median; its 6 trials that went back continued from the model "
-    "ASP had moved, and 5 of them ended 1.4-4.0 points under their seed's BSP run (notebook coordinator-4).")
+    " The ResNet on 4 workers (2d6c8f1, under /work/bin/heavy beside one or two other jobs: time ratios are noise): "
+    "every run stayed synchronous without a trial and ended with its seed's BSP accuracy to the last digit; a trial "
+    "that goes back is now rolled back to its start, and the speed rule priced one at 3.8-4.8 s (two pauses "
+    "predicted from BSP's step and the trial's whole length) against the 0.7-1.6 s a 1.25x target could win in the "
+    "10-19 s BSP had left. At 4ee6c4f, with trials priced at 0.5 s and continued from the target's weights when they "
+    "went back, 6 of the ASP schedule's 7 runs that went back ended 0.6-4.0 points under their seed's BSP run; the "
+    "figure 'A speed trial that goes back leaves no mark' below tries every switch on this job at the current code "
+    "(notebook coordinator-5).")
 SWITCH_HAPPENS_NOTE = (
     "At 4ee6c4f, five calls under /work/bin/heavy beside one other job. The switch rule moved every switch past the "
     "schedule's 0.25 to 0.40-0.62 (the loss had left its early regime there) or kept the run synchronous past its "
