@@ -471,9 +471,10 @@ SAFETY_NOTE = (
     "every run, in place and by relaunch, and each such run equals its seed's BSP run to the last digit. The ResNet "
     "(4 workers, BSP by all-reduce) at 2d6c8f1, five calls under /work/bin/heavy beside other jobs (its time "
     "ratios are noise): every run stayed synchronous without a trial (a trial that goes back, rolled back to its "
-    "start, would cost more than local SGD could win) and equals its seed's BSP run; no relaunch variant. MNIST-1D (4 workers) at "
-    "4ee6c4f, five calls under /work/bin/quiet with nothing else running: 9 of 10 runs kept local SGD (1.11-1.21x "
-    "BSP's throughput), one went back at 1.09x; the switched runs took 0.90 [0.83, 1.03]x their seed's BSP time.")
+    "start, would cost more than local SGD could win) and equals its seed's BSP run; no relaunch variant. MNIST-1D "
+    "(4 workers) at 4ee6c4f, five calls under /work/bin/quiet with nothing else running: 9 of 10 runs kept local "
+    "SGD (1.11-1.21x BSP's throughput), one went back at 1.09x; the switched runs took 0.90 [0.83, 1.03]x their "
+    "seed's BSP time.")
 SWITCH_SPEED_NOTE = (
     "The first three workloads are the shipped jobs, the next three the jobs nobody tuned for (bench/workloads/: BSP "
     "still on its initial plateau at a quarter of the workload), then the shipped ResNet and MNIST-1D jobs on 4 "
