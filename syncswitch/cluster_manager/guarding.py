@@ -89,8 +89,8 @@ class GuardRuntime:
         rung from where the trial started (None where the guard is off or no rung is left). The verdict's onset is
         the trial phase's start, so the rollback's target is the checkpoint taken there, before the target's first
         step: a slower target leaves no mark on the model. Its evaluations were held through the trial, so nobody
-        judged the target's weights; continued from, an ASP trial's 14% of a ResNet run left the run 0.6-4.0 points
-        below the same seed's BSP run in 6 of 10 seeds (`bench/notebook/`)."""
+        judged the target's weights; continued from, ASP trials of up to 35% of a 4-worker ResNet run left 6 of the 7
+        runs that went back 0.6-4.0 points below the same seed's BSP run (`bench/notebook/`)."""
         return self._decide(dataclasses.replace(verdict, onset=min(verdict.onset, self._phase_start)))
 
     def on_checkpoint(self, path: str, fraction: float, samples: int) -> None:
