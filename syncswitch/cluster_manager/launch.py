@@ -7,8 +7,8 @@ import json
 import os
 
 from syncswitch.cluster_manager.checkpoints import checkpoint_folder
-from syncswitch.policies.speed import REPORT_INTERVAL_S, REPORT_WINDOW
 from syncswitch.cluster_manager.plan import SwitchMode
+from syncswitch.policies.speed import REPORT_INTERVAL_S, REPORT_WINDOW
 from syncswitch.wire import agent_pb2 as pb
 from syncswitch.wire.codec import struct
 

@@ -161,6 +161,11 @@ class SwitchSpeedPolicy(abc.ABC):
         step = self.bsp_step(bsp) or 0.0
         return s.pause_cpu_s / min(1.0, costs.cpus_per_node or 1.0) + s.pause_steps * step, "cpu budget and step"
 
+    @staticmethod
+    def _time_left(bsp: float, samples_left: float) -> float:
+        """The seconds BSP would take over the workload's `samples_left` at its measured `bsp` examples/s."""
+        return max(0.0, samples_left) / bsp
+
     def trial_length(self, bsp: float | None) -> float:
         """A trial's expected length in seconds: its first step, then a report every REPORT_WINDOW steps at BSP's step
         time or every REPORT_INTERVAL_S, whichever comes first, for the mean of `trial_reports` and
@@ -179,7 +184,7 @@ class SwitchSpeedPolicy(abc.ABC):
         s = self.settings
         if s.margin is not None or not bsp or samples_left is None:
             return True, {}
-        (pause, source), left_s = self.pause(bsp), max(0.0, samples_left) / bsp
+        (pause, source), left_s = self.pause(bsp), self._time_left(bsp, samples_left)
         trial = self.trial_length(bsp)
         loss = 2 * pause + trial
         gain = left_s * (1 - 1 / s.hoped) - pause
@@ -201,7 +206,7 @@ class SwitchSpeedPolicy(abc.ABC):
         if keeping or not bsp or samples_left is None:
             return s.noise, {}
         pause, source = self.pause(bsp)
-        left_s = max(0.0, samples_left) / bsp
+        left_s = self._time_left(bsp, samples_left)
         pay_back = float("inf") if pause >= left_s else 1.0 / (1.0 - pause / left_s)
         return max(s.noise, pay_back), {**self._cost_values(bsp, pause, source), "bsp_time_left_s": left_s}
 
@@ -257,22 +262,6 @@ class SwitchSpeedPolicy(abc.ABC):
         """During a trial: None while the measure is short, MEASURE on while it is within the noise of the bar,
         KEEP the target, or BACK to BSP."""
         return None
-
-
-    def _measuring_spent(self, bsp: float, measured: float, best: float, samples_left: float | None) -> dict | None:
-        """None while a trial may measure on; else the numbers that end it. A trial that goes back is rolled back:
-        it throws away its whole length and pays its two pauses. Once that is more than a target at the top of its
-        noise band (`best` times BSP's speed) could still win in the time BSP has left, measuring on can only lose:
-        the ratio decides. (ResNet-4's trials measured on to the cap: 20-35% of the workload thrown away.)"""
-        if samples_left is None or self.left_at_switch is None or measured <= 0:
-            return None
-        trial_s = max(0.0, self.left_at_switch - samples_left) / measured
-        cost = trial_s + 2 * self.pause(bsp)[0]
-        left_s = max(0.0, samples_left) / bsp
-        gain = left_s * (1 - 1 / best) if best > 1 else 0.0
-        if cost < gain:
-            return None
-        return {"trial_so_far_s": trial_s, "rollback_cost_s": cost, "best_gain_s": gain, "bsp_time_left_s": left_s}
 
 
 class IgnoreSpeed(SwitchSpeedPolicy):
@@ -335,6 +324,21 @@ class MeasuredSpeed(SwitchSpeedPolicy):
         if known.ratio < needed:
             return SpeedDecision(STAY, fraction, f"{said}; {self._needs(needed, cost)}", values)
         return SpeedDecision(SWITCH, fraction, said, values)
+
+    def _measuring_spent(self, bsp: float, measured: float, best: float, samples_left: float | None) -> dict | None:
+        """None while a trial may measure on; else the numbers that end it. A trial that goes back is rolled back:
+        it throws away its whole length and pays its two pauses. Once that is more than a target at the top of its
+        noise band (`best` times BSP's speed) could still win in the time BSP has left, measuring on can only lose:
+        the ratio decides. (ResNet-4's trials measured on to the cap: 20-35% of the workload thrown away.)"""
+        if samples_left is None or self.left_at_switch is None or measured <= 0:
+            return None
+        trial_s = max(0.0, self.left_at_switch - samples_left) / measured
+        cost = trial_s + 2 * self.pause(bsp)[0]
+        left_s = self._time_left(bsp, samples_left)
+        gain = left_s * (1 - 1 / best) if best > 1 else 0.0
+        if cost < gain:
+            return None
+        return {"trial_so_far_s": trial_s, "rollback_cost_s": cost, "best_gain_s": gain, "bsp_time_left_s": left_s}
 
     def after_trial(self, fraction: float, target: str, samples_left: float | None = None) -> SpeedDecision | None:
         """A sequential decision: from `trial_reports` a worker on, KEEP or BACK as soon as the bar lies outside the
