@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import dataclasses
-import random
 import sys
 
-import numpy
 import tensorflow as tf
 
 from syncswitch.node import replica as replicamod
@@ -299,12 +297,10 @@ def build(launch, total: int, module, params: dict, cluster) -> TrainGraph:
     batch = _one_batch(launch, protocols)
     graph = tf.Graph()
     with graph.as_default():
-        # The job's seed fixes the initialization: TensorFlow's ops take theirs from the graph's seed, but an
-        # initializer without its own seed (Keras' defaults) draws one from Python's random state, and a user's
-        # model_fn may draw from numpy's: both start differently in every process unless seeded here.
-        v1.set_random_seed(launch.seed)
-        random.seed(launch.seed)
-        numpy.random.seed(launch.seed % 2**32)
+        # The job's seed fixes the initialization: TensorFlow's ops take theirs from the graph's seed, an initializer
+        # without its own seed (Keras' defaults) from Keras' seed generator, and a user's model_fn may draw from
+        # Python's or numpy's random state: each starts differently in every process unless seeded here.
+        scriptmod.seed_random_state(launch.seed)
         setter = v1.train.replica_device_setter(
             ps_tasks=len(launch.ps_hosts), worker_device=f"/job:worker/task:{index}", cluster=cluster,
             ps_strategy=GreedyByteStrategy(len(launch.ps_hosts)))

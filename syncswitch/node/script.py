@@ -45,6 +45,17 @@ def load_script(path: str) -> types.ModuleType:
     return module
 
 
+def seed_random_state(seed: int) -> None:
+    """Seed what a script's model draws its initial weights from, one way for a worker's graph and the simulator:
+    Python's, numpy's and TensorFlow's random state (building a graph: that graph's seed) and Keras' own generator of
+    the seeds of initializers made without one (its layers' defaults). Keras draws those from its generator, not
+    from Python's random state, so what an input_fn takes from the latter (importing scikit-learn does) leaves the
+    weights alone, and a worker draws the simulator's weights for the same seed."""
+    import tensorflow as tf
+
+    tf.keras.utils.set_random_seed(seed % 2**32)  # numpy's seeds are 32-bit
+
+
 def num_train_examples(module, path: str, params: dict) -> int | None:
     """The script's `num_examples("train", params)` if it defines one."""
     return num_examples(module, path, "train", params)

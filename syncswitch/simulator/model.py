@@ -22,8 +22,8 @@ class GradientModel:
 
     def __init__(self, job, seed: int):
         tf.keras.backend.clear_session()
-        # Python's, numpy's and TensorFlow's seeds: Keras draws an unseeded initializer's seed from Python's.
-        tf.keras.utils.set_random_seed(seed)
+        # As a worker seeds its graph: the same seed draws the same initial weights and the same data order.
+        scriptmod.seed_random_state(seed)
         self.job, self.params = job, dict(job.params)
         self.module = scriptmod.load_script(job.script)
         train = scriptmod.call_input_fn(self.module, job.script, "train", job.hyperparameters.batch_size,
