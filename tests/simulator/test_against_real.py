@@ -4,6 +4,9 @@ measured): the real final accuracy lies within the simulated seeds' spread (wide
 
 from __future__ import annotations
 
+import os
+
+import numpy as np
 import pytest
 
 pytest.importorskip("tensorflow")
@@ -13,6 +16,7 @@ from syncswitch.cluster_manager import submission
 from syncswitch.simulator.arrivals import arrival_model
 from syncswitch.simulator.run import Options, Simulation
 
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SEEDS = 5
 NOISE = 0.03  # 360 test examples: one evaluation's standard error at 0.9 is about 0.016
 
@@ -35,3 +39,33 @@ def test_a_real_run_lies_within_its_simulations_seed_spread(digits_job, tmp_path
         simulated.append(summary["final_accuracy"])
     assert min(simulated) - NOISE <= real["final_accuracy"] <= max(simulated) + NOISE, (real["final_accuracy"],
                                                                                        simulated)
+
+
+@pytest.mark.slow
+def test_a_real_bsp_run_is_its_simulation_update_for_update(tmp_path, no_leftovers):
+    """The all-reduce BSP engine averages the two workers' gradients into one momentum step, and the simulator's BSP
+    rule does the same arithmetic from the same initial weights on the same batches (test_model.py): on the
+    quickstart, the real chief's checkpoint at each evaluation point holds the simulated parameters after as many
+    updates, to float rounding, and both score the same accuracy there."""
+    overrides = ["policy.schedule=[{protocol: bsp}]", "policy.guard.enabled=false", "seed=2",
+                 "workload.epochs=2", "evaluation.every=0.25"]  # 125 updates, a checkpoint every 31-32
+    job = specmod.load(os.path.join(ROOT, "jobs", "quickstart.yaml"), overrides)
+    real = submission.submit(job, output_dir=str(tmp_path / "real"), progress=False)
+    assert real["status"] == "completed", real["message"]
+    sim = Simulation(job, Options(2, arrival_model("round-robin", 2, 2), 2, str(tmp_path / "sim")))
+    simulated = sim.run()
+    import tensorflow as tf
+
+    names = [w.name.split(":")[0] for w in sim.model.weights]
+    compared = 0
+    for path, (w, _, step, _) in sim.snapshots.items():
+        checkpoint = tmp_path / "real" / "checkpoints" / f"model.ckpt-{step}"
+        if step == 0 or not os.path.exists(f"{checkpoint}.index"):
+            continue
+        reader = tf.train.load_checkpoint(str(checkpoint))
+        weights = np.concatenate([reader.get_tensor(name).reshape(-1) for name in names])
+        np.testing.assert_allclose(weights, w, rtol=0, atol=1e-5, err_msg=f"after update {step}")
+        compared += 1
+    assert compared == 4, sim.snapshots.keys()
+    assert [round(e["accuracy"], 3) for e in sorted(real["evaluations"], key=lambda e: e["fraction"])] == \
+        [round(e["accuracy"], 3) for e in simulated["evaluations"]]
