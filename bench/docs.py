@@ -428,29 +428,38 @@ def ray_render(docs: list[dict]) -> list[str]:
                       spread_text(kill["lost_fraction"], 4)] for kill in recovery["kills"].values()])
 
 
-def sim_vs_real_render(docs: list[dict]) -> list[str]:
-    rows, counts = [], {}
+def sim_vs_real_rows(docs: list[dict]) -> list[dict]:
+    """The comparison's rows over its files in order; a later file's row replaces an earlier one's of the same job,
+    size, protocol and simulated cores (the cell measured again)."""
+    kept: dict = {}
     for doc in [d for d in docs if "rows" in d]:  # the others: the real runs a comparison read (protocols results)
         for r in doc["rows"]:
-            kind, n = r.get("cores", "own"), r.get("workers", 4)  # files before shared cores: a core each, 4 workers
-            agree, cells = counts.get((kind, n), (0, 0))
-            counts[(kind, n)] = (agree + r["within_real_spread"], cells + 1)
-            stale = " / ".join("-" if v is None else f"{v:.2f}"
-                               for v in (r.get("sim_staleness"), r.get("real_staleness")))
-            rows.append([r["job"], str(n), f"`{r.get('protocol') or r['variant']}`", SIM_CORES[kind],
-                         spread_text(r["sim"]), spread_text(r["real"]), stale,
-                         "yes" if r["within_real_spread"] else "no",
-                         "-" if r.get("rank_p") is None else f"{r['rank_p']:.2f}"])
+            # Files before shared cores: a core each, 4 workers.
+            kept[(r["job"], r.get("workers", 4), r.get("protocol") or r["variant"], r.get("cores", "own"))] = r
+    return list(kept.values())
+
+
+def sim_vs_real_render(docs: list[dict]) -> list[str]:
+    from bench.scale_vs_real import restat
+
+    rows, counts, kept = [], {}, sim_vs_real_rows(docs)
+    for r in kept:
+        kind, n = r.get("cores", "own"), r.get("workers", 4)
+        agree, cells = counts.get((kind, n), (0, 0))
+        counts[(kind, n)] = (agree + r["within_real_spread"], cells + 1)
+        stale = " / ".join("-" if v is None else f"{v:.2f}" for v in (r.get("sim_staleness"), r.get("real_staleness")))
+        rows.append([r["job"], str(n), f"`{r.get('protocol') or r['variant']}`", SIM_CORES[kind],
+                     spread_text(r["sim"]), spread_text(r["real"]), stale, "yes" if r["within_real_spread"] else "no",
+                     "-" if r.get("rank_p") is None else f"{r['rank_p']:.2f}"])
     said = [f"{SIM_CORES[kind]}, {n} workers: {a} of {c} protocol cells within the real runs' seed spread"
             for (kind, n), (a, c) in sorted(counts.items())]
-    chance = [d for d in docs if "expected_misses_by_chance" in d]
-    if chance:
-        cells = sum(len(d["rows"]) for d in chance)
+    if any("expected_misses_by_chance" in d for d in docs):
+        chance = restat([dict(r) for r in kept])  # over the rows shown, copies: restat writes each row's p
         said.append(f"a simulator whose runs were drawn from the real runs' own distribution would leave "
-                    f"{sum(d['expected_misses_by_chance'] for d in chance):g} of these {cells} cells out by chance "
+                    f"{chance['expected_misses_by_chance']:g} of these {len(kept)} cells out by chance "
                     f"(the median of 5 outside the [min, max] of 5 others: 1 in 6); the exact rank-sum test of "
-                    f"the two samples finds p < 0.05 in {sum(d['rank_p_under_0_05'] for d in chance)} of {cells} "
-                    f"({sum(d['expected_rank_p_under_0_05'] for d in chance):.1f} expected by chance)")
+                    f"the two samples finds p < 0.05 in {chance['rank_p_under_0_05']} of {len(kept)} "
+                    f"({chance['expected_rank_p_under_0_05']:.1f} expected by chance)")
     return ["; ".join(said) + ".", ""] + table(
         ["job", "workers", "protocol", "simulated workers", "simulated", "real", "ASP-type staleness sim / real",
          "within the real spread", "rank-sum p"], rows)

@@ -61,3 +61,15 @@ def test_user_facing_text_names_no_issue_numbers():
                 for node in ast.walk(tree):  # strings a user can see: messages, help texts (not docstrings)
                     if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings:
                         assert not ISSUE.search(node.value), (name, node.value[:80])
+
+
+def test_a_later_comparison_file_replaces_the_cells_it_measured_again():
+    def row(job, protocol, within):
+        return {"job": job, "workers": 2, "protocol": protocol, "cores": "shared", "within_real_spread": within}
+
+    earlier = {"rows": [row("quickstart", "bsp", False), row("digits-cnn", "bsp", True)]}
+    real_runs = {"jobs": {}}  # a protocols result the comparison read: no rows of its own
+    later = {"rows": [row("quickstart", "bsp", True), row("quickstart", "asp", True)]}
+    kept = docs.sim_vs_real_rows([earlier, real_runs, later])
+    assert [(r["job"], r["protocol"], r["within_real_spread"]) for r in kept] == [
+        ("quickstart", "bsp", True), ("digits-cnn", "bsp", True), ("quickstart", "asp", True)]
