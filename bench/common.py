@@ -66,12 +66,22 @@ def git_commit() -> str | None:
         return None
 
 
+def cpu_model() -> str | None:
+    """The processor's name (/proc/cpuinfo): speed ratios between frameworks differ from one host to another."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            return next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), None)
+    except OSError:
+        return None
+
+
 def machine_facts(argv=None) -> dict:
     facts = {"date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
              "cpu_count": os.cpu_count(), "python": platform.python_version(), "platform": platform.platform(),
              "git_commit": git_commit(),
              "command": " ".join(["python -m bench"] + list(argv)) if argv is not None
              else " ".join([os.path.relpath(sys.argv[0], ROOT)] + sys.argv[1:])}
+    facts["cpu_model"] = cpu_model()
     try:
         import psutil
 

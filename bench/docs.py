@@ -568,7 +568,9 @@ PEER_NAMES = {"single": "one process alone", "mwms": "TensorFlow's MultiWorkerMi
               "ps-strategy": "TensorFlow's ParameterServerStrategy with a ClusterCoordinator (asynchronous)",
               "bsp": "syncswitch BSP by all-reduce", "asp": "syncswitch ASP",
               "default": "syncswitch's default switch (BSP by all-reduce until the switch rule's point, 0.25 at the "
-                         "earliest, then `local-sgd` averaging by all-reduce every 2 steps)"}
+                         "earliest, then `local-sgd` averaging by all-reduce every 2 steps)",
+              "no-sync": "syncswitch's workers on their own copies, averaged once at the end (no communication: the "
+                         "nodes' ceiling for any protocol; its accuracy is not a result)"}
 
 
 PEERS_NOTE = (
@@ -601,9 +603,16 @@ PEERS_NOTE = (
     "0.96-1.08x MWMS's).")
 
 
+def peers_host(doc: dict) -> str:
+    """The host a cell ran on: the same two frameworks rank differently on two of this project's hosts."""
+    facts = doc.get("machine", {})
+    kernel = facts.get("platform", "?").split("-x86_64")[0]
+    return f"{facts['cpu_model']}, {kernel}" if facts.get("cpu_model") else kernel
+
+
 def peers_cell(doc: dict) -> str:
     budget = f"{doc['cpus_per_node']} CPU per node" if doc.get("cpus_per_node") else "no CPU budget"
-    return f"`jobs/{os.path.basename(doc['job'])}`, {budget}"
+    return f"`jobs/{os.path.basename(doc['job'])}`, {budget}, host {peers_host(doc)}"
 
 
 def peers_render(docs: list[dict]) -> list[str]:
@@ -633,8 +642,9 @@ def peers_headline(docs: list[dict]) -> tuple[str, str]:
         t = doc["table"]
         budget = f"{doc['cpus_per_node']} CPU" if doc.get("cpus_per_node") else "no budget"
         job = os.path.splitext(os.path.basename(doc["job"]))[0]
-        cells.append(f"{job}, {budget}: {x(t['default']['tta_vs_mwms'])}, {x(t['bsp']['throughput_vs_mwms'])} "
-                     f"({len(doc['seeds'])} seeds)")
+        kernel = doc.get("machine", {}).get("platform", "?").split("-x86_64")[0].split("-", 2)[-1]
+        cells.append(f"{job}, {budget}, host {kernel}: {x(t['default']['tta_vs_mwms'])}, "
+                     f"{x(t['bsp']['throughput_vs_mwms'])} ({len(doc['seeds'])} seeds)")
         gaps.append(t["mwms"]["final_accuracy"]["median"] - t["default"]["final_accuracy"]["median"])
     return ("syncswitch against MultiWorkerMirroredStrategy, 4 workers: the default switch's time to accuracy, "
             "BSP's throughput (ratios to MWMS's)",

@@ -1,6 +1,7 @@
 """syncswitch against what TensorFlow users run: MultiWorkerMirroredStrategy (synchronous all-reduce),
 ParameterServerStrategy with a ClusterCoordinator (asynchronous), one process alone (the machine's limit), and
-syncswitch's `bsp`, `asp` and default switch, on the same job, seeds and nodes.
+syncswitch's `bsp`, `asp` and default switch, on the same job, seeds and nodes; `no-sync` (no communication at all)
+is the nodes' own ceiling.
 
 Peers are plain TF2 scripts (bench/peer_scripts/, no syncswitch imports) given the job's script, params, batch,
 rate and sample count; they know the MNIST-1D CNN and the synthetic ResNet jobs (peer_common.MODELS). With
@@ -29,7 +30,11 @@ from bench import common
 
 SCRIPTS = os.path.join(common.ROOT, "bench", "peer_scripts")
 PEERS = ("single", "mwms", "ps-strategy")  # plain TF2 scripts in bench/peer_scripts/
-VARIANTS = (*PEERS, "bsp", "asp", "default")
+# `no-sync`: syncswitch's workers each stepping on their own copy, averaged once at the end (local SGD with the
+# longest period): what the same nodes do with no communication at all, the ceiling of any data-parallel
+# protocol's throughput there. Its accuracy is not a training result.
+VARIANTS = (*PEERS, "bsp", "asp", "default", "no-sync")
+NO_SYNC = "policy.schedule=[{protocol: local-sgd, period: 10000}]"
 DECAY = ["--set", "hyperparameters.lr_decay.boundaries=[0.5,0.75]",
          "--set", "hyperparameters.lr_decay.factors=[0.1,0.01]"]
 
@@ -170,6 +175,8 @@ def syncswitch_variant(variant: str) -> list[str]:
     where it is not yet the default."""
     if variant == "asp":
         return ["--protocol", "asp"]
+    if variant == "no-sync":
+        return ["--set", NO_SYNC]
     if allreduce_is_default():
         return ["--protocol", "bsp"] if variant == "bsp" else []
     if variant == "bsp":
