@@ -600,7 +600,16 @@ PEERS_NOTE = (
     "throughput (median 0.89x); every default run stayed on BSP without a trial (\"not trying local-sgd: a trial "
     "that goes back would cost 4.6-4.9 s (two 1.0-1.1 s pauses and a 2.6-2.7 s trial), more than a 1.25x target "
     "would win back (0.6-1.0 s)\"), so its time to accuracy is BSP's (0.96-1.07x the same seed's BSP run, "
-    "0.96-1.08x MWMS's).")
+    "0.96-1.08x MWMS's). "
+    "The fc-v657 host (2026-11-27, AMD EPYC, the ResNet with no budget, five seeds, one seed per quiet call, from a "
+    "clone of the tree of 170be7a before its rebase onto 351e601; no runtime code differs): there MWMS ran at "
+    "0.53-0.67x one process's speed where on fc-v769 it ran at 1.15-1.30x, while syncswitch's BSP ran at "
+    "1.09-1.19x here and 1.04-1.12x there: "
+    "seed by seed BSP at 1.65-2.17x MWMS's throughput and the default (on BSP, no trial) at 0.47-0.62x MWMS's time "
+    "to accuracy. `no-sync`, the same four workers with no communication, ran at 1.01-1.23x BSP's throughput "
+    "(median 1.10x): the ceiling of what any protocol could gain over BSP on these nodes, under the 1.25x a "
+    "switch must hope for. MWMS's training window kept both cores busy (idle under 2% outside its evaluations): "
+    "it spends more CPU a step on this host, not more time waiting.")
 
 
 def peers_host(doc: dict) -> str:
@@ -686,7 +695,8 @@ FIGURES += (
            core_overhead_render, commit="6605dd6", note="Two rounds: a check that the refactor cost nothing."),
     Figure("peers", "Against what TensorFlow users run: MultiWorkerMirroredStrategy and one process",
            ("peers-mnist1d-unbudgeted-2026-11-26.json", "peers-mnist1d-cpu040-2026-11-26.json",
-            "peers-resnet-unbudgeted-2026-11-26.json", "peers-resnet-cpu040-2026-11-26.json"),
+            "peers-resnet-unbudgeted-2026-11-26.json", "peers-resnet-cpu040-2026-11-26.json",
+            "peers-resnet-unbudgeted-2026-11-27.json"),
            ("python -m bench peers --job jobs/mnist1d_cnn.yaml --seeds S --variants single,mwms,bsp,default "
             "--target 0.95 --add-to F (seeds 1,2,3 then 4,5 per call, nothing else running)",
             "python -m bench peers --job jobs/mnist1d_cnn.yaml --cpus-per-node 0.4 --seeds S --variants "
@@ -694,7 +704,10 @@ FIGURES += (
             "python -m bench peers --job jobs/resnet_synthetic.yaml --seeds S --variants mwms,single,bsp,default "
             "--target 0.9 --add-to F --out G (one seed per call, nothing else running)",
             "python -m bench peers --job jobs/resnet_synthetic.yaml --cpus-per-node 0.4 --seeds S --variants "
-            "mwms,bsp,default --target 0.9 --add-to F --out G (one seed per call, nothing else running)"), peers_render,
+            "mwms,bsp,default --target 0.9 --add-to F --out G (one seed per call, nothing else running)",
+            "python -m bench peers --job jobs/resnet_synthetic.yaml --seeds S --variants "
+            "mwms,single,bsp,default,no-sync --target 0.9 --add-to F --out G (one seed per call, nothing else "
+            "running; the fc-v657 host)"), peers_render,
            headline=peers_headline,
            note=PEERS_NOTE),
     Figure("ray", "The ray backend against the local one (quickstart, 3 nodes, 5 seeds)",
