@@ -645,21 +645,25 @@ def peers_render(docs: list[dict]) -> list[str]:
 
 
 def peers_headline(docs: list[dict]) -> tuple[str, str]:
-    """Every measured cell, the missed ones too: the headline is the comparison a TensorFlow user makes."""
-    cells, gaps = [], []
+    """Every measured cell, the missed ones too, grouped by host: the comparison a TensorFlow user makes."""
+    hosts: dict[str, list[str]] = {}
+    gaps = []
     for doc in docs:
         t = doc["table"]
         budget = f"{doc['cpus_per_node']} CPU" if doc.get("cpus_per_node") else "no budget"
-        job = os.path.splitext(os.path.basename(doc["job"]))[0]
+        job = os.path.basename(doc["job"]).split("_")[0]  # mnist1d, resnet: the cell must stay short
         kernel = doc.get("machine", {}).get("platform", "?").split("-x86_64")[0].split("-", 2)[-1]
-        cells.append(f"{job}, {budget}, host {kernel}: {x(t['default']['tta_vs_mwms'])}, "
-                     f"{x(t['bsp']['throughput_vs_mwms'])} ({len(doc['seeds'])} seeds)")
+        hosts.setdefault(kernel, []).append(f"{job}, {budget}: {x(t['default']['tta_vs_mwms'])}, "
+                                            f"{x(t['bsp']['throughput_vs_mwms'])}")
         gaps.append(t["mwms"]["final_accuracy"]["median"] - t["default"]["final_accuracy"]["median"])
+    cells = "; ".join(f"host {kernel}: " + "; ".join(mine) for kernel, mine in hosts.items())
+    seeds = sorted({len(doc["seeds"]) for doc in docs})
+    cells += f" ({'-'.join(map(str, seeds[::len(seeds) - 1 or 1]))} seeds a cell)"
     return ("syncswitch against MultiWorkerMirroredStrategy, 4 workers: the default switch's time to accuracy, "
             "BSP's throughput (ratios to MWMS's)",
-            "; ".join(cells) + ("; the default's median accuracy at or above MWMS's in every cell"
-                                if max(gaps) <= 0 else
-                                f"; the default's accuracy at most {max(gaps) * 100:.1f} points below MWMS's"))
+            cells + ("; the default's accuracy at or above MWMS's in every cell"
+                     if max(gaps) <= 0 else
+                     f"; the default's accuracy at most {max(gaps) * 100:.1f} points below MWMS's"))
 
 
 def core_overhead_render(docs: list[dict]) -> list[str]:

@@ -84,3 +84,24 @@ def test_a_peer_trains_the_resnet_job_on_real_tf_servers(kind, monkeypatch):
     assert len(result["evaluations"]) == 2 and 0.0 < result["final_accuracy"] <= 1.0
     assert result["train_time_s"] > 0
     assert not psutil.Process().children(recursive=True)  # the servers, which never end by themselves, were stopped
+
+
+def test_no_sync_is_local_sgd_averaged_only_at_the_end_of_the_resnets_workload():
+    from bench import common
+
+    option, value = peers.syncswitch_variant("no-sync")
+    assert option == "--set"
+    spec = common.load_spec(os.path.join(common.ROOT, "jobs", "resnet_synthetic.yaml"), [value])
+    (phase,) = spec.policy.schedule
+    steps = int(spec.workload.epochs) * 3000 // (spec.hyperparameters.batch_size * spec.cluster.workers)
+    assert phase.protocol == "local-sgd" and dict(phase.params)["period"] > steps  # never averaged before the end
+
+
+def test_a_peers_cell_names_its_host():
+    from bench import docs
+
+    doc = {"job": "jobs/resnet_synthetic.yaml", "cpus_per_node": None,
+           "machine": {"platform": "Linux-6.18.44-fc-v657-x86_64-with-glibc2.36", "cpu_model": "AMD EPYC"}}
+    assert docs.peers_cell(doc).endswith("host AMD EPYC, Linux-6.18.44-fc-v657")
+    del doc["machine"]["cpu_model"]  # files written before the processor was recorded
+    assert docs.peers_cell(doc).endswith("host Linux-6.18.44-fc-v657")
