@@ -609,7 +609,9 @@ PEERS_NOTE = (
     "to accuracy. `no-sync`, the same four workers with no communication, ran at 1.01-1.23x BSP's throughput "
     "(median 1.10x): the ceiling of what any protocol could gain over BSP on these nodes, under the 1.25x a "
     "switch must hope for. MWMS's training window kept both cores busy (idle under 2% outside its evaluations): "
-    "it spends more CPU a step on this host, not more time waiting.")
+    "it spends more CPU a step on this host, not more time waiting: a perf profile put half its CPU in the kernel, "
+    "27% in page faults, zeroing and unmapping of the memory its steps free and take back (syncswitch's BSP: "
+    "11% and 2%; bench/notebook/2026-11-27-coordinator.md).")
 
 
 def peers_host(doc: dict) -> str:
