@@ -14,6 +14,7 @@ pytest.importorskip("tensorflow")
 
 from syncswitch import spec as specmod
 from syncswitch.simulator.model import GradientModel, Shards
+from tests.node.test_graph import PREAMBLE  # the driver's imports and free_port, as the node tests' drivers
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BATCHES = 40  # per worker: more than a third of an epoch of either job, past the first reshuffle of neither
@@ -21,24 +22,8 @@ BATCHES = 40  # per worker: more than a third of an epoch of either job, past th
 # Builds the worker graph of a 2-worker job on real servers (one parameter server, both workers) in one process, as
 # syncswitch/node/graph.py builds it for each task, and saves the initialized trainable variables of worker 0's graph
 # (the chief's, which initializes the servers' copy) and the first label batches each worker's input pipeline yields.
-DRIVER = '''
-import os, socket, sys
-os.environ["TF_USE_LEGACY_KERAS"] = "1"
+DRIVER = PREAMBLE + '''
 import numpy as np
-import tensorflow as tf
-from syncswitch.node import graph as graphmod
-from syncswitch.node import script as scriptmod
-from syncswitch.wire import agent_pb2 as pb
-
-v1 = tf.compat.v1
-v1.disable_eager_execution()
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
 
 path, seed, batch, count, out = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
 ps_hosts, worker_hosts = [f"127.0.0.1:{free_port()}"], [f"127.0.0.1:{free_port()}" for _ in range(2)]
