@@ -246,7 +246,7 @@ def summarize(runs: list[dict]) -> dict:
         ref = table.get(base, {}).get("train_time_s", {}).get("median")
         for row in table.values():
             row[f"train_time_vs_{base}"] = common.ratio(row["train_time_s"]["median"], ref)
-            if base == "mwms":
+            if base == "mwms" and "mwms" in table:  # a cell without MWMS (syncswitch variants alone) has no ratio
                 row["tta_vs_mwms"] = common.ratio(row["time_to_accuracy_s"]["median"],
                                                   table["mwms"]["time_to_accuracy_s"]["median"])
                 row["throughput_vs_mwms"] = common.ratio(row["examples_per_s"]["median"],

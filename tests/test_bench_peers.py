@@ -105,3 +105,10 @@ def test_a_peers_cell_names_its_host():
     assert docs.peers_cell(doc).endswith("host AMD EPYC, Linux-6.18.44-fc-v657")
     del doc["machine"]["cpu_model"]  # files written before the processor was recorded
     assert docs.peers_cell(doc).endswith("host Linux-6.18.44-fc-v657")
+
+
+def test_a_cell_without_mwms_is_summarized_without_its_ratios():
+    runs = [{"variant": "bsp", "seed": 1, "train_time_s": 20.0, "time_to_accuracy_s": 10.0, "final_accuracy": 0.9,
+             "examples_per_s": 600.0}]
+    row = peers.summarize(runs)["bsp"]
+    assert row["train_time_s"]["median"] == 20.0 and "tta_vs_mwms" not in row
