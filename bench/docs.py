@@ -611,7 +611,12 @@ PEERS_NOTE = (
     "switch must hope for. MWMS's training window kept both cores busy (idle under 2% outside its evaluations): "
     "it spends more CPU a step on this host, not more time waiting: a perf profile put half its CPU in the kernel, "
     "27% in page faults, zeroing and unmapping of the memory its steps free and take back (syncswitch's BSP: "
-    "11% and 2%; bench/notebook/2026-11-27-coordinator.md).")
+    "11% and 2%; bench/notebook/2026-11-27-coordinator.md). That is glibc's allocator on this host's kernel, and a "
+    "TensorFlow user can remove it: seed 1 again in one quiet call, MWMS with tcmalloc preloaded "
+    "(`LD_PRELOAD=libtcmalloc_minimal.so.4`) trained in 19.7 s (609 ex/s) against 45.0 s as shipped (glibc's "
+    "trim and mmap thresholds raised: 44.7 s), and syncswitch's BSP in 24.5 s with tcmalloc, 26.3 s without: "
+    "against an MWMS on tcmalloc, BSP runs at 0.80x its throughput on this host too, as on fc-v769 (one seed; "
+    "not yet a 5-seed cell).")
 
 
 def peers_host(doc: dict) -> str:
@@ -662,7 +667,7 @@ def peers_headline(docs: list[dict]) -> tuple[str, str]:
     seeds = sorted({len(doc["seeds"]) for doc in docs})
     cells += f" ({'-'.join(map(str, seeds[::len(seeds) - 1 or 1]))} seeds a cell)"
     return ("syncswitch against MultiWorkerMirroredStrategy, 4 workers: the default switch's time to accuracy, "
-            "BSP's throughput (ratios to MWMS's)",
+            "BSP's throughput (ratios to MWMS as shipped, on glibc malloc; on tcmalloc 2.3x faster on fc-v657, 1 seed)",
             cells + ("; the default's accuracy at or above MWMS's in every cell"
                      if max(gaps) <= 0 else
                      f"; the default's accuracy at most {max(gaps) * 100:.1f} points below MWMS's"))
