@@ -619,11 +619,15 @@ PEERS_NOTE = (
     "not yet a 5-seed cell).")
 
 
+def peers_kernel(doc: dict) -> str:
+    """The kernel of the host a cell ran on, as the platform names it (`Linux-6.18.44-fc-v657`)."""
+    return doc.get("machine", {}).get("platform", "?").split("-x86_64")[0]
+
+
 def peers_host(doc: dict) -> str:
     """The host a cell ran on: the same two frameworks rank differently on two of this project's hosts."""
-    facts = doc.get("machine", {})
-    kernel = facts.get("platform", "?").split("-x86_64")[0]
-    return f"{facts['cpu_model']}, {kernel}" if facts.get("cpu_model") else kernel
+    model = doc.get("machine", {}).get("cpu_model")
+    return f"{model}, {peers_kernel(doc)}" if model else peers_kernel(doc)
 
 
 def peers_cell(doc: dict) -> str:
@@ -659,13 +663,13 @@ def peers_headline(docs: list[dict]) -> tuple[str, str]:
         t = doc["table"]
         budget = f"{doc['cpus_per_node']} CPU" if doc.get("cpus_per_node") else "no budget"
         job = os.path.basename(doc["job"]).split("_")[0]  # mnist1d, resnet: the cell must stay short
-        kernel = doc.get("machine", {}).get("platform", "?").split("-x86_64")[0].split("-", 2)[-1]
+        kernel = peers_kernel(doc).split("-", 2)[-1]  # fc-v657: the build names the host
         hosts.setdefault(kernel, []).append(f"{job}, {budget}: {x(t['default']['tta_vs_mwms'])}, "
                                             f"{x(t['bsp']['throughput_vs_mwms'])}")
         gaps.append(t["mwms"]["final_accuracy"]["median"] - t["default"]["final_accuracy"]["median"])
     cells = "; ".join(f"host {kernel}: " + "; ".join(mine) for kernel, mine in hosts.items())
     seeds = sorted({len(doc["seeds"]) for doc in docs})
-    cells += f" ({'-'.join(map(str, seeds[::len(seeds) - 1 or 1]))} seeds a cell)"
+    cells += f" ({seeds[0]} seeds a cell)" if len(seeds) == 1 else f" ({seeds[0]}-{seeds[-1]} seeds a cell)"
     return ("syncswitch against MultiWorkerMirroredStrategy, 4 workers: the default switch's time to accuracy, "
             "BSP's throughput (ratios to MWMS as shipped, on glibc malloc; on tcmalloc 2.3x faster on fc-v657, 1 seed)",
             cells + ("; the default's accuracy at or above MWMS's in every cell"
