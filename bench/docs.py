@@ -630,9 +630,15 @@ def peers_host(doc: dict) -> str:
     return f"{model}, {peers_kernel(doc)}" if model else peers_kernel(doc)
 
 
+def peers_allocator(doc: dict) -> str:
+    """The malloc every process of a cell ran on: the system's (glibc; every file before --allocator) or tcmalloc."""
+    return (doc.get("allocator") or {}).get("name", "system")
+
+
 def peers_cell(doc: dict) -> str:
     budget = f"{doc['cpus_per_node']} CPU per node" if doc.get("cpus_per_node") else "no CPU budget"
-    return f"`jobs/{os.path.basename(doc['job'])}`, {budget}, host {peers_host(doc)}"
+    malloc = "tcmalloc" if peers_allocator(doc) == "tcmalloc" else "glibc malloc"
+    return f"`jobs/{os.path.basename(doc['job'])}`, {budget}, {malloc}, host {peers_host(doc)}"
 
 
 def peers_render(docs: list[dict]) -> list[str]:
@@ -664,6 +670,8 @@ def peers_headline(docs: list[dict]) -> tuple[str, str]:
         budget = f"{doc['cpus_per_node']} CPU" if doc.get("cpus_per_node") else "no budget"
         job = os.path.basename(doc["job"]).split("_")[0]  # mnist1d, resnet: the cell must stay short
         kernel = peers_kernel(doc).split("-", 2)[-1]  # fc-v657: the build names the host
+        if peers_allocator(doc) != "system":
+            kernel += f", {peers_allocator(doc)}"
         hosts.setdefault(kernel, []).append(f"{job}, {budget}: {x(t['default']['tta_vs_mwms'])}, "
                                             f"{x(t['bsp']['throughput_vs_mwms'])}")
         gaps.append(t["mwms"]["final_accuracy"]["median"] - t["default"]["final_accuracy"]["median"])

@@ -7,9 +7,11 @@ Peers are plain TF2 scripts (bench/peer_scripts/, no syncswitch imports) given t
 rate and sample count; they know the MNIST-1D CNN and the synthetic ResNet jobs (peer_common.MODELS). With
 --cpus-per-node each node gets its own cgroup with that CPU budget, as each syncswitch node does: one per MWMS
 worker; for ParameterServerStrategy worker i and parameter server i share node i, the coordinator node 0.
-Variants are interleaved within each seed. Prints (and with --out writes) JSON: every run, then per variant
-median [min-max] of training time, time to accuracy, final accuracy and throughput, and each median as a ratio
-to one process alone and to MWMS.
+Variants are interleaved within each seed. --allocator tcmalloc preloads gperftools' tcmalloc into every
+process of every variant (peers and syncswitch's nodes alike): on some hosts glibc's malloc hands each step's
+tensor memory back to the kernel and faults it in again, and a TF user would tune that away. Prints (and with
+--out writes) JSON: every run, then per variant median [min-max] of training time, time to accuracy, final
+accuracy and throughput, and each median as a ratio to one process alone and to MWMS.
 
     python -m bench peers --seeds 1,2,3 --variants mwms,single,bsp,default --out bench/results/peers-x.json
 """
@@ -37,6 +39,35 @@ VARIANTS = (*PEERS, "bsp", "asp", "default", "no-sync")
 NO_SYNC = "policy.schedule=[{protocol: local-sgd, period: 10000}]"
 DECAY = ["--set", "hyperparameters.lr_decay.boundaries=[0.5,0.75]",
          "--set", "hyperparameters.lr_decay.factors=[0.1,0.01]"]
+
+
+# Where distributions put gperftools' tcmalloc (Debian/Ubuntu's libtcmalloc-minimal4, Fedora's gperftools-libs).
+TCMALLOC_NAMES = ("libtcmalloc_minimal.so.4", "libtcmalloc.so.4")
+LIB_DIRS = ("/usr/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu", "/usr/lib64", "/usr/lib", "/usr/local/lib")
+ALLOCATORS = ("system", "tcmalloc")
+
+
+def allocator_library(name: str, dirs=LIB_DIRS) -> str | None:
+    """The shared library to preload for allocator `name`; None for the system's malloc. Exits with a one-line
+    error where tcmalloc is asked for and not installed."""
+    if name == "system":
+        return None
+    if name not in ALLOCATORS:
+        raise SystemExit(f"--allocator: unknown allocator {name!r}; valid: {', '.join(ALLOCATORS)}")
+    for directory in dirs:
+        for lib in TCMALLOC_NAMES:
+            path = os.path.join(directory, lib)
+            if os.path.exists(path):
+                return path
+    raise SystemExit(f"--allocator tcmalloc: none of {', '.join(TCMALLOC_NAMES)} in {', '.join(dirs)} "
+                     "(install libtcmalloc-minimal4 or gperftools)")
+
+
+def allocator_env(library: str | None, env: dict) -> dict:
+    """`env` with `library` preloaded ahead of whatever the caller preloads already."""
+    if not library:
+        return dict(env)
+    return dict(env, LD_PRELOAD=" ".join(filter(None, [library, env.get("LD_PRELOAD")])))
 
 
 def free_port() -> int:
@@ -118,7 +149,7 @@ def tf_config(tasks: list[tuple]) -> dict:
     return cluster
 
 
-def run_peer(kind: str, job, seed: int, workers: int, cpus, timeout_s: float) -> dict:
+def run_peer(kind: str, job, seed: int, workers: int, cpus, timeout_s: float, library: str | None = None) -> dict:
     """One peer run: `single` in one process, `mwms` in `workers` processes, `ps-strategy` in a chief, `workers`
     worker servers and the job's parameter servers. Each node's processes share its cgroup when budgeted."""
     lr = job.hyperparameters.learning_rate * (workers if kind == "mwms" else 1)  # BSP's scaled rate; async: one's
@@ -131,7 +162,7 @@ def run_peer(kind: str, job, seed: int, workers: int, cpus, timeout_s: float) ->
             tempfile.TemporaryDirectory() as tmp:
         procs = []
         for i, (task, node) in enumerate(procs_of):
-            env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+            env = allocator_env(library, dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
             # the user's script imports helpers beside it, as it would run with `python train.py`
             env["PYTHONPATH"] = os.pathsep.join(filter(None, [os.path.dirname(job.script), env.get("PYTHONPATH")]))
             if task:
@@ -184,14 +215,17 @@ def syncswitch_variant(variant: str) -> list[str]:
     return ["--set", "policy.schedule=[{protocol: bsp, allreduce: true, until: 0.25}, {protocol: local-sgd}]"]
 
 
-def run_syncswitch(variant: str, job_path: str, seed: int, workers: int, cpus, target: float, out_dir: str) -> dict:
+def run_syncswitch(variant: str, job_path: str, seed: int, workers: int, cpus, target: float, out_dir: str,
+                   library: str | None = None) -> dict:
     cmd = [sys.executable, "-m", "syncswitch", "submit", job_path, "--quiet", "--workers", str(workers),
            "--output-dir", out_dir, "--target-accuracy", str(target), "--set", f"seed={seed}", *DECAY]
     cmd += syncswitch_variant(variant)
     if cpus:
         cmd += ["--cpus-per-node", str(cpus)]
     started = time.time()
-    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=common.ROOT, timeout=900, check=False)
+    # the manager's environment reaches its fork server, agents and evaluator: the whole node tree preloads it
+    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=common.ROOT, timeout=900, check=False,
+                          env=allocator_env(library, dict(os.environ)))
     path = os.path.join(out_dir, "summary.json")
     if not os.path.exists(path):
         raise RuntimeError(f"syncswitch {variant} wrote no summary (code {proc.returncode}): {proc.stderr[-600:]}")
@@ -223,10 +257,10 @@ def one(variant, job, job_path, seed, args, root) -> dict:
     cpu = children_cpu_s()
     try:
         if variant in PEERS:
-            r = run_peer(variant, job, seed, args.workers, args.cpus_per_node, args.timeout)
+            r = run_peer(variant, job, seed, args.workers, args.cpus_per_node, args.timeout, args.library)
         else:
             r = run_syncswitch(variant, job_path, seed, args.workers, args.cpus_per_node, args.target,
-                               os.path.join(root, f"{variant}-seed{seed}"))
+                               os.path.join(root, f"{variant}-seed{seed}"), args.library)
     except (RuntimeError, subprocess.TimeoutExpired) as exc:
         return {"variant": variant, "seed": seed, "error": str(exc)}
     r["time_to_accuracy_s"] = time_to(r, args.target)
@@ -257,6 +291,8 @@ def summarize(runs: list[dict]) -> dict:
 RESULT_SCHEMA = {"job": "the job spec", "workers": "nodes", "cpus_per_node": "each node's CPU budget (null: none)",
                  "target_accuracy": "the time-to-accuracy threshold", "seeds": "the seeds run",
                  "peer_model": "the model the TF peers built (peer_common.MODELS)",
+                 "allocator": "the malloc every process of every variant ran on (system: glibc's; tcmalloc: "
+                              "preloaded) and the library preloaded",
                  "bsp_allreduce": "whether syncswitch's BSP ran by all-reduce as its default or when asked",
                  "table": "per variant: median [min, max] of time, TTA, accuracy, throughput; ratios to single "
                           "and mwms",
@@ -272,6 +308,8 @@ def add_options(parser) -> None:
     parser.add_argument("--target", type=float, default=0.95, help="time-to-accuracy threshold")
     parser.add_argument("--timeout", type=float, default=600.0)
     parser.add_argument("--runs-dir", help="where syncswitch's run folders go (default: beside --out)")
+    parser.add_argument("--allocator", default="system", choices=ALLOCATORS,
+                        help="the malloc of every process of every variant: the system's, or tcmalloc preloaded")
     parser.add_argument("--add-to", help="a result file of the same job, workers and budget whose runs this one "
                                          "keeps (seeds measured in short chunks); the summary covers them all")
 
@@ -282,10 +320,11 @@ def earlier_runs(args) -> list[dict]:
         return []
     with open(args.add_to) as f:
         doc = json.load(f)
+    theirs = dict(doc, allocator=doc.get("allocator", {}).get("name", "system"))  # files before --allocator: glibc
     for key, mine in (("job", args.job), ("workers", args.workers), ("cpus_per_node", args.cpus_per_node),
-                      ("target_accuracy", args.target)):
-        if doc.get(key) != mine:
-            raise SystemExit(f"--add-to {args.add_to}: its {key} is {doc.get(key)!r}, this run's {mine!r}")
+                      ("target_accuracy", args.target), ("allocator", args.allocator)):
+        if theirs.get(key) != mine:
+            raise SystemExit(f"--add-to {args.add_to}: its {key} is {theirs.get(key)!r}, this run's {mine!r}")
     return doc["runs"]
 
 
@@ -296,6 +335,7 @@ def run_part(args, root) -> dict:
     if unknown:
         raise SystemExit(f"--variants: unknown variant(s) {unknown}; valid: {', '.join(VARIANTS)}")
     model = peer_model(job) if set(variants) & set(PEERS) else None  # before any run: the peers know the job
+    args.library = allocator_library(args.allocator)
     seeds = [int(s) for s in args.seeds.split(",")]
     root = args.runs_dir or root
     runs = earlier_runs(args)
@@ -305,6 +345,7 @@ def run_part(args, root) -> dict:
         runs += [one(v, job, args.job, seed, args, root) for v in order]
     return {"job": args.job, "workers": args.workers, "cpus_per_node": args.cpus_per_node,
             "target_accuracy": args.target, "seeds": sorted({r["seed"] for r in runs}), "peer_model": model,
+            "allocator": {"name": args.allocator, "library": args.library},
             "bsp_allreduce": "the default" if allreduce_is_default() else "asked for (allreduce: true)",
             "table": summarize([r for r in runs if "error" not in r]), "runs": runs}
 

@@ -112,3 +112,43 @@ def test_a_cell_without_mwms_is_summarized_without_its_ratios():
              "examples_per_s": 600.0}]
     row = peers.summarize(runs)["bsp"]
     assert row["train_time_s"]["median"] == 20.0 and "tta_vs_mwms" not in row
+
+
+def test_a_peers_cell_names_its_allocator():
+    from bench import docs
+
+    doc = {"job": "jobs/resnet_synthetic.yaml", "cpus_per_node": None, "machine": {"platform": "Linux-6.1-x86_64"}}
+    assert ", glibc malloc, host" in docs.peers_cell(doc)  # files before --allocator ran on the system's
+    doc["allocator"] = {"name": "tcmalloc", "library": "/usr/lib/libtcmalloc_minimal.so.4"}
+    assert ", tcmalloc, host" in docs.peers_cell(doc)
+
+
+def test_tcmalloc_is_found_where_a_distribution_installs_it_or_named_missing(tmp_path):
+    assert peers.allocator_library("system") is None
+    with pytest.raises(SystemExit, match=r"--allocator tcmalloc: none of libtcmalloc_minimal\.so\.4"):
+        peers.allocator_library("tcmalloc", dirs=(str(tmp_path),))
+    (tmp_path / "libtcmalloc.so.4").write_bytes(b"")  # gperftools' full library where the minimal one is absent
+    assert peers.allocator_library("tcmalloc", dirs=(str(tmp_path),)) == str(tmp_path / "libtcmalloc.so.4")
+    with pytest.raises(SystemExit, match="unknown allocator 'jemalloc'; valid: system, tcmalloc"):
+        peers.allocator_library("jemalloc")
+
+
+def test_the_allocator_is_preloaded_ahead_of_the_callers_own_preloads():
+    assert peers.allocator_env(None, {"A": "1"}) == {"A": "1"}
+    assert peers.allocator_env("/x/libtc.so", {"A": "1"})["LD_PRELOAD"] == "/x/libtc.so"
+    assert peers.allocator_env("/x/libtc.so", {"LD_PRELOAD": "/y/libz.so"})["LD_PRELOAD"] == "/x/libtc.so /y/libz.so"
+
+
+def test_runs_of_another_allocator_are_not_added_to_a_cell(tmp_path):
+    import argparse
+    import json
+
+    earlier = tmp_path / "cell.json"
+    cell = {"job": "j.yaml", "workers": 4, "cpus_per_node": None, "target_accuracy": 0.9, "runs": [{"seed": 1}]}
+    earlier.write_text(json.dumps(cell))  # written before --allocator: the system's malloc
+    args = argparse.Namespace(job="j.yaml", workers=4, cpus_per_node=None, target=0.9, add_to=str(earlier),
+                              allocator="system")
+    assert peers.earlier_runs(args) == [{"seed": 1}]
+    args.allocator = "tcmalloc"
+    with pytest.raises(SystemExit, match="its allocator is 'system', this run's 'tcmalloc'"):
+        peers.earlier_runs(args)
