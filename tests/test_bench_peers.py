@@ -152,3 +152,16 @@ def test_runs_of_another_allocator_are_not_added_to_a_cell(tmp_path):
     args.allocator = "tcmalloc"
     with pytest.raises(SystemExit, match="its allocator is 'system', this run's 'tcmalloc'"):
         peers.earlier_runs(args)
+
+
+def test_the_headline_compares_against_tcmalloc_where_a_host_has_both():
+    from bench import docs
+
+    def cell(job, allocator=None, kernel="fc-v657"):
+        doc = {"job": job, "cpus_per_node": None, "machine": {"platform": f"Linux-6.18.44-{kernel}-x86_64"}}
+        return dict(doc, allocator={"name": allocator}) if allocator else doc
+
+    glibc, tuned = cell("jobs/resnet_synthetic.yaml"), cell("jobs/resnet_synthetic.yaml", "tcmalloc")
+    other_host, other_job = cell("jobs/resnet_synthetic.yaml", kernel="fc-v769"), cell("jobs/mnist1d_cnn.yaml")
+    assert docs.peers_strongest([glibc, tuned, other_host, other_job]) == [tuned, other_host, other_job]
+    assert docs.peers_strongest([glibc]) == [glibc]
