@@ -615,8 +615,17 @@ PEERS_NOTE = (
     "TensorFlow user can remove it: seed 1 again in one quiet call, MWMS with tcmalloc preloaded "
     "(`LD_PRELOAD=libtcmalloc_minimal.so.4`) trained in 19.7 s (609 ex/s) against 45.0 s as shipped (glibc's "
     "trim and mmap thresholds raised: 44.7 s), and syncswitch's BSP in 24.5 s with tcmalloc, 26.3 s without: "
-    "against an MWMS on tcmalloc, BSP runs at 0.80x its throughput on this host too, as on fc-v769 (one seed; "
-    "not yet a 5-seed cell).")
+    "against an MWMS on tcmalloc, BSP runs at 0.80x its throughput on this host too, as on fc-v769 (one seed). "
+    "The same cell with tcmalloc preloaded into every process of every variant (`--allocator tcmalloc`; five "
+    "seeds at 5cd82a8, one per quiet call): MWMS 2.3x faster than on glibc, syncswitch's BSP no faster (a "
+    "side-by-side check of BSP alone on the two mallocs, three seeds, swung 0.76-1.41x: no evidence either way), "
+    "so BSP at 0.75-0.92x MWMS's throughput (median 0.87x) and the default, on BSP without a trial in every run, "
+    "at 1.05-1.44x MWMS's time to accuracy; accuracy 0.930 against 0.926. `no-sync`, syncswitch's workers with no "
+    "communication at all, ran at 0.81-1.00x MWMS's throughput (median 0.96x) and 1.06-1.19x BSP's: against a "
+    "tuned MWMS the gap on this job is the workers' own cost per sample, not the all-reduce, so no protocol "
+    "syncswitch could switch to would reach MWMS's speed here (a perf profile of a BSP run: 88% of both cores in "
+    "TensorFlow's compute threads, under 8% in the all-reduce, the step loop, the manager and the agents; "
+    "bench/notebook/2026-11-27-coordinator-2.md).")
 
 
 def peers_kernel(doc: dict) -> str:
@@ -731,7 +740,7 @@ FIGURES += (
     Figure("peers", "Against what TensorFlow users run: MultiWorkerMirroredStrategy and one process",
            ("peers-mnist1d-unbudgeted-2026-11-26.json", "peers-mnist1d-cpu040-2026-11-26.json",
             "peers-resnet-unbudgeted-2026-11-26.json", "peers-resnet-cpu040-2026-11-26.json",
-            "peers-resnet-unbudgeted-2026-11-27.json"),
+            "peers-resnet-unbudgeted-2026-11-27.json", "peers-resnet-unbudgeted-tcmalloc-2026-11-27.json"),
            ("python -m bench peers --job jobs/mnist1d_cnn.yaml --seeds S --variants single,mwms,bsp,default "
             "--target 0.95 --add-to F (seeds 1,2,3 then 4,5 per call, nothing else running)",
             "python -m bench peers --job jobs/mnist1d_cnn.yaml --cpus-per-node 0.4 --seeds S --variants "
@@ -742,7 +751,10 @@ FIGURES += (
             "mwms,bsp,default --target 0.9 --add-to F --out G (one seed per call, nothing else running)",
             "python -m bench peers --job jobs/resnet_synthetic.yaml --seeds S --variants "
             "mwms,single,bsp,default,no-sync --target 0.9 --add-to F --out G (one seed per call, nothing else "
-            "running; the fc-v657 host)"), peers_render,
+            "running; the fc-v657 host)",
+            "python -m bench peers --job jobs/resnet_synthetic.yaml --seeds S --variants "
+            "mwms,single,bsp,default,no-sync --target 0.9 --allocator tcmalloc --add-to F --out G (one seed per "
+            "call, nothing else running; the fc-v657 host)"), peers_render,
            headline=peers_headline,
            note=PEERS_NOTE),
     Figure("ray", "The ray backend against the local one (quickstart, 3 nodes, 5 seeds)",
