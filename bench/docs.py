@@ -900,9 +900,15 @@ FIGURES += (
                 "against 40 simulated seeds: Mann-Whitney p 0.13, against 40 shifted ones 0.46). The 4-worker "
                 "real runs are of those older engines, not rerun. "
                 "b-fasgd's simulated staleness is under the real one at both sizes (0.65 against 0.74, 1.88 against "
-                "2.13): the real fetch lands between the push and the next step's start, nearer the start; on the "
-                "quickstart at 4 workers, where staleness costs most, that puts the simulated b-fasgd over the real "
-                "maximum."),
+                "2.13): measured in instrumented real runs (quickstart, 2 workers), its fetch returns 0.27-0.28 of a "
+                "step after its push with 0.32-0.38 of the other worker's pushes landing in between, where the "
+                "simulated fetch (at the next step's first core) has 0.46; on the quickstart at 4 workers, where "
+                "staleness costs most, that puts the simulated b-fasgd over the real maximum. specsync's real column "
+                "is the count its engine records; the same instrumented runs show its count landing about a quarter "
+                "of a peer push before its update (count 0.25-0.26, the applied gradient 0.51-0.54 stale, as ASP's), "
+                "where the simulated rule counts and applies at once. Both rules in the engines' order were tried on "
+                "the one time-sliced core and overshoot (notebook 2026-11-27-simulator-2): a step there starts at the "
+                "instant the other leaves the core, where the real reads fall at a uniform phase."),
 )
 HEADLINE_ORDER = ("peers", "safety", "tta", "protocols", "stragglers", "recovery")  # the README's rows, at most 6
 
