@@ -20,6 +20,7 @@ import sys
 from collections.abc import Callable
 
 from bench import common
+from bench.peers import allocator_of
 
 RESULTS = os.path.join(common.ROOT, "bench", "results")
 MARK_BEGIN, MARK_END = "<!-- results:begin -->", "<!-- results:end -->"
@@ -642,14 +643,9 @@ def peers_host(doc: dict) -> str:
     return f"{model}, {peers_kernel(doc)}" if model else peers_kernel(doc)
 
 
-def peers_allocator(doc: dict) -> str:
-    """The malloc every process of a cell ran on: the system's (glibc; every file before --allocator) or tcmalloc."""
-    return (doc.get("allocator") or {}).get("name", "system")
-
-
 def peers_cell(doc: dict) -> str:
     budget = f"{doc['cpus_per_node']} CPU per node" if doc.get("cpus_per_node") else "no CPU budget"
-    malloc = "tcmalloc" if peers_allocator(doc) == "tcmalloc" else "glibc malloc"
+    malloc = "tcmalloc" if allocator_of(doc) == "tcmalloc" else "glibc malloc"
     return f"`jobs/{os.path.basename(doc['job'])}`, {budget}, {malloc}, host {peers_host(doc)}"
 
 
@@ -679,8 +675,8 @@ def peers_strongest(docs: list[dict]) -> list[dict]:
     def key(doc):
         return doc["job"], doc.get("cpus_per_node"), peers_kernel(doc)
 
-    tuned = {key(doc) for doc in docs if peers_allocator(doc) == "tcmalloc"}
-    return [doc for doc in docs if peers_allocator(doc) == "tcmalloc" or key(doc) not in tuned]
+    tuned = {key(doc) for doc in docs if allocator_of(doc) == "tcmalloc"}
+    return [doc for doc in docs if allocator_of(doc) == "tcmalloc" or key(doc) not in tuned]
 
 
 def peers_headline(docs: list[dict]) -> tuple[str, str]:
@@ -694,8 +690,8 @@ def peers_headline(docs: list[dict]) -> tuple[str, str]:
         budget = f"{doc['cpus_per_node']} CPU" if doc.get("cpus_per_node") else "no budget"
         job = os.path.basename(doc["job"]).split("_")[0]  # mnist1d, resnet: the cell must stay short
         kernel = peers_kernel(doc).split("-", 2)[-1]  # fc-v657: the build names the host
-        if peers_allocator(doc) != "system":
-            kernel += f", {peers_allocator(doc)}"
+        if allocator_of(doc) != "system":
+            kernel += f", {allocator_of(doc)}"
         hosts.setdefault(kernel, []).append(f"{job}, {budget}: {x(t['default']['tta_vs_mwms'])}, "
                                             f"{x(t['bsp']['throughput_vs_mwms'])}")
         gaps.append(t["mwms"]["final_accuracy"]["median"] - t["default"]["final_accuracy"]["median"])

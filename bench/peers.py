@@ -63,6 +63,12 @@ def allocator_library(name: str, dirs=LIB_DIRS) -> str | None:
                      "(install libtcmalloc-minimal4 or gperftools)")
 
 
+def allocator_of(doc: dict) -> str:
+    """The allocator a result file's runs used: its `allocator` name, `system` for files written before the
+    option."""
+    return (doc.get("allocator") or {}).get("name", "system")
+
+
 def allocator_env(library: str | None, env: dict) -> dict:
     """`env` with `library` preloaded ahead of whatever the caller preloads already."""
     if not library:
@@ -320,7 +326,7 @@ def earlier_runs(args) -> list[dict]:
         return []
     with open(args.add_to) as f:
         doc = json.load(f)
-    theirs = dict(doc, allocator=doc.get("allocator", {}).get("name", "system"))  # files before --allocator: glibc
+    theirs = dict(doc, allocator=allocator_of(doc))
     for key, mine in (("job", args.job), ("workers", args.workers), ("cpus_per_node", args.cpus_per_node),
                       ("target_accuracy", args.target), ("allocator", args.allocator)):
         if theirs.get(key) != mine:
