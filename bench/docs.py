@@ -571,7 +571,9 @@ PEER_NAMES = {"single": "one process alone", "mwms": "TensorFlow's MultiWorkerMi
               "default": "syncswitch's default switch (BSP by all-reduce until the switch rule's point, 0.25 at the "
                          "earliest, then `local-sgd` averaging by all-reduce every 2 steps)",
               "no-sync": "syncswitch's workers on their own copies, averaged once at the end (no communication: the "
-                         "nodes' ceiling for any protocol; its accuracy is not a result)"}
+                         "nodes' ceiling for any protocol; its accuracy is not a result)",
+              "tf-no-sync": "the one-process TF2 loop in one process per node, each on its shard of the data (MWMS's "
+                            "workers without the all-reduce; each trains its own model: no accuracy)"}
 
 
 PEERS_NOTE = (

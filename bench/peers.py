@@ -1,7 +1,8 @@
 """syncswitch against what TensorFlow users run: MultiWorkerMirroredStrategy (synchronous all-reduce),
 ParameterServerStrategy with a ClusterCoordinator (asynchronous), one process alone (the machine's limit), and
 syncswitch's `bsp`, `asp` and default switch, on the same job, seeds and nodes; `no-sync` (no communication at all)
-is the nodes' own ceiling.
+is the nodes' own ceiling, and `tf-no-sync` TensorFlow's: the one-process loop in one process per node, each on its
+shard of the data, which tells how much of MWMS's time its all-reduce takes.
 
 Peers are plain TF2 scripts (bench/peer_scripts/, no syncswitch imports) given the job's script, params, batch,
 rate and sample count; they know the MNIST-1D CNN and the synthetic ResNet jobs (peer_common.MODELS). With
@@ -31,7 +32,8 @@ import time
 from bench import common
 
 SCRIPTS = os.path.join(common.ROOT, "bench", "peer_scripts")
-PEERS = ("single", "mwms", "ps-strategy")  # plain TF2 scripts in bench/peer_scripts/
+PEERS = ("single", "mwms", "ps-strategy", "tf-no-sync")  # plain TF2 scripts in bench/peer_scripts/
+SCRIPT_OF = {"tf-no-sync": "single"}  # tf-no-sync: single.py on a shard in each of the nodes
 # `no-sync`: syncswitch's workers each stepping on their own copy, averaged once at the end (local SGD with the
 # longest period): what the same nodes do with no communication at all, the ceiling of any data-parallel
 # protocol's throughput there. Its accuracy is not a training result.
@@ -136,12 +138,15 @@ def parse(out: str) -> dict:
 
 
 def layout(kind: str, workers: int, ps_tasks: int) -> list[tuple]:
-    """The processes of one peer run as (TF_CONFIG task or None, node); the first prints the result.
+    """The processes of one peer run as (TF_CONFIG task or None, node); the first prints the result (tf-no-sync:
+    each prints its own).
 
     ps-strategy places parameter server i on node i % workers beside worker i (syncswitch's per-node layout) and
     the coordinator (chief) on node 0."""
     if kind == "single":
         return [(None, 0)]
+    if kind == "tf-no-sync":
+        return [(None, i) for i in range(workers)]
     if kind == "mwms":
         return [(("worker", i), i) for i in range(workers)]
     return [(("chief", 0), 0)] + [(("worker", i), i) for i in range(workers)] + \
@@ -155,14 +160,39 @@ def tf_config(tasks: list[tuple]) -> dict:
     return cluster
 
 
+def process_args(kind: str, args: list[str], index: int, workers: int) -> list[str]:
+    """Process `index`'s arguments of a peer run: tf-no-sync's each train a 1/workers share of the samples on their
+    own shard and evaluate once, at the end."""
+    if kind != "tf-no-sync":
+        return args
+    out = list(args)
+    at = out.index("--samples") + 1
+    out[at] = str(int(out[at]) // workers)
+    return [*out, "--shard", str(index), "--shards", str(workers), "--evals", "1"]
+
+
+def combine(kind: str, outputs: list[str]) -> dict:
+    """A peer run's result: the first process's report; tf-no-sync's, its processes' together (the slowest one's
+    time, their samples over it; each trained its own model, so no accuracy)."""
+    if kind != "tf-no-sync":
+        return parse(outputs[0])
+    parts = [parse(out) for out in outputs]
+    slowest = max(p["train_time_s"] for p in parts)
+    samples = sum(p["examples_per_s"] * p["train_time_s"] for p in parts)
+    return {"train_time_s": slowest, "examples_per_s": samples / slowest, "final_accuracy": None, "evaluations": [],
+            "steps": sum(p["steps"] for p in parts), "each_train_time_s": [p["train_time_s"] for p in parts]}
+
+
 def run_peer(kind: str, job, seed: int, workers: int, cpus, timeout_s: float, library: str | None = None) -> dict:
     """One peer run: `single` in one process, `mwms` in `workers` processes, `ps-strategy` in a chief, `workers`
-    worker servers and the job's parameter servers. Each node's processes share its cgroup when budgeted."""
+    worker servers and the job's parameter servers, `tf-no-sync` in `workers` lone processes. Each node's
+    processes share its cgroup when budgeted."""
     lr = job.hyperparameters.learning_rate * (workers if kind == "mwms" else 1)  # BSP's scaled rate; async: one's
     args = peer_args(job, seed, lr)
     procs_of = layout(kind, workers, job.cluster.ps_tasks)
     tasks = [task for task, _ in procs_of if task]
     cluster = tf_config(tasks) if tasks else None
+    script = os.path.join(SCRIPTS, f"{SCRIPT_OF.get(kind, kind).replace('-', '_')}.py")
     started = time.time()
     with budgets(cpus, 1 + max(node for _, node in procs_of), kind) as groups, \
             tempfile.TemporaryDirectory() as tmp:
@@ -173,31 +203,36 @@ def run_peer(kind: str, job, seed: int, workers: int, cpus, timeout_s: float, li
             env["PYTHONPATH"] = os.pathsep.join(filter(None, [os.path.dirname(job.script), env.get("PYTHONPATH")]))
             if task:
                 env["TF_CONFIG"] = json.dumps({"cluster": cluster, "task": {"type": task[0], "index": task[1]}})
-            cmd = [sys.executable, os.path.join(SCRIPTS, f"{kind.replace('-', '_')}.py"), *args]
+            cmd = [sys.executable, script, *process_args(kind, args, i, workers)]
             if groups is not None:
                 cmd = groups.nodes[node].command(cmd)
             log = open(os.path.join(tmp, f"{i}.log"), "w+")
             procs.append((subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=common.ROOT), log))
-        # ps-strategy's servers run until stopped: the chief's exit ends the run; the others end with their work
-        waited = procs[:1] if kind == "ps-strategy" else procs
-        try:
-            codes = [p.wait(timeout=timeout_s) for p, _ in waited]
-        finally:
-            for p, _ in procs:
-                if p.poll() is None:
-                    p.kill()
-                    p.wait()
-        outputs = []
-        for _, log in procs:
-            log.seek(0)
-            outputs.append(log.read())
-            log.close()
+        codes, outputs = wait_all(procs, procs[:1] if kind == "ps-strategy" else procs, timeout_s)
     if any(codes):
         bad = next(i for i, c in enumerate(codes) if c)
         raise RuntimeError(f"{kind} exited {codes}: {outputs[bad][-600:]}")
-    result = parse(outputs[0])
+    result = combine(kind, outputs)
     result["wall_s"] = round(time.time() - started, 1)
     return result
+
+
+def wait_all(procs: list, waited: list, timeout_s: float) -> tuple[list, list[str]]:
+    """(exit codes of `waited`, every process's output); every process is stopped on the way out (ps-strategy's
+    servers run until stopped: the chief's exit ends the run; the others end with their work)."""
+    try:
+        codes = [p.wait(timeout=timeout_s) for p, _ in waited]
+    finally:
+        for p, _ in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+    outputs = []
+    for _, log in procs:
+        log.seek(0)
+        outputs.append(log.read())
+        log.close()
+    return codes, outputs
 
 
 def allreduce_is_default() -> bool:

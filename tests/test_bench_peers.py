@@ -1,6 +1,7 @@
 """The peers comparison's arithmetic: time to accuracy from a peer's evaluations, ratios to MWMS and one process."""
 
 import dataclasses
+import json
 import os
 
 import psutil
@@ -84,6 +85,42 @@ def test_a_peer_trains_the_resnet_job_on_real_tf_servers(kind, monkeypatch):
     assert len(result["evaluations"]) == 2 and 0.0 < result["final_accuracy"] <= 1.0
     assert result["train_time_s"] > 0
     assert not psutil.Process().children(recursive=True)  # the servers, which never end by themselves, were stopped
+
+
+def test_tf_no_sync_runs_one_lone_process_per_node_each_on_its_share():
+    assert peers.layout("tf-no-sync", workers=3, ps_tasks=1) == [(None, 0), (None, 1), (None, 2)]
+    args = ["--script", "s.py", "--samples", "1000", "--seed", "1"]
+    assert peers.process_args("mwms", args, 1, 4) == args
+    assert peers.process_args("tf-no-sync", args, 2, 4) == ["--script", "s.py", "--samples", "250", "--seed", "1",
+                                                           "--shard", "2", "--shards", "4", "--evals", "1"]
+
+
+def test_tf_no_sync_takes_the_slowest_process_time_and_reports_no_accuracy():
+    reports = [dict(train_time_s=t, examples_per_s=100 / t, steps=3, final_accuracy=0.5) for t in (2.0, 4.0)]
+    outs = [f"noise\nPEER_RESULT {json.dumps(report)}" for report in reports]
+    result = peers.combine("tf-no-sync", outs)
+    assert result["train_time_s"] == 4.0 and result["examples_per_s"] == 50.0 and result["steps"] == 6
+    assert result["final_accuracy"] is None and result["each_train_time_s"] == [2.0, 4.0]
+    assert peers.combine("mwms", outs)["train_time_s"] == 2.0  # the others: the first process's report
+
+
+@pytest.mark.slow
+def test_tf_no_sync_trains_a_shard_in_each_of_two_processes(monkeypatch):
+    from bench import common
+
+    job = common.load_spec(os.path.join(common.ROOT, "jobs", "resnet_synthetic.yaml"))
+    args = peers.peer_args
+
+    def few(job, seed, lr):
+        out = args(job, seed, lr)
+        out[out.index("--samples") + 1] = "1280"
+        return out
+
+    monkeypatch.setattr(peers, "peer_args", few)
+    result = peers.run_peer("tf-no-sync", job, seed=1, workers=2, cpus=None, timeout_s=300)
+    assert result["steps"] == 2 * (640 // 32) and len(result["each_train_time_s"]) == 2
+    assert result["train_time_s"] == max(result["each_train_time_s"]) > 0
+    assert not psutil.Process().children(recursive=True)
 
 
 def test_no_sync_is_local_sgd_averaged_only_at_the_end_of_the_resnets_workload():

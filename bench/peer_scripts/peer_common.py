@@ -29,6 +29,8 @@ def args(extra=None):
     parser.add_argument("--threads", type=int, default=1, help="intra-op threads (syncswitch's default: 1)")
     parser.add_argument("--evals", type=int, default=10, help="evaluations during training")
     parser.add_argument("--model", default="mnist1d_cnn", choices=["mnist1d_cnn", "resnet"])
+    parser.add_argument("--shard", type=int, default=0, help="which of --shards parts of the training set to read")
+    parser.add_argument("--shards", type=int, default=1, help="parts the training set is split into")
     if extra:
         extra(parser)
     a = parser.parse_args()

@@ -1,4 +1,7 @@
-"""One process alone: the job's loop with no distribution (this machine's limit for the job). Plain TF2."""
+"""One process alone: the job's loop with no distribution (this machine's limit for the job). Plain TF2.
+
+With --shards n it reads only its --shard of the training set: n such processes side by side are MWMS's workers
+with no all-reduce, each training its own model (bench peers' `tf-no-sync`)."""
 
 import peer_common as pc
 import tensorflow as tf
@@ -8,7 +11,8 @@ def main():
     a = pc.args()
     script = pc.user_script(a.script)
     steps = a.samples // a.batch
-    train = iter(script.input_fn("train", a.batch, a.params))
+    train = script.input_fn("train", a.batch, a.params)
+    train = iter(train.shard(a.shards, a.shard) if a.shards > 1 else train)
     test = script.input_fn("test", 500, a.params)
     first = next(train)
     model, variables = pc.build_model(a, script, pc.sample(test))
