@@ -631,7 +631,12 @@ PEERS_NOTE = (
     "bench/notebook/2026-11-27-coordinator-2.md). MNIST-1D with tcmalloc in every process on the same host (five "
     "seeds at 5cd82a8, one per quiet call): BSP at 1.02-1.26x MWMS's throughput (median 1.11x), the default "
     "(BSP then local SGD in every run) at 0.67-1.05x MWMS's time to accuracy (median 0.81x), accuracy 0.961 against "
-    "0.963; one process alone trained in half MWMS's time there and 0.70x the default's.")
+    "0.963; one process alone trained in half MWMS's time there and 0.70x the default's. Where the ResNet's gap "
+    "lies (five seeds at d4373f4, tcmalloc, one per quiet call, against `tf-no-sync`: TensorFlow's one-process "
+    "loop in one process per node, each on its shard, no communication): MWMS took 1.04-1.20x `tf-no-sync`'s time "
+    "(median 1.09x) and syncswitch's BSP 1.02-1.15x its `no-sync`'s (1.09x), so the two all-reduces cost the same "
+    "share; syncswitch's `no-sync` took 1.09-1.26x `tf-no-sync`'s (1.16x): the gap is a syncswitch worker's cost "
+    "per sample outside communication (bench/notebook/2026-11-27-coordinator-3.md).")
 
 
 def peers_kernel(doc: dict) -> str:
@@ -681,12 +686,18 @@ def peers_strongest(docs: list[dict]) -> list[dict]:
     return [doc for doc in docs if allocator_of(doc) == "tcmalloc" or key(doc) not in tuned]
 
 
+def headline_cells(docs: list[dict]) -> list[dict]:
+    """The cells that answer the headline's question (MWMS, syncswitch's BSP and its default switch, side by side);
+    a diagnostic cell without them (`tf-no-sync` against `no-sync`) stays in results.md only."""
+    return [doc for doc in docs if {"mwms", "bsp", "default"} <= set(doc["table"])]
+
+
 def peers_headline(docs: list[dict]) -> tuple[str, str]:
     """Every cell against the strongest MWMS measured, the missed ones too, grouped by host and malloc: the
     comparison a TensorFlow user makes."""
     hosts: dict[str, list[str]] = {}
     gaps = []
-    docs = peers_strongest(docs)
+    docs = peers_strongest(headline_cells(docs))
     for doc in docs:
         t = doc["table"]
         budget = f"{doc['cpus_per_node']} CPU" if doc.get("cpus_per_node") else "no budget"
@@ -742,7 +753,8 @@ FIGURES += (
            ("peers-mnist1d-unbudgeted-2026-11-26.json", "peers-mnist1d-cpu040-2026-11-26.json",
             "peers-resnet-unbudgeted-2026-11-26.json", "peers-resnet-cpu040-2026-11-26.json",
             "peers-resnet-unbudgeted-2026-11-27.json", "peers-resnet-unbudgeted-tcmalloc-2026-11-27.json",
-            "peers-mnist1d-unbudgeted-tcmalloc-2026-11-27.json"),
+            "peers-mnist1d-unbudgeted-tcmalloc-2026-11-27.json",
+            "peers-resnet-unbudgeted-tcmalloc-nosync-2026-11-27.json"),
            ("python -m bench peers --job jobs/mnist1d_cnn.yaml --seeds S --variants single,mwms,bsp,default "
             "--target 0.95 --add-to F (seeds 1,2,3 then 4,5 per call, nothing else running)",
             "python -m bench peers --job jobs/mnist1d_cnn.yaml --cpus-per-node 0.4 --seeds S --variants "
@@ -759,7 +771,10 @@ FIGURES += (
             "call, nothing else running; the fc-v657 host)",
             "python -m bench peers --job jobs/mnist1d_cnn.yaml --seeds S --variants mwms,single,bsp,default "
             "--target 0.95 --allocator tcmalloc --add-to F --out G (one seed per call, nothing else running; the "
-            "fc-v657 host)"), peers_render,
+            "fc-v657 host)",
+            "python -m bench peers --job jobs/resnet_synthetic.yaml --seeds S --variants "
+            "mwms,tf-no-sync,bsp,no-sync --target 0.9 --allocator tcmalloc --add-to F --out G (one seed per call, "
+            "nothing else running; the fc-v657 host)"), peers_render,
            headline=peers_headline,
            note=PEERS_NOTE),
     Figure("ray", "The ray backend against the local one (quickstart, 3 nodes, 5 seeds)",

@@ -202,3 +202,11 @@ def test_the_headline_compares_against_tcmalloc_where_a_host_has_both():
     other_host, other_job = cell("jobs/resnet_synthetic.yaml", kernel="fc-v769"), cell("jobs/mnist1d_cnn.yaml")
     assert docs.peers_strongest([glibc, tuned, other_host, other_job]) == [tuned, other_host, other_job]
     assert docs.peers_strongest([glibc]) == [glibc]
+
+
+def test_a_diagnostic_cell_without_the_default_switch_stays_out_of_the_headline():
+    from bench import docs
+
+    full = {"table": dict.fromkeys(["mwms", "bsp", "default", "no-sync"], {})}
+    diagnostic = {"table": dict.fromkeys(["mwms", "tf-no-sync", "bsp", "no-sync"], {})}
+    assert docs.headline_cells([full, diagnostic]) == [full]
