@@ -890,7 +890,10 @@ FIGURES += (
             "quickstart (its rows replace the quickstart's 4-worker rows of the 2026-11-26 file)",
             "SSP and specsync rows: python -m bench scale-vs-real --real <the 2- and the 4-worker protocols result> "
             "--protocols ssp,specsync (their call priced at the default --call 0.19)",
-            "rank-sum p and chance counts: python -m bench scale-vs-real --restat <each scale-sim-vs-real file>"),
+            "rank-sum p and chance counts: python -m bench scale-vs-real --restat <each scale-sim-vs-real file>",
+            "the 2026-11-27 digits CNN 2-worker and quickstart 4-worker comparisons read /tmp copies of the "
+            "protocols files above; their real field names the committed files (python -m bench scale-vs-real "
+            "--restat <comparison> --real <the protocols files>: each row's real runs checked to be theirs)"),
            sim_vs_real_render, commit="2c8dc16",
            note="Seven cells out, where chance alone leaves six, but three with rank-sum p under 0.05 (1.4 expected), "
                 "all three on the quickstart at 4 workers, rerun here: there every asynchronous protocol's simulated "

@@ -100,6 +100,21 @@ def restat(rows: list[dict]) -> dict:
             "expected_rank_p_under_0_05": round(alarms, 2)}
 
 
+def resource(doc: dict, paths: list[str]) -> None:
+    """Point `doc`'s `real` field at `paths` (e.g. the committed copies of the files it read from /tmp), after
+    checking that every row's real runs are exactly those files' runs of its job, size and protocol; the paths it
+    named before go to `real_was`. Raises ValueError naming the first row that does not match."""
+    cells = {(c["job"], c["workers"], c["protocol"]): c["accuracy"] for p in paths for c in real_side(p)}
+    for r in doc["rows"]:
+        key = (r["job"], r["workers"], r["protocol"])
+        if key not in cells:
+            raise ValueError(f"no real runs of {key[0]} at {key[1]} workers, {key[2]}, in {', '.join(paths)}")
+        if [v for v in r["real"]["runs"] if v is not None] != cells[key]:
+            raise ValueError(f"{key[0]} at {key[1]} workers, {key[2]}: the row's real runs are not those of "
+                             f"{', '.join(paths)}")
+    doc["real_was"], doc["real"] = doc.get("real"), list(paths)
+
+
 def real_side(arg: str) -> list[dict]:
     """(job, workers, protocol, real accuracies, staleness) of each protocol alone in a protocols result;
     `FILE#p1,p2` takes only those protocols from it."""
@@ -184,7 +199,9 @@ def markdown(rows: list[dict]) -> list[str]:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--restat", metavar="FILE",
-                        help="add the rank-sum p and the chance misses to an earlier result of this part (no runs)")
+                        help="add the rank-sum p and the chance misses to an earlier result of this part (no runs); "
+                             "with --real, also record those files as its real side once each row's real runs are "
+                             "checked to be theirs")
     parser.add_argument("--real", action="append",
                         help="a bench protocols result JSON, FILE#p1,p2 for some of its protocols (repeatable)")
     parser.add_argument("--cores", type=int, default=1, help="cores the simulated workers share (default 1: the "
@@ -202,6 +219,11 @@ def main(argv=None) -> int:
         with open(args.restat, encoding="utf-8") as fh:
             doc = json.load(fh)
         doc.update(restat(doc["rows"]))
+        if args.real:
+            try:
+                resource(doc, args.real)
+            except (OSError, ValueError, KeyError) as exc:
+                parser.exit(2, f"scale-vs-real: --real: {exc}\n")
         print("\n".join(markdown(doc["rows"])))
         with open(args.restat, "w", encoding="utf-8") as fh:
             json.dump(doc, fh, indent=1)

@@ -10,6 +10,7 @@ import math
 import pytest
 
 from bench import scale, scale_vs_real
+from bench.common import spread
 from syncswitch.errors import SpecError
 
 
@@ -78,6 +79,32 @@ def test_restat_adds_the_p_and_the_chance_counts_to_each_row():
     stats = scale_vs_real.restat(rows)
     assert stats["rank_p_under_0_05"] == 1 and stats["expected_misses_by_chance"] == pytest.approx(1 / 3, abs=0.01)
     assert rows[1]["rank_p"] > 0.5
+
+
+def _protocols_result(path, accuracies):
+    runs = [{"seed": s, "status": "completed", "final_accuracy": a, "staleness_mean": None}
+            for s, a in enumerate(accuracies)]
+    path.write_text(json.dumps({"workers": 4, "jobs": {"quickstart": {"job": "jobs/quickstart.yaml", "variants": {
+        "bsp": {"runs": runs}}}}}))
+    return str(path)
+
+
+def test_restat_with_real_records_the_committed_copies_only_when_every_row_is_theirs(tmp_path):
+    """A comparison read /tmp copies of protocols results; --restat FILE --real COPY names the copies instead once
+    each row's real runs are theirs, and refuses (one line, exit 2, the file unchanged) a file whose runs differ."""
+    row = {"job": "quickstart", "workers": 4, "protocol": "bsp", "cores": "shared", "sim_staleness": None,
+           "real_staleness": None, "within_real_spread": True, "sim": spread([0.7, 0.8, 0.9]),
+           "real": spread([0.71, 0.81, 0.91])}
+    result = tmp_path / "cmp.json"
+    result.write_text(json.dumps({"real": ["/tmp/x.json"], "rows": [row]}))
+    same, other = _protocols_result(tmp_path / "same.json", [0.71, 0.81, 0.91]), _protocols_result(
+        tmp_path / "other.json", [0.71, 0.81, 0.92])
+    with pytest.raises(SystemExit) as stop:
+        scale_vs_real.main(["--restat", str(result), "--real", other])
+    assert stop.value.code == 2 and json.loads(result.read_text())["real"] == ["/tmp/x.json"]
+    assert scale_vs_real.main(["--restat", str(result), "--real", same]) == 0
+    doc = json.loads(result.read_text())
+    assert doc["real"] == [same] and doc["real_was"] == ["/tmp/x.json"] and "rank_p" in doc["rows"][0]
 
 
 def _run(variant, workers, seed, accuracy):
