@@ -25,6 +25,8 @@ from syncswitch.protocols.engines.specsync import should_abort
 from syncswitch.protocols.engines.ssp import must_wait
 from syncswitch.protocols.speculation import tune
 
+from .ring import ring_mean
+
 RULES: dict[str, type] = {}
 
 
@@ -105,18 +107,27 @@ class Bsp(ServerRule):
     def __init__(self, *args):
         super().__init__(*args)
         self.needed = int(self.params.get("aggregate") or 0) or self.n
-        self._got: list[np.ndarray] = []
+        # The engine's path (protocols/engines/synchronous.py): all-reduce unless told off or aggregating.
+        self.ring = self.needed == self.n and bool(self.params.get("allreduce", True))
+        self._got: dict[int, np.ndarray] = {}
 
     def apply_update(self, grads, timestamp, client):
         if timestamp != self.s.step:
             return False
-        self._got.append(grads)
+        self._got[client] = grads
         if len(self._got) == self.needed:
             self.s.samples += self.batch * self.needed  # the update counts the group's examples at once
-            self.step_momentum(np.mean(self._got, axis=0, dtype=np.float64).astype(np.float32)
-                               if self.needed > 1 else self._got[0])
-            self._got = []
+            self.step_momentum(self.mean())
+            self._got = {}
         return True
+
+    def mean(self) -> np.ndarray:
+        """The all-reduce's mean in its summation order (worker i first at chunk i; the buffer carries the loss
+        and the stop flag after the gradients); the parameter servers' accumulator: once rounded."""
+        if self.ring:
+            return ring_mean([self._got[c] for c in range(self.n)], trailing=2)
+        got = list(self._got.values())
+        return np.mean(got, axis=0, dtype=np.float64).astype(np.float32) if len(got) > 1 else got[0]
 
 
 @register

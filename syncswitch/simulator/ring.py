@@ -1,0 +1,48 @@
+"""The group mean as TensorFlow's ring all-reduce computes it, rounding for rounding.
+
+The all-reduce engines (protocols/engines/allreduce.py, localsgd_collective.py) average one flat float32 buffer
+per collective: the gradients (or copies), then the loss and the stop flag. TensorFlow's ring reducer
+(`collective_ops.all_reduce`, "Add" then "Div") cuts the buffer into one chunk per member, each of
+`aligned_chunk` elements (RingAlg::AlignedChunkElts: ceil(size / n), padded to 64 bytes), and chunk c's sum
+travels the ring from member c: ((x_c + x_c+1) + x_c+2) + ... in float32, then is divided by n. A float64 mean
+rounds once; at 2 members the two agree (a sum of two float32 is rounded once either way), from 3 on they
+differ in the last bit of about a third of the elements, which a training run of hundreds of steps turns into a
+different model (0.001-0.008 of the quickstart's accuracy at 4 workers). The sum's order, not its value,
+is what this module copies, so it holds for buffers of up to 4 MiB a member (one subdivision of the ring;
+above that TensorFlow splits each chunk again).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+ALIGN_BYTES = 64  # EIGEN_MAX_ALIGN_BYTES of TensorFlow's x86-64 builds
+MAX_CHUNK_BYTES = 4 * 1024 * 1024  # RingAlg's kMaxChunkSizeBytes: one subdivision up to this chunk size
+
+
+def aligned_chunk(size: int, members: int, item_bytes: int = 4) -> int:
+    """Elements of each member's chunk of a `size`-element buffer (the last one holds what is left)."""
+    base = -(-size // members)
+    chunk_bytes = base * item_bytes
+    pad = ALIGN_BYTES - chunk_bytes if chunk_bytes < ALIGN_BYTES else ALIGN_BYTES - chunk_bytes % ALIGN_BYTES
+    return base + pad // item_bytes
+
+
+def ring_mean(vectors: list[np.ndarray], trailing: int = 0) -> np.ndarray:
+    """The float32 mean of `vectors` (member i's buffer first in the ring at chunk i) as the ring all-reduce
+    returns it; `trailing`: elements the real buffer carries after these (the loss and the stop flag), which move
+    the chunks' boundaries but are not returned."""
+    n, size = len(vectors), vectors[0].size
+    if n == 1:
+        return vectors[0]
+    total = size + trailing
+    if total * 4 > MAX_CHUNK_BYTES * n:
+        raise ValueError(f"a {total}-element buffer is over one ring subdivision ({MAX_CHUNK_BYTES * n // 4})")
+    chunk, out = aligned_chunk(total, n), np.empty(size, np.float32)
+    for c in range(n):
+        lo, hi = min(c * chunk, size), min((c + 1) * chunk, size)
+        acc = vectors[c][lo:hi].astype(np.float32)
+        for k in range(1, n):
+            acc = acc + vectors[(c + k) % n][lo:hi]
+        out[lo:hi] = acc / np.float32(n)
+    return out
