@@ -15,6 +15,7 @@ import numpy as np
 import tensorflow as tf
 
 from syncswitch.node import script as scriptmod
+from syncswitch.simulator.ring import buffer_order
 
 
 class GradientModel:
@@ -36,6 +37,8 @@ class GradientModel:
         self.weights = self.model.trainable_variables
         self.shapes = [tuple(w.shape) for w in self.weights]
         self.sizes = [int(np.prod(s)) for s in self.shapes]
+        # Where each element sits in an all-reduce engine's buffer (its variables sorted by name: ring.py).
+        self.buffer_order = buffer_order([w.name.split(":")[0] for w in self.weights], self.sizes)
         self._test = None
         weights, sizes, shapes, model = self.weights, self.sizes, self.shapes, self.model
 

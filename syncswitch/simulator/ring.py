@@ -1,7 +1,8 @@
 """The group mean as TensorFlow's ring all-reduce computes it, rounding for rounding.
 
 The all-reduce engines (protocols/engines/allreduce.py, localsgd_collective.py) average one flat float32 buffer
-per collective: the gradients (or copies), then the loss and the stop flag. TensorFlow's ring reducer
+per collective: the gradients (or copies) of the variables sorted by name (replica_training.py), then the loss and
+the stop flag. TensorFlow's ring reducer
 (`collective_ops.all_reduce`, "Add" then "Div") cuts the buffer into one chunk per member, each of
 `aligned_chunk` elements (RingAlg::AlignedChunkElts: ceil(size / n), padded to 64 bytes), and chunk c's sum
 travels the ring from member c: ((x_c + x_c+1) + x_c+2) + ... in float32, then is divided by n. A float64 mean
@@ -28,13 +29,27 @@ def aligned_chunk(size: int, members: int, item_bytes: int = 4) -> int:
     return base + pad // item_bytes
 
 
-def ring_mean(vectors: list[np.ndarray], trailing: int = 0) -> np.ndarray:
+def buffer_order(names: list[str], sizes: list[int]) -> np.ndarray:
+    """The flat vector's indices (variables in `names` order, of `sizes` elements) in the engines' buffer order:
+    the variables sorted by name."""
+    starts = np.cumsum([0, *sizes])
+    return np.concatenate([np.arange(starts[i], starts[i + 1]) for i in sorted(range(len(names)),
+                                                                              key=lambda i: names[i])])
+
+
+def ring_mean(vectors: list[np.ndarray], trailing: int = 0, order: np.ndarray | None = None) -> np.ndarray:
     """The float32 mean of `vectors` (member i's buffer first in the ring at chunk i) as the ring all-reduce
     returns it; `trailing`: elements the real buffer carries after these (the loss and the stop flag), which move
-    the chunks' boundaries but are not returned."""
+    the chunks' boundaries but are not returned; `order`: where each buffer element sits in the vectors
+    (`buffer_order`; None: in place)."""
     n, size = len(vectors), vectors[0].size
     if n == 1:
         return vectors[0]
+    if order is not None:
+        mean = ring_mean([v[order] for v in vectors], trailing)
+        out = np.empty_like(mean)
+        out[order] = mean
+        return out
     total = size + trailing
     if total * 4 > MAX_CHUNK_BYTES * n:
         raise ValueError(f"a {total}-element buffer is over one ring subdivision ({MAX_CHUNK_BYTES * n // 4})")

@@ -62,6 +62,7 @@ class ServerRule(abc.ABC):
     # Blocking calls to the parameter servers a step makes outside its read-to-update window: the arrival model's
     # `call` prices each (a fraction of the step, spent off the core while the peers run).
     calls = 0
+    order = None  # where each element of an all-reduce buffer sits in the flat vector (ring.buffer_order): the run's
 
     def __init__(self, shared: Shared, workers: int, params: dict, batch: int, seed: int):
         self.s, self.n, self.params, self.batch = shared, workers, dict(params), batch
@@ -125,7 +126,7 @@ class Bsp(ServerRule):
         """The all-reduce's mean in its summation order (worker i first at chunk i; the buffer carries the loss
         and the stop flag after the gradients); the parameter servers' accumulator: once rounded."""
         if self.ring:
-            return ring_mean([self._got[c] for c in range(self.n)], trailing=2)
+            return ring_mean([self._got[c] for c in range(self.n)], trailing=2, order=self.order)
         got = list(self._got.values())
         return np.mean(got, axis=0, dtype=np.float64).astype(np.float32) if len(got) > 1 else got[0]
 

@@ -168,6 +168,7 @@ class Simulation:
         self._losses = [collections.deque(maxlen=REPORT_WINDOW) for _ in range(self.workers)]
         rule = rule_for(planned.protocol, shared, self.workers, planned.params, batch,
                         self.options.seed * 1009 + k)
+        rule.order = self.model.buffer_order
         start = (self.now, shared.samples, shared.step)
         self.before_update(rule)
         self.folder.entered(self.now, k, planned, shared, float(rule.lr), float(rule.momentum), self.total)
