@@ -53,7 +53,8 @@ def test_the_ring_mean_is_tensorflows_all_reduce_bit_for_bit_where_a_float64_mea
         xs = [(rng.standard_normal(size) * 10 ** rng.uniform(-4, 0, size)).astype(np.float32) for _ in range(n)]
         real = np.frombuffer(bytes.fromhex(reduced[str(size)]), np.float32)
         np.testing.assert_array_equal(ring_mean(xs), real, err_msg=f"{n} members, {size} elements")
-        rounded_once += np.array_equal((np.sum(xs, 0, dtype=np.float64) / n).astype(np.float32), real)
+        if size >= 64:  # (7 elements may all round alike)
+            rounded_once += np.array_equal((np.sum(xs, 0, dtype=np.float64) / n).astype(np.float32), real)
     assert rounded_once == 0  # the order matters at these sizes: the test can tell a float64 mean from the ring
 
 
