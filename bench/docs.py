@@ -862,7 +862,8 @@ FIGURES += (
             "protocols-quickstart-4workers-bsp-asp-ssp-2026-11-27.json",
             "protocols-quickstart-4workers-dcasgd-fasgd-bfasgd-2026-11-27.json",
             "protocols-quickstart-4workers-specsync-lookahead-localsgd-2026-11-27.json",
-            "scale-sim-vs-real-quickstart-4workers-2026-11-27.json"),
+            "scale-sim-vs-real-quickstart-4workers-2026-11-27.json",
+            "scale-sim-vs-real-quickstart-4workers-bsp-2026-11-27.json"),
            ("python -m bench scale-vs-real --real <the recorded 4-worker protocols results, see the file's "
             "real_sources> (b-fasgd rows: --real bench/results/protocols-bfasgd-quickstart-digits-4workers-"
             "2026-11-26.json#b-fasgd --protocols b-fasgd)",
@@ -890,6 +891,9 @@ FIGURES += (
             "quickstart (its rows replace the quickstart's 4-worker rows of the 2026-11-26 file)",
             "SSP and specsync rows: python -m bench scale-vs-real --real <the 2- and the 4-worker protocols result> "
             "--protocols ssp,specsync (their call priced at the default --call 0.19)",
+            "python -m bench scale-vs-real --real bench/results/protocols-quickstart-4workers-bsp-asp-ssp-2026-11-27."
+            "json --jobs quickstart --protocols bsp (the simulated mean in the ring all-reduce's order; its row "
+            "replaces the quickstart's 4-worker BSP row)",
             "rank-sum p and chance counts: python -m bench scale-vs-real --restat <each scale-sim-vs-real file>",
             "the 2026-11-27 digits CNN 2-worker and quickstart 4-worker comparisons read /tmp copies of the "
             "protocols files above; their real field names the committed files (python -m bench scale-vs-real "
@@ -901,10 +905,11 @@ FIGURES += (
                 "staleness, 1.51 against 1.52), which chance does not explain and is not understood yet (notebook "
                 "2026-11-27-simulator-2). Elsewhere the rules are the engines step by step "
                 "(tests/simulator/test_rules.py: asp, fasgd, dc-asgd, b-fasgd against their TensorFlow engines, "
-                "same weights and staleness), a real BSP run is its simulation bit for bit at 2 workers (same initial "
-                "weights, batches and updates: tests/simulator/test_model.py, test_against_real.py; both jobs' BSP "
-                "rows at 2 workers hold the same five finals on both sides; at 4 workers the quickstart's differ by "
-                "0.001-0.008), and the other cells out (the quickstart's b-fasgd and specsync at 2 workers, the "
+                "same weights and staleness), a real BSP run is its simulation bit for bit at 2 and 4 workers (same initial "
+                "weights, batches and updates: tests/simulator/test_model.py, test_against_real.py; at 4 workers "
+                "since the simulated mean follows the ring all-reduce's summation order over the engine's buffer, "
+                "tests/simulator/test_ring.py; both jobs' BSP rows at 2 workers and the quickstart's at 4 hold the "
+                "same five finals on both sides), and the other cells out (the quickstart's b-fasgd and specsync at 2 workers, the "
                 "digits CNN's dc-asgd at 2 and 4) have rank-sum p 0.06-0.40 (b-fasgd's and specsync's simulated "
                 "staleness is off the real one, below). "
                 "Real: each protocol alone on local workers, guard off, 5 seeds: 4 workers, the quickstart rerun "
