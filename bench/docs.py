@@ -636,7 +636,11 @@ PEERS_NOTE = (
     "loop in one process per node, each on its shard, no communication): MWMS took 1.04-1.20x `tf-no-sync`'s time "
     "(median 1.09x) and syncswitch's BSP 1.02-1.15x its `no-sync`'s (1.09x), so the two all-reduces cost the same "
     "share; syncswitch's `no-sync` took 1.09-1.26x `tf-no-sync`'s (1.16x): the gap is a syncswitch worker's cost "
-    "per sample outside communication (bench/notebook/2026-11-27-coordinator-3.md).")
+    "per sample outside communication (bench/notebook/2026-11-27-coordinator-3.md). MNIST-1D at 0.4 CPU per node "
+    "with tcmalloc in every process (five seeds at d4373f4, one per quiet call, fc-v657): BSP at 1.39x MWMS's "
+    "throughput, the default (BSP then local SGD in every run; one went back to BSP after its trial) at 0.52-1.04x "
+    "its seed's MWMS time to accuracy (0.74x median to median), accuracy 0.961 against 0.963; MWMS's processes "
+    "used 127 CPU-seconds a run against syncswitch's 87.")
 
 
 def peers_kernel(doc: dict) -> str:
@@ -700,19 +704,19 @@ def peers_headline(docs: list[dict]) -> tuple[str, str]:
     docs = peers_strongest(headline_cells(docs))
     for doc in docs:
         t = doc["table"]
-        budget = f"{doc['cpus_per_node']} CPU" if doc.get("cpus_per_node") else "no budget"
+        budget = f" @{doc['cpus_per_node']} CPU" if doc.get("cpus_per_node") else ""  # the title: none unless said
         job = os.path.basename(doc["job"]).split("_")[0]  # mnist1d, resnet: the cell must stay short
         kernel = peers_kernel(doc).split("-", 2)[-1]  # fc-v657: the build names the host
         if allocator_of(doc) != "system":
             kernel += f", {allocator_of(doc)}"
-        hosts.setdefault(kernel, []).append(f"{job}, {budget}: {x(t['default']['tta_vs_mwms'])}, "
+        hosts.setdefault(kernel, []).append(f"{job}{budget}: {x(t['default']['tta_vs_mwms'])}, "
                                             f"{x(t['bsp']['throughput_vs_mwms'])}")
         gaps.append(t["mwms"]["final_accuracy"]["median"] - t["default"]["final_accuracy"]["median"])
     cells = "; ".join(f"{kernel}: " + "; ".join(mine) for kernel, mine in hosts.items())  # the title says "by host"
     seeds = sorted({len(doc["seeds"]) for doc in docs})
     cells += f" ({seeds[0]} seeds a cell)" if len(seeds) == 1 else f" ({seeds[0]}-{seeds[-1]} seeds a cell)"
     return ("syncswitch against MultiWorkerMirroredStrategy, 4 workers: the default switch's time to accuracy, "
-            "BSP's throughput, by host (ratios to MWMS on the same malloc)",
+            "BSP's throughput, by host (ratios to MWMS on the same malloc; no CPU budget unless @)",
             cells + ("; the default's accuracy at or above MWMS's in every cell"
                      if max(gaps) <= 0 else
                      f"; the default's accuracy at most {max(gaps) * 100:.1f} points below MWMS's"))
@@ -754,7 +758,7 @@ FIGURES += (
             "peers-resnet-unbudgeted-2026-11-26.json", "peers-resnet-cpu040-2026-11-26.json",
             "peers-resnet-unbudgeted-2026-11-27.json", "peers-resnet-unbudgeted-tcmalloc-2026-11-27.json",
             "peers-mnist1d-unbudgeted-tcmalloc-2026-11-27.json",
-            "peers-resnet-unbudgeted-tcmalloc-nosync-2026-11-27.json"),
+            "peers-resnet-unbudgeted-tcmalloc-nosync-2026-11-27.json", "peers-mnist1d-cpu040-tcmalloc-2026-11-27.json"),
            ("python -m bench peers --job jobs/mnist1d_cnn.yaml --seeds S --variants single,mwms,bsp,default "
             "--target 0.95 --add-to F (seeds 1,2,3 then 4,5 per call, nothing else running)",
             "python -m bench peers --job jobs/mnist1d_cnn.yaml --cpus-per-node 0.4 --seeds S --variants "
@@ -774,7 +778,10 @@ FIGURES += (
             "fc-v657 host)",
             "python -m bench peers --job jobs/resnet_synthetic.yaml --seeds S --variants "
             "mwms,tf-no-sync,bsp,no-sync --target 0.9 --allocator tcmalloc --add-to F --out G (one seed per call, "
-            "nothing else running; the fc-v657 host)"), peers_render,
+            "nothing else running; the fc-v657 host)",
+            "python -m bench peers --job jobs/mnist1d_cnn.yaml --cpus-per-node 0.4 --seeds S --variants "
+            "mwms,bsp,default --target 0.95 --allocator tcmalloc --add-to F --out G (one seed per call, nothing else "
+            "running; the fc-v657 host)"), peers_render,
            headline=peers_headline,
            note=PEERS_NOTE),
     Figure("ray", "The ray backend against the local one (quickstart, 3 nodes, 5 seeds)",
