@@ -129,7 +129,7 @@ class GreedyByteStrategy:
 COLLECTIVE_LEADER = "/job:worker/replica:0/task:0"
 
 
-def session_config(num_workers: int, task_index: int, intra: int, inter: int) -> v1.ConfigProto:
+def session_config(num_workers: int, task_index: int, intra: int, inter: int, spin: bool = True) -> v1.ConfigProto:
     # Device filters keep a worker from waiting on, or talking to, the other workers (a collective reaches
     # them through its group, resolved by the leader).
     config = v1.ConfigProto(
@@ -139,16 +139,19 @@ def session_config(num_workers: int, task_index: int, intra: int, inter: int) ->
         allow_soft_placement=False,
     )
     config.experimental.collective_group_leader = COLLECTIVE_LEADER
+    config.experimental.disable_thread_spinning = not spin  # node/threads.py: off where tasks share the cores
     return config
 
 
-def start_servers(ps_hosts, worker_hosts, task_index: int, intra: int, inter: int):
+def start_servers(ps_hosts, worker_hosts, task_index: int, intra: int, inter: int, spin: bool = True):
     """Start this node's worker server and, if it hosts one, its PS task in the same process (the paper
-    colocates them); `ps_hosts` lists the PS tasks, on nodes 0..len-1. The PS server is None on other nodes."""
+    colocates them); `ps_hosts` lists the PS tasks, on nodes 0..len-1. The PS server is None on other nodes.
+    `spin`: whether idle pool threads may spin for work (node/threads.py)."""
     cluster = tf.train.ClusterSpec({"ps": list(ps_hosts), "worker": list(worker_hosts)})
     threads = v1.ConfigProto(intra_op_parallelism_threads=intra, inter_op_parallelism_threads=inter)
     # The servers resolve collective groups (BSP's all-reduce) through worker 0, as every session does.
     threads.experimental.collective_group_leader = COLLECTIVE_LEADER
+    threads.experimental.disable_thread_spinning = not spin
     ps = None
     if task_index < len(ps_hosts):
         ps = tf.distribute.Server(cluster, job_name="ps", task_index=task_index, config=threads, start=True)

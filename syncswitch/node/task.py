@@ -50,6 +50,7 @@ class Task:
 
         from syncswitch.node import graph as graphmod
         from syncswitch.node import script as scriptmod
+        from syncswitch.node import threads as threadsmod
         from syncswitch.node.state import TrainState
 
         self.tf = tf
@@ -60,8 +61,9 @@ class Task:
         self.is_chief = self.index == 0
         self.params = json.loads(launch.params_json or "{}")
         intra, inter = launch.intra_threads or 1, launch.inter_threads or 2
+        spin = threadsmod.spinning_allowed(list(launch.worker_hosts), self.index, intra + inter)
         self.cluster, self.ps_server, self.worker_server = graphmod.start_servers(
-            list(launch.ps_hosts), list(launch.worker_hosts), self.index, intra, inter)
+            list(launch.ps_hosts), list(launch.worker_hosts), self.index, intra, inter, spin)
         mark("servers")
         # The script runs in its folder, as `python train.py` would there: relative paths to its data files hold.
         # Paths the launch gives relative to the node's work dir are pinned first.
@@ -86,7 +88,7 @@ class Task:
         self.g = graphmod.build(launch, total, module, self.params, self.cluster)
         mark("graph")
         self.state = TrainState(total, self.index)
-        self.config = graphmod.session_config(self.num_workers, self.index, intra, inter)
+        self.config = graphmod.session_config(self.num_workers, self.index, intra, inter, spin)
         every = launch.eval_every
         points = [round(k * every, 9) for k in range(1, int(1 / every) + 1)] if every else []
         self.eval_points = [p for p in points if p < 1.0] if self.is_chief else []
