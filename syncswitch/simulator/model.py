@@ -40,6 +40,10 @@ class GradientModel:
         # Where each element sits in an all-reduce engine's buffer (its variables sorted by name: ring.py).
         self.buffer_order = buffer_order([w.name.split(":")[0] for w in self.weights], self.sizes)
         self._test = None
+        self._compile()
+
+    def _compile(self) -> None:
+        """The model's graphs: assign a parameter vector, one worker's gradient, a round's gradients, the score."""
         weights, sizes, shapes, model = self.weights, self.sizes, self.shapes, self.model
 
         def assign(flat):
