@@ -207,6 +207,17 @@ def test_the_headline_compares_against_tcmalloc_where_a_host_has_both():
 def test_a_diagnostic_cell_without_the_default_switch_stays_out_of_the_headline():
     from bench import docs
 
-    full = {"table": dict.fromkeys(["mwms", "bsp", "default", "no-sync"], {})}
-    diagnostic = {"table": dict.fromkeys(["mwms", "tf-no-sync", "bsp", "no-sync"], {})}
+    full = {"job": "j", "table": dict.fromkeys(["mwms", "bsp", "default", "no-sync"], {})}
+    diagnostic = {"job": "j", "table": dict.fromkeys(["mwms", "tf-no-sync", "bsp", "no-sync"], {})}
     assert docs.headline_cells([full, diagnostic]) == [full]
+
+
+def test_the_headline_takes_the_latest_cell_of_a_job_budget_host_and_malloc():
+    from bench import docs
+
+    def cell(job, cpus=None):
+        return {"job": job, "cpus_per_node": cpus, "table": dict.fromkeys(["mwms", "bsp", "default"], {})}
+
+    resnet = "jobs/resnet_synthetic.yaml"
+    old, other, new, budgeted = cell(resnet), cell("jobs/mnist1d_cnn.yaml"), cell(resnet), cell(resnet, 0.4)
+    assert docs.headline_cells([old, other, budgeted, new]) == [other, budgeted, new]
