@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 
+
 def host_of(address: str) -> str:
     return address.rsplit(":", 1)[0]
 
