@@ -4,9 +4,9 @@ An idle thread of a TF (Eigen) pool spins looking for work before it parks: on a
 that saves a wake-up, and TF does it by default. Where several nodes' tasks share fewer cores than they have pool
 threads (local nodes on one machine, or a node in a CPU budget), the spinning takes the CPU another task's kernels
 are waiting for. Measured with 4 local ResNet workers on 2 cores: 0.12 ms of every sample's 2.55 ms went to pool
-threads looking for work, against 0.05 ms in TF2's own lone workers; with spinning off, six side-by-side pairs
-(BSP and no communication, 3 seeds) took 0.86-1.07x the time, median 0.95x: a small gain within this host's
-noise, in the direction the profile predicts (bench/notebook/2026-11-27-coordinator-3.md).
+threads looking for work, against 0.05 ms in TF2's own lone workers; with spinning off, ten side-by-side pairs
+(BSP and no communication, 5 seeds) took 0.83-1.07x the time, median 0.95x, 6 of 10 faster: a small gain within
+this host's noise, in the direction the profile predicts (bench/notebook/2026-11-27-coordinator-3.md).
 """
 
 from __future__ import annotations
