@@ -62,7 +62,9 @@ class ServerRule(abc.ABC):
     # Blocking calls to the parameter servers a step makes outside its read-to-update window: the arrival model's
     # `call` prices each (a fraction of the step, spent off the core while the peers run).
     calls = 0
-    order = None  # where each element of an all-reduce buffer sits in the flat vector (ring.buffer_order): the run's
+    # Where each element of an all-reduce buffer sits in the flat vector (ring.buffer_order); the run sets it from
+    # its model (None: in place).
+    order = None
 
     def __init__(self, shared: Shared, workers: int, params: dict, batch: int, seed: int):
         self.s, self.n, self.params, self.batch = shared, workers, dict(params), batch
