@@ -15,7 +15,7 @@ PACKAGE = pathlib.Path(__file__).resolve().parent.parent / "syncswitch"
 
 # Top-level part of syncswitch -> its floor. A module may import its own floor or below.
 FLOORS = {
-    "__init__": 1, "errors": 1, "registry": 1, "metrics": 1, "files": 1, "spec": 1, "runfolder": 1,
+    "__init__": 1, "errors": 1, "registry": 1, "metrics": 1, "files": 1, "spec": 1, "runfolder": 1, "cgroup_cpu": 1,
     "policies": 2, "protocols": 2, "wire": 2,
     "node": 3, "cluster_manager": 3, "search": 3, "backends": 3, "simulator": 3,
     "cli": 4, "__main__": 4,

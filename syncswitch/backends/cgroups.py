@@ -1,5 +1,8 @@
 """CPU control groups for local nodes: find the cpu controller (cgroup v1 or v2), budget one group per node, clean up.
 
+The write side: reading the mount table and a group's limit is the ground floor's (syncswitch/cgroup_cpu.py), which
+the node side shares to read its own budget.
+
 Layout: <cpu mount>/syncswitch/<job_id>@<owner>/node<i>, where <owner> is the managing process as
 `<pid namespace inode>-<pid>-<start time in clock ticks>`. The name alone tells a later manager whether the
 owner still runs, so a group left by a crashed manager is found and removed (its processes killed) at the
@@ -18,6 +21,8 @@ import re
 import signal
 import time
 
+from syncswitch import cgroup_cpu
+from syncswitch.cgroup_cpu import read_file
 from syncswitch.errors import ClusterError
 
 PARENT = "syncswitch"
@@ -77,9 +82,9 @@ class CpuInterface(abc.ABC):
     def write_limit(self, path: str, quota_us: int, period_us: int) -> None:
         """Limit the group at `path` to quota_us of CPU time per period_us."""
 
-    @abc.abstractmethod
     def read_limit(self, path: str) -> tuple[int | None, int]:
         """(quota_us or None for unlimited, period_us) of the group at `path`."""
+        return cgroup_cpu.read_limit(self.version, path)
 
     def enable_for_children(self, path: str) -> None:
         """Make the controller available to the groups created under `path` (v1: always is)."""
@@ -96,11 +101,6 @@ class CpuV1(CpuInterface):
         _write(os.path.join(path, "cpu.cfs_period_us"), str(period_us))
         _write(os.path.join(path, "cpu.cfs_quota_us"), str(quota_us))
 
-    def read_limit(self, path):
-        quota = int(_read(os.path.join(path, "cpu.cfs_quota_us")))
-        period = int(_read(os.path.join(path, "cpu.cfs_period_us")))
-        return (None if quota < 0 else quota), period
-
 
 class CpuV2(CpuInterface):
     """cgroup v2: `cpu.max` ("<quota> <period>" or "max <period>"), enabled via cgroup.subtree_control."""
@@ -110,13 +110,9 @@ class CpuV2(CpuInterface):
     def write_limit(self, path, quota_us, period_us):
         _write(os.path.join(path, "cpu.max"), f"{quota_us} {period_us}")
 
-    def read_limit(self, path):
-        quota, period = _read(os.path.join(path, "cpu.max")).split()
-        return (None if quota == "max" else int(quota)), int(period)
-
     def enable_for_children(self, path):
         control = os.path.join(path, "cgroup.subtree_control")
-        if "cpu" not in _read(control).split():
+        if "cpu" not in read_file(control).split():
             _write(control, "+cpu")
 
 
@@ -159,7 +155,7 @@ class CpuGroup:
         """The controller's counters (cpu.stat): nr_periods, nr_throttled, and throttled_time (v1, ns) or
         throttled_usec (v2)."""
         out = {}
-        for line in _read(os.path.join(self.path, "cpu.stat")).splitlines():
+        for line in read_file(os.path.join(self.path, "cpu.stat")).splitlines():
             key, _, value = line.partition(" ")
             if value.strip().lstrip("-").isdigit():
                 out[key] = int(value)
@@ -177,7 +173,7 @@ class CpuGroup:
 
     def pids(self) -> list[int]:
         try:
-            return [int(line) for line in _read(self.procs_file).split()]
+            return [int(line) for line in read_file(self.procs_file).split()]
         except FileNotFoundError:
             return []
 
@@ -264,28 +260,23 @@ class CpuHierarchy:
     def find(cls, mounts: str = "/proc/mounts") -> "CpuHierarchy":
         """The cpu controller from the mount table: a v1 hierarchy with `cpu`, else a v2 mount offering it."""
         try:
-            with open(mounts, encoding="utf-8") as fh:
-                table = [line.split() for line in fh]
+            table = cgroup_cpu.cgroup_mounts(mounts)
         except OSError as exc:
             raise CgroupError(f"cannot read the mount table {mounts}: {exc.strerror}") from None
         v2_without_cpu = None
-        for fields in table:
-            if len(fields) < 4:
+        for mount in table:
+            if mount.version == 1:
+                return cls(mount.path, CpuV1(), read_only=mount.read_only)
+        for mount in table:
+            if mount.version != 2:
                 continue
-            where, fstype, opts = _unescape(fields[1]), fields[2], fields[3].split(",")
-            if fstype == "cgroup" and "cpu" in opts:
-                return cls(where, CpuV1(), read_only="ro" in opts)
-        for fields in table:
-            if len(fields) < 4 or fields[2] != "cgroup2":
-                continue
-            where, opts = _unescape(fields[1]), fields[3].split(",")
             try:
-                controllers = _read(os.path.join(where, "cgroup.controllers")).split()
+                controllers = read_file(os.path.join(mount.path, "cgroup.controllers")).split()
             except OSError:
                 continue
             if "cpu" in controllers:
-                return cls(where, CpuV2(), read_only="ro" in opts)
-            v2_without_cpu = where
+                return cls(mount.path, CpuV2(), read_only=mount.read_only)
+            v2_without_cpu = mount.path
         if v2_without_cpu:
             raise CgroupError(f"no cpu controller: the cgroup v2 mount {v2_without_cpu} does not offer 'cpu' "
                               "(it is bound to another hierarchy or not delegated) and no cgroup v1 'cpu' is mounted")
@@ -366,11 +357,6 @@ class CpuHierarchy:
 
 # -- file helpers ------------------------------------------------------------------------------
 
-def _read(path: str) -> str:
-    with open(path, encoding="ascii") as fh:
-        return fh.read()
-
-
 def _write(path: str, value: str) -> None:
     # One write() per value: cgroupfs parses each write on its own, and buffering could merge or split them.
     # No O_CREAT: cgroupfs answers EACCES for a file it does not offer, which would read as a permission problem.
@@ -379,11 +365,6 @@ def _write(path: str, value: str) -> None:
         os.write(fd, value.encode("ascii"))
     finally:
         os.close(fd)
-
-
-def _unescape(path: str) -> str:
-    """/proc/mounts escapes space, tab, newline and backslash as octal."""
-    return re.sub(r"\\([0-7]{3})", lambda m: chr(int(m[1], 8)), path)
 
 
 def _reason(exc: OSError, path: str) -> str:

@@ -1,7 +1,5 @@
 """node/threads.py: idle pool threads spin only where every task's threads have a CPU."""
 
-import os
-
 from syncswitch.node import graph as graphmod
 from syncswitch.node import threads
 
@@ -24,40 +22,6 @@ def test_local_nodes_sharing_two_cores_do_not_spin_and_a_node_alone_on_a_big_mac
 def test_a_node_in_a_budget_smaller_than_its_threads_does_not_spin():
     assert not threads.may_spin(SPREAD, 1, 3, cores=16, quota=0.4)
     assert threads.may_spin(SPREAD, 1, 3, cores=16, quota=4.0)
-
-
-def _groups(root, files, limits):
-    for path, content in limits:
-        os.makedirs(root / path, exist_ok=True)
-        for name, value in zip(files, content):
-            (root / path / name).write_text(value + "\n")
-
-
-def test_the_tightest_v2_limit_on_the_cgroup_path_is_the_budget(tmp_path):
-    (tmp_path / "cgroup").write_text("0::/syncswitch/run/node1\n")
-    (tmp_path / "mounts").write_text(f"cgroup2 {tmp_path / 'fs'} cgroup2 rw,nosuid 0 0\n")
-    _groups(tmp_path / "fs", ["cpu.max"], [("syncswitch", ["800000 100000"]), ("syncswitch/run", ["max 100000"]),
-                                           ("syncswitch/run/node1", ["40000 100000"])])
-    quota = threads.cgroup_quota(str(tmp_path / "cgroup"), str(tmp_path / "mounts"))
-    assert quota == 0.4
-    (tmp_path / "fs/syncswitch/run/node1/cpu.max").write_text("max 100000\n")
-    assert threads.cgroup_quota(str(tmp_path / "cgroup"), str(tmp_path / "mounts")) == 8.0
-
-
-def test_a_v1_cpu_controller_is_read_where_it_is_mounted(tmp_path):
-    (tmp_path / "cgroup").write_text("4:memory:/x\n1:cpu,cpuacct:/syncswitch/node0\n0::/\n")
-    (tmp_path / "mounts").write_text(f"cgroup {tmp_path / 'cpu'} cgroup rw,cpu,cpuacct 0 0\n"
-                                     f"cgroup {tmp_path / 'mem'} cgroup rw,memory 0 0\n")
-    _groups(tmp_path / "cpu", ["cpu.cfs_quota_us", "cpu.cfs_period_us"],
-            [("", ["-1", "100000"]), ("syncswitch/node0", ["40000", "100000"])])
-    assert threads.cgroup_quota(str(tmp_path / "cgroup"), str(tmp_path / "mounts")) == 0.4
-
-
-def test_no_cgroup_to_read_means_no_quota(tmp_path):
-    (tmp_path / "cgroup").write_text("0::/\n")
-    (tmp_path / "mounts").write_text("proc /proc proc rw 0 0\n")
-    assert threads.cgroup_quota(str(tmp_path / "cgroup"), str(tmp_path / "mounts")) is None
-    assert threads.cgroup_quota(str(tmp_path / "missing"), str(tmp_path / "mounts")) is None
 
 
 def test_the_sessions_and_servers_config_carry_the_decision():
