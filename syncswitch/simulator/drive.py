@@ -51,28 +51,33 @@ def start(cpu, sim, rule, now: float, worker: int) -> None:
 
 
 def run_rounds(sim, rule, until_samples: int):
-    """Every worker reads at the round's start and takes `round_steps` steps; under BSP the first m to finish are
-    aggregated (the rest dropped, their gradients never computed), under local SGD all average at the end."""
+    """Every worker reads at the round's start and takes `round_steps` steps (fewer where the phase ends first);
+    under BSP the first m to finish are aggregated (the rest dropped, their gradients never computed), under local
+    SGD all average at the end. A step lands on every worker before any reports it: a real worker counts the
+    group's n batches a step, so each one's count after step i is the same, and the chief's checkpoint there
+    holds its copy after step i (the average, at a round's last step)."""
     while rule.s.samples < min(until_samples, sim.until):
+        steps = rule.begin_round(min(until_samples, sim.until) - rule.s.samples)
         start = sim.now
-        finish = sim.cores().finish_times([sum(sim.step_time(c) for _ in range(rule.round_steps))
+        finish = sim.cores().finish_times([sum(sim.step_time(c) for _ in range(steps))
                                            for c in range(sim.workers)])
         order = sorted(range(sim.workers), key=lambda c: (finish[c], c))
         if rule.name == "bsp":
             order = order[:rule.needed]
         end = start + finish[order[-1]]
-        sim.before_update(rule)  # one rate for the round: every worker read at its start
         first = FirstSteps(sim, rule, order)
-        for c in order:
-            busy = finish[c] / rule.round_steps
-            for i in range(rule.round_steps):
+        for i in range(steps):
+            sim.before_update(rule)  # the rate at the count every worker's step i reads it at
+            losses = []
+            for c in order:
                 point, stamp = rule.fetch(c)
                 g, loss = first.take(c) if i == 0 else sim.gradient(point, sim.batch(c))
                 sim.now = rule.now = end
                 rule.apply_update(g, stamp, c)
-                verdict = sim.after_update(rule, c, loss, busy, (end - start - finish[c]) / rule.round_steps)
+                losses.append(loss)
+            for c, loss in zip(order, losses):
+                verdict = sim.after_update(rule, c, loss, finish[c] / steps, (end - start - finish[c]) / steps)
                 if verdict is not None:
-                    first.give_back()
                     return verdict
         sim.now = end
     return None
@@ -93,10 +98,3 @@ class FirstSteps:
     def take(self, worker: int) -> tuple:
         """(gradient, loss) of the worker's first step."""
         return self._steps.pop(worker)[1]
-
-    def give_back(self) -> None:
-        """A verdict ended the round: the batches of the first steps not taken go back to their workers, so the
-        next phase reads them as if they had never been taken."""
-        for worker, (batch, _) in self._steps.items():
-            self.sim.unread(worker, batch)
-        self._steps.clear()

@@ -15,7 +15,7 @@ import numpy as np
 import tensorflow as tf
 
 from syncswitch.node import script as scriptmod
-from syncswitch.simulator.ring import buffer_order
+from syncswitch.simulator.ring import buffer_order, state_order
 
 
 class GradientModel:
@@ -38,7 +38,9 @@ class GradientModel:
         self.shapes = [tuple(w.shape) for w in self.weights]
         self.sizes = [int(np.prod(s)) for s in self.shapes]
         # Where each element sits in an all-reduce engine's buffer (its variables sorted by name: ring.py).
-        self.buffer_order = buffer_order([w.name.split(":")[0] for w in self.weights], self.sizes)
+        names = [w.name.split(":")[0] for w in self.weights]
+        self.buffer_order = buffer_order(names, self.sizes)
+        self.state_order = state_order(names, self.sizes)  # local SGD's: parameters and momentum
         self._test = None
         self._compile()
 
@@ -165,7 +167,3 @@ class Shards:
             self._queues[self._next].append(next(self._stream))
             self._next = (self._next + 1) % self.workers
         return queue.pop(0)
-
-    def unread(self, worker: int, batch) -> None:
-        """Put a batch taken but not trained on back at the front of the worker's queue (its next `next`)."""
-        self._queues[worker].insert(0, batch)

@@ -17,6 +17,9 @@ from __future__ import annotations
 
 import numpy as np
 
+# The shared optimizer's name (node/graph.py: MomentumOptimizer's default), the suffix of its momentum slots
+# names: local SGD's buffer holds every variable and its slot, sorted by the shared names (replica_training.py).
+SLOT = "Momentum"
 ALIGN_BYTES = 64  # EIGEN_MAX_ALIGN_BYTES of TensorFlow's x86-64 builds
 MAX_CHUNK_BYTES = 4 * 1024 * 1024  # RingAlg's kMaxChunkSizeBytes: one subdivision up to this chunk size
 
@@ -35,6 +38,12 @@ def buffer_order(names: list[str], sizes: list[int]) -> np.ndarray:
     starts = np.cumsum([0, *sizes])
     return np.concatenate([np.arange(starts[i], starts[i + 1]) for i in sorted(range(len(names)),
                                                                               key=lambda i: names[i])])
+
+
+def state_order(names: list[str], sizes: list[int]) -> np.ndarray:
+    """`buffer_order` of the parameters followed by their momentum (a vector twice the parameters' size): local
+    SGD's average, one buffer of every copy and its slot, `var` right before `var/Momentum`."""
+    return buffer_order([*names, *(f"{n}/{SLOT}" for n in names)], [*sizes, *sizes])
 
 
 def ring_mean(vectors: list[np.ndarray], trailing: int = 0, order: np.ndarray | None = None) -> np.ndarray:

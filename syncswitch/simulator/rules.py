@@ -63,8 +63,8 @@ class ServerRule(abc.ABC):
     # `call` prices each (a fraction of the step, spent off the core while the peers run).
     calls = 0
     # Where each element of an all-reduce buffer sits in the flat vector (ring.buffer_order); the run sets it from
-    # its model (None: in place).
-    order = None
+    # its model (None: in place); `state_order` the same for a buffer of the parameters then their momentum.
+    order = state_order = None
 
     def __init__(self, shared: Shared, workers: int, params: dict, batch: int, seed: int):
         self.s, self.n, self.params, self.batch = shared, workers, dict(params), batch
@@ -86,6 +86,14 @@ class ServerRule(abc.ABC):
 
     def leave(self) -> None:
         """The phase ends: leave the shared state consistent (local SGD averages its copies)."""
+
+    def begin_round(self, left: int) -> int:
+        """A round starts with `left` samples to the phase's end: the local steps each worker takes in it."""
+        return self.round_steps
+
+    def checkpointed(self) -> tuple:
+        """(parameters, momentum, global step, samples) a checkpoint taken now holds."""
+        return self.s.w, self.s.v, self.s.step, self.s.samples
 
     def step_momentum(self, g: np.ndarray, lr: float | None = None) -> None:
         """TensorFlow's MomentumOptimizer: v = m v + g; w -= lr v. Counts one update."""
@@ -350,14 +358,17 @@ class BFasgd(Asp):
 @register
 class LocalSgd(ServerRule):
     """Each worker steps on its own copy and momentum at the phase's (BSP) rate; after `period` local steps of
-    every worker, copies and momenta are averaged into the shared ones (the chief counts `period` steps)."""
+    every worker (fewer where the phase ends first), copies and momenta are averaged into the shared ones as the
+    engine's one all-reduce does (localsgd_collective.py): every copy and its momentum in one buffer, the
+    variables sorted by their shared names, each followed by its slot, then the loss and the stop flag, summed in
+    the ring's order (ring.py). Between averages a checkpoint holds the chief's copy, as the engine's snapshot."""
 
     name = "local-sgd"
     rounds = True
 
     def __init__(self, *args):
         super().__init__(*args)
-        self.round_steps = int(self.params["period"])
+        self.round_steps = self._round = int(self.params["period"])
         self._start()
         self.averages = 0
 
@@ -365,6 +376,12 @@ class LocalSgd(ServerRule):
         self.copies = [self.s.w] * self.n
         self.velocities = [self.s.v] * self.n
         self.done = [0] * self.n
+
+    def begin_round(self, left):
+        # The engine averages at the phase's boundary, however many steps since the last average (every worker
+        # counts n batches a step, so all reach it at the same step).
+        self._round = max(1, min(self.round_steps, -(-left // (self.batch * self.n))))
+        return self._round
 
     def fetch(self, client):
         return self.copies[client], self.s.step
@@ -375,18 +392,25 @@ class LocalSgd(ServerRule):
         self.copies[client] = self.copies[client] - self.lr * v
         self.done[client] += 1
         self.s.samples += self.batch
-        if min(self.done) >= self.round_steps:
+        if min(self.done) >= self._round:
             self.average()
         return True
 
     def average(self):
         if not any(self.done):
             return
-        self.s.w = np.mean(self.copies, axis=0, dtype=np.float64).astype(np.float32)
-        self.s.v = np.mean(self.velocities, axis=0, dtype=np.float64).astype(np.float32)
+        size = self.s.w.size
+        mean = ring_mean([np.concatenate([w, v]) for w, v in zip(self.copies, self.velocities)], trailing=2,
+                         order=self.state_order)
+        self.s.w, self.s.v = mean[:size], mean[size:]
         self.s.step += max(self.done)
         self.averages += 1
         self._start()
+
+    def checkpointed(self):
+        if not any(self.done):
+            return super().checkpointed()
+        return self.copies[0], self.velocities[0], self.s.step + self.done[0], self.s.samples
 
     def leave(self):
         self.average()

@@ -85,9 +85,6 @@ class Simulation:
     def gradients(self, point, batches):
         return self.model.gradients(point, batches)
 
-    def unread(self, worker: int, batch) -> None:
-        self._shards[self.config.per_worker_batch].unread(worker, batch)
-
     def before_update(self, rule) -> None:
         """The rate and momentum the graph computes at the current sample count (decay, warm-up, ramp)."""
         samples, config = rule.s.samples, self.config
@@ -129,10 +126,11 @@ class Simulation:
 
     def evaluate(self, rule, fraction: float):
         """An evaluation checkpoint: kept (a rollback target), scored, fed to the guard."""
-        path = f"sim://checkpoints/model.ckpt-{rule.s.step}-{rule.s.samples}"
-        self.snapshots[path] = (rule.s.w, rule.s.v, rule.s.step, rule.s.samples)
-        self.guard.on_checkpoint(path, fraction, rule.s.samples)
-        accuracy, loss = self.model.evaluate(rule.s.w)
+        w, v, step, samples = rule.checkpointed()
+        path = f"sim://checkpoints/model.ckpt-{step}-{samples}"
+        self.snapshots[path] = (w, v, step, samples)
+        self.guard.on_checkpoint(path, fraction, samples)
+        accuracy, loss = self.model.evaluate(w)
         self.folder.evaluation(self.now, fraction, path, accuracy, loss)
         if self.options.progress:
             print(f"  {fraction:6.1%} {self.protocol:>10}  accuracy {accuracy:.3f}  loss {loss:.3f}", flush=True)
@@ -168,7 +166,7 @@ class Simulation:
         self._losses = [collections.deque(maxlen=REPORT_WINDOW) for _ in range(self.workers)]
         rule = rule_for(planned.protocol, shared, self.workers, planned.params, batch,
                         self.options.seed * 1009 + k)
-        rule.order = self.model.buffer_order
+        rule.order, rule.state_order = self.model.buffer_order, self.model.state_order
         start = (self.now, shared.samples, shared.step)
         self.before_update(rule)
         self.folder.entered(self.now, k, planned, shared, float(rule.lr), float(rule.momentum), self.total)

@@ -187,16 +187,13 @@ def test_a_call_outside_the_window_leaves_the_peers_pushes_out_of_the_next_read(
 
 class OneCallPerWorker:
     """A round's first steps as the simulator computed them before they were batched: each worker's batch read and
-    its gradient computed when its step comes; a verdict leaves the later workers' batches unread."""
+    its gradient computed when its step comes."""
 
     def __init__(self, sim, rule, order):
         self.sim, self.rule = sim, rule
 
     def take(self, worker):
         return self.sim.gradient(self.rule.fetch(worker)[0], self.sim.batch(worker))
-
-    def give_back(self):
-        pass
 
 
 SWITCHED = ["policy.schedule=[{protocol: bsp, until: 0.5}, {protocol: local-sgd, period: 2}]",
@@ -209,8 +206,7 @@ DIVERGING = ["policy.schedule=[{protocol: bsp, until: 0.5}, {protocol: local-sgd
 def test_a_rounds_first_steps_in_one_call_are_the_bits_of_one_call_each(digits_job, tmp_path, monkeypatch,
                                                                         overrides):
     """A round's first steps (every worker at the same parameters) are computed in one call; the run is the one
-    that calls once per worker, bit for bit, also when a verdict ends a round before its last workers stepped
-    (their batches go back to them)."""
+    that calls once per worker, bit for bit, also when a verdict ends a round."""
     batched, summary = simulate(digits_job, tmp_path, 4, overrides, arrivals="speeds:0.3", name="batched")
     with monkeypatch.context() as m:
         m.setattr(drive, "FirstSteps", OneCallPerWorker)
@@ -219,21 +215,8 @@ def test_a_rounds_first_steps_in_one_call_are_the_bits_of_one_call_each(digits_j
     assert batched.final.step == single.final.step
     text = [(tmp_path / name / "metrics.jsonl").read_text() for name in ("batched", "single")]
     assert text[0] == text[1]
-    if overrides is DIVERGING:  # the guard's verdict came at a round's first update: 3 first steps unused
+    if overrides is DIVERGING:  # the guard's verdict came at the first step of the second round
         assert [e["reason"] for e in summary["guard_events"]] == ["diverged"]
-        # 0.5 + 9 updates of 8 of the 640 samples: the first of the second 4 x 2-step round
-        assert summary["guard_events"][0]["fraction"] == pytest.approx(0.5 + 9 * 8 / 640)
-
-
-def test_a_batch_put_back_is_the_workers_next(digits_job):
-    from syncswitch.simulator.model import Shards
-
-    job = specmod.load(digits_job, [*SHORT, "cluster.workers=2"])
-    shards, again = (Shards(GradientModel(job, 0), 2, 8) for _ in range(2))
-    first, second = shards.next(0), shards.next(0)
-    shards.unread(0, second)
-    got = [shards.next(0), shards.next(0), shards.next(1)]
-    want = [again.next(0), again.next(0), again.next(0), again.next(1)]
-    for a, b in zip([first, *got], want):
-        np.testing.assert_array_equal(a[0].numpy(), b[0].numpy())
-    np.testing.assert_array_equal(second[0].numpy(), want[1][0].numpy())
+        # 0.5 + 3 steps of 4 workers at 8 of the 640 samples: each worker counts the group's batches a step (the
+        # engine's count), so the first report of a step is after all 4 landed
+        assert summary["guard_events"][0]["fraction"] == pytest.approx(0.5 + 3 * 4 * 8 / 640)
