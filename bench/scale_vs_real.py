@@ -31,6 +31,8 @@ import sys
 from bench.common import ROOT, load_spec, log, spread
 from bench.protocols import PROTOCOLS
 from bench.sim_pool import SimPool
+from syncswitch.errors import SpecError
+from syncswitch.simulator.arrivals import arrival_model
 
 SIGMA = "speeds:0.2"
 CALL = 0.19  # 1 - 1/1.23: SSP's and specsync's steps against ASP's, same seed and job, 2 workers (20 pairs)
@@ -148,21 +150,22 @@ def simulate(cell: dict, arrivals: str, seed: int, out: str) -> dict:
                 "quantum")}
 
 
-def compare(cells: list[dict], runs_dir: str, cores: int, own_cores: bool, only=None, call: float = CALL) -> list[dict]:
+def compare(cells: list[dict], runs_dir: str, cores: int, own_cores: bool, only=None, call: float = CALL,
+            speeds: str = SIGMA) -> list[dict]:
     with SimPool(log=log) as pool:  # each simulated run in a watched child (retried if it stops making progress)
-        return _compare(pool, cells, runs_dir, cores, own_cores, only, call)
+        return _compare(pool, cells, runs_dir, cores, own_cores, only, call, speeds)
 
 
-def _compare(pool, cells, runs_dir, cores, own_cores, only, call) -> list[dict]:
+def _compare(pool, cells, runs_dir, cores, own_cores, only, call, speeds=SIGMA) -> list[dict]:
     rows = []
     asp = {(c["job"], c["workers"]): statistics.median(c["staleness"]) for c in cells
            if c["protocol"] == "asp" and c["staleness"]}
     for cell in [c for c in cells if not only or c["protocol"] in only]:
         target = asp.get((cell["job"], cell["workers"]))
         priced = f"+call:{call:g}" if call else ""
-        models = {"shared": f"{SIGMA}+cores:{cores}:staleness={target:.4f}{priced}"} if target else {}
+        models = {"shared": f"{speeds}+cores:{cores}:staleness={target:.4f}{priced}"} if target else {}
         if own_cores:
-            models["own"] = SIGMA
+            models["own"] = speeds
         real = spread(cell["accuracy"])
         for kind, arrivals in models.items():
             base = os.path.join(runs_dir, f"{cell['job']}-{cell['workers']}w-{cell['protocol']}-{kind}")
@@ -210,6 +213,8 @@ def main(argv=None) -> int:
     parser.add_argument("--call", type=float, default=CALL,
                         help=f"a protocol's call outside its window, as a fraction of its step (default {CALL}: "
                              "measured on this machine; 0: free)")
+    parser.add_argument("--arrivals", default=SIGMA,
+                        help=f"the workers' speeds before the shared cores and the call (default {SIGMA})")
     parser.add_argument("--jobs", help="only these jobs (names as in the real result, comma-separated)")
     parser.add_argument("--protocols", help="simulate only these (comma-separated; the real ASP runs still calibrate)")
     parser.add_argument("--runs-dir", default="/tmp/scale-vs-real")
@@ -230,10 +235,14 @@ def main(argv=None) -> int:
         return 0
     if not args.real:
         parser.error("--real is required (or --restat FILE)")
+    try:
+        arrival_model(args.arrivals, 2, 0)
+    except SpecError as exc:
+        parser.exit(2, f"scale-vs-real: {exc}\n")
     cells = [c for path in args.real for c in real_side(path)
              if not args.jobs or c["job"] in args.jobs.split(",")]
     rows = compare(cells, args.runs_dir, args.cores, args.own_cores,
-                   args.protocols.split(",") if args.protocols else None, args.call)
+                   args.protocols.split(",") if args.protocols else None, args.call, args.arrivals)
     print("\n".join(markdown(rows)))
     agree = {kind: sum(r["within_real_spread"] for r in rows if r["cores"] == kind) for kind in ("shared", "own")}
     total = {kind: sum(r["cores"] == kind for r in rows) for kind in ("shared", "own")}

@@ -107,6 +107,16 @@ def test_restat_with_real_records_the_committed_copies_only_when_every_row_is_th
     assert doc["real"] == [same] and doc["real_was"] == ["/tmp/x.json"] and "rank_p" in doc["rows"][0]
 
 
+def test_a_bad_arrival_model_is_named_before_anything_runs(tmp_path, capsys):
+    real = _protocols_result(tmp_path / "real.json", [0.71, 0.81, 0.91])
+    with pytest.raises(SystemExit) as stop:
+        scale_vs_real.main(["--real", real, "--arrivals", "speeds:0.1:block=0", "--runs-dir", str(tmp_path / "r")])
+    assert stop.value.code == 2
+    assert capsys.readouterr().err.strip().splitlines() == [
+        "scale-vs-real: --arrivals speeds:0.1:block=0: jitter must be between 0 and 3 and block a whole number >= 1"]
+    assert not (tmp_path / "r").exists()
+
+
 def _run(variant, workers, seed, accuracy):
     return {"variant": variant, "workers": workers, "seed": seed, "final_accuracy": accuracy, "guard_events": []}
 

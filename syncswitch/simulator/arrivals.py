@@ -5,7 +5,10 @@ model is a pure function of (worker, its step number) and the seed: the same see
 
     round-robin        every step takes one unit: workers finish in turn 0, 1, ..., n-1
     speeds[:SIGMA]     each worker a speed drawn once (log-normal, sigma SIGMA, default 0.3: stragglers),
-                       each step jittered around it (log-normal, sigma SIGMA / 2)
+      [:jitter=J]      each step jittered around it (log-normal, sigma J, default SIGMA / 2),
+      [:block=K]       K steps in a row sharing one draw of the jitter (default 1: a draw a step): a real
+                       worker's speed drifts over tens of steps on a shared machine (its metrics windows of 20
+                       steps spread about 0.2 in log, its steps around their window's mean much less)
     replay:RUN         each worker's measured step times from a real run's metrics.jsonl, in order, cycled;
                        simulated worker i replays real worker i mod (the run's workers)
 
@@ -30,7 +33,7 @@ import numpy as np
 from syncswitch.errors import SpecError
 from syncswitch.simulator.cores import calibrate_quantum
 
-NAMES = ("round-robin", "speeds[:SIGMA]", "replay:RUN_DIR")
+NAMES = ("round-robin", "speeds[:SIGMA][:jitter=J][:block=K]", "replay:RUN_DIR")
 CORES = "+cores:C[:q=QUANTUM|:staleness=S]"
 CALL = "+call:F"
 
@@ -67,23 +70,26 @@ class RoundRobin(ArrivalModel):
 class Speeds(ArrivalModel):
     name = "speeds"
 
-    def __init__(self, workers: int, seed: int, unit: float = 1.0, sigma: float = 0.3):
+    def __init__(self, workers: int, seed: int, unit: float = 1.0, sigma: float = 0.3, jitter: float | None = None,
+                 block: int = 1):
         super().__init__(workers, seed, unit)
-        self.sigma = sigma
+        self.sigma, self.block = sigma, block
+        self.jitter = sigma / 2 if jitter is None else jitter
         rng = np.random.RandomState(seed + 7919)
         self.slowness = np.exp(rng.normal(0.0, sigma, workers))  # each worker's mean step, in units
         self._jitter: dict[int, np.ndarray] = {}
 
     def step_time(self, worker: int, step: int) -> float:
-        block, k = divmod(step, 4096)
+        block, k = divmod(step // self.block, 4096)
         key = worker * 1_000_003 + block
         if key not in self._jitter:
             rng = np.random.RandomState((self.seed * 7_368_787 + key) % (2 ** 32))
-            self._jitter[key] = np.exp(rng.normal(0.0, self.sigma / 2, 4096))
+            self._jitter[key] = np.exp(rng.normal(0.0, self.jitter, 4096))
         return float(self.unit * self.slowness[worker] * self._jitter[key][k])
 
     def describe(self) -> dict:
-        return {**super().describe(), "sigma": self.sigma, "slowness": [round(float(s), 4) for s in self.slowness]}
+        return {**super().describe(), "sigma": self.sigma, "jitter": self.jitter, "block": self.block,
+                "slowness": [round(float(s), 4) for s in self.slowness]}
 
 
 class Replay(ArrivalModel):
@@ -199,14 +205,32 @@ def _base_model(kind_arg: str, text: str, workers: int, seed: int, unit: float) 
     if kind == "round-robin" and not arg:
         return RoundRobin(workers, seed, unit)
     if kind == "speeds":
-        try:
-            sigma = float(arg) if arg else 0.3
-        except ValueError:
-            raise SpecError(f"--arrivals {text}: SIGMA must be a number, e.g. speeds:0.5") from None
-        if not 0.0 <= sigma <= 3.0:
-            raise SpecError(f"--arrivals {text}: SIGMA must be between 0 and 3")
-        return Speeds(workers, seed, unit, sigma)
+        return _speeds(arg, text, workers, seed, unit)
     if kind == "replay" and arg:
         return Replay(workers, seed, unit, arg)
     raise SpecError(f"--arrivals {text!r}: unknown arrival model; valid: {', '.join(NAMES)} "
                     f"(each with {CORES} and {CALL})")
+
+
+def _speeds(arg: str, text: str, workers: int, seed: int, unit: float) -> Speeds:
+    """speeds[:SIGMA][:jitter=J][:block=K]"""
+    first, *named = arg.split(":") if arg else [""]
+    if "=" in first:
+        first, named = "", [first, *named]
+    try:
+        sigma = float(first) if first else 0.3
+    except ValueError:
+        raise SpecError(f"--arrivals {text}: SIGMA must be a number, e.g. speeds:0.5") from None
+    if not 0.0 <= sigma <= 3.0:
+        raise SpecError(f"--arrivals {text}: SIGMA must be between 0 and 3")
+    given = dict(item.partition("=")[::2] for item in named)
+    if set(given) - {"jitter", "block"}:
+        raise SpecError(f"--arrivals {text}: speeds takes SIGMA, jitter=J and block=K, e.g. speeds:0.05:jitter=0.2")
+    try:
+        jitter = float(given["jitter"]) if "jitter" in given else None
+        block = int(given.get("block", 1))
+    except ValueError:
+        jitter, block = -1.0, 0
+    if (jitter is not None and not 0.0 <= jitter <= 3.0) or block < 1:
+        raise SpecError(f"--arrivals {text}: jitter must be between 0 and 3 and block a whole number >= 1")
+    return Speeds(workers, seed, unit, sigma, jitter, block)

@@ -26,6 +26,17 @@ def test_speeds_are_per_worker_and_the_same_for_a_seed():
     assert np.allclose(means, a.slowness, rtol=0.1)
 
 
+def test_jitter_and_its_block_are_set_apart_from_the_workers_speeds():
+    plain, named = arrival_model("speeds:0.2", 4, 3), arrival_model("speeds:0.2:jitter=0.1:block=1", 4, 3)
+    assert [plain.step_time(1, k) for k in range(50)] == [named.step_time(1, k) for k in range(50)]  # the default
+    drift = arrival_model("speeds:0.05:jitter=0.3:block=20", 4, 3)
+    times = np.array([[drift.step_time(w, k) for k in range(4000)] for w in range(4)])
+    blocks = times.reshape(4, 200, 20)
+    assert np.all(blocks == blocks[:, :, :1])  # 20 steps in a row share one draw
+    assert np.std(np.log(blocks[:, :, 0] / drift.slowness[:, None])) == pytest.approx(0.3, rel=0.1)
+    assert np.allclose(times.mean(axis=1), drift.slowness * np.exp(0.3 ** 2 / 2), rtol=0.06)
+
+
 def _report(worker, phase, steps, busy):
     return {"kind": "metrics", "worker": worker, "phase": phase, "local_steps": steps, "busy_s": busy,
             "step_time_s": 9.0}
@@ -46,7 +57,10 @@ def test_replay_reads_each_workers_busy_time_per_step(tmp_path):
 
 
 @pytest.mark.parametrize("text,message", [("speeds:x", "SIGMA must be a number"), ("speeds:9", "between 0 and 3"),
-                                          ("poisson", "unknown arrival model"), ("replay:", "unknown arrival model")])
+                                          ("poisson", "unknown arrival model"), ("replay:", "unknown arrival model"),
+                                          ("speeds:0.1:jitter=x", "jitter must be between"),
+                                          ("speeds:0.1:block=0", "block a whole number"),
+                                          ("speeds:0.1:q=2", "speeds takes SIGMA, jitter=J and block=K")])
 def test_bad_models_are_named(text, message):
     with pytest.raises(SpecError, match=message):
         arrival_model(text, 2, 0)
