@@ -884,7 +884,10 @@ FIGURES += (
             "protocols-quickstart-4workers-dcasgd-fasgd-bfasgd-2026-11-27.json",
             "protocols-quickstart-4workers-specsync-lookahead-localsgd-2026-11-27.json",
             "scale-sim-vs-real-quickstart-4workers-2026-11-27.json",
-            "scale-sim-vs-real-quickstart-4workers-bsp-2026-11-27.json"),
+            "scale-sim-vs-real-quickstart-4workers-bsp-2026-11-27.json",
+            "scale-sim-vs-real-quickstart-2workers-localsgd-2026-11-27.json",
+            "scale-sim-vs-real-digits-cnn-2workers-localsgd-2026-11-27.json",
+            "scale-sim-vs-real-quickstart-4workers-localsgd-2026-11-27.json"),
            ("python -m bench scale-vs-real --real <the recorded 4-worker protocols results, see the file's "
             "real_sources> (b-fasgd rows: --real bench/results/protocols-bfasgd-quickstart-digits-4workers-"
             "2026-11-26.json#b-fasgd --protocols b-fasgd)",
@@ -915,6 +918,14 @@ FIGURES += (
             "python -m bench scale-vs-real --real bench/results/protocols-quickstart-4workers-bsp-asp-ssp-2026-11-27."
             "json --jobs quickstart --protocols bsp (the simulated mean in the ring all-reduce's order; its row "
             "replaces the quickstart's 4-worker BSP row)",
+            "local SGD's rows (its average in the ring all-reduce's order; a round ends at the phase's boundary; "
+            "the rate at each local step's count): python -m bench scale-vs-real --real bench/results/"
+            "protocols-quickstart-2workers-2026-11-27.json#asp,local-sgd --jobs quickstart --protocols local-sgd; "
+            "--real bench/results/protocols-digits-cnn-2workers-bsp-to-fasgd-2026-11-27.json#asp --real bench/"
+            "results/protocols-digits-cnn-2workers-bfasgd-to-localsgd-2026-11-27.json#local-sgd --jobs digits-cnn "
+            "--protocols local-sgd; --real bench/results/protocols-quickstart-4workers-bsp-asp-ssp-2026-11-27.json"
+            "#asp --real bench/results/protocols-quickstart-4workers-specsync-lookahead-localsgd-2026-11-27.json"
+            "#local-sgd --jobs quickstart --protocols local-sgd (each row replaces its cell's)",
             "rank-sum p and chance counts: python -m bench scale-vs-real --restat <each scale-sim-vs-real file>",
             "the 2026-11-27 digits CNN 2-worker and quickstart 4-worker comparisons read /tmp copies of the "
             "protocols files above; their real field names the committed files (python -m bench scale-vs-real "
@@ -932,7 +943,11 @@ FIGURES += (
                 "(same initial weights, batches and updates: tests/simulator/test_model.py, test_against_real.py; "
                 "at 4 workers since the simulated mean follows the ring all-reduce's summation order over the "
                 "engine's buffer, tests/simulator/test_ring.py; both jobs' BSP rows at 2 workers and the "
-                "quickstart's at 4 hold the same five finals on both sides), and the other cells out (the "
+                "quickstart's at 4 hold the same five finals on both sides), and so is a real local SGD run "
+                "(period 2: its average in the same ring order over its one buffer of every copy and its momentum, "
+                "a checkpoint between averages the chief's copy; test_against_real.py at 2 and 4 workers): its "
+                "rows, both jobs at 2 workers and the quickstart at 4, hold the same five finals on both sides "
+                "(notebook 2026-11-27-simulator-4), and the other cells out (the "
                 "quickstart's b-fasgd and specsync at 2 workers, the digits CNN's dc-asgd at 2 and 4) have "
                 "rank-sum p 0.06-0.40 (b-fasgd's and specsync's simulated staleness is off the real one, below). "
                 "Real: each protocol alone on local workers, guard off, 5 seeds: 4 workers, the quickstart rerun "
