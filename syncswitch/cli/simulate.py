@@ -16,7 +16,8 @@ from syncswitch.cli.errors import friendly_errors
 @click.option("--switch-at", type=float, help="BSP until this fraction, then the switch target.")
 @click.option("--switch-to", help="The asynchronous protocol a switch goes to.")
 @click.option("--arrivals", default="round-robin", show_default=True,
-              help="round-robin | speeds[:SIGMA] (random per-worker speeds, stragglers) | replay:RUN_DIR "
+              help="round-robin | speeds[:SIGMA][:jitter=J][:block=K] (random per-worker speeds, stragglers; each "
+                   "step jittered by J, K steps a draw) | replay:RUN_DIR "
                    "(each worker's measured step times from a real run); any with +cores:C[:q=QUANTUM|:staleness=S] "
                    "(the workers share C cores, time-sliced; the slice in mean steps, or calibrated to ASP's "
                    "staleness S; on a replay, by default to the staleness the run measured); and +call:F (a "

@@ -38,7 +38,8 @@ def test_simulate_writes_a_run_folder_and_replays_its_step_times(digits_job, tmp
 
 
 @pytest.mark.parametrize("args,message", [
-    (["--arrivals", "zipf"], "unknown arrival model; valid: round-robin, speeds[:SIGMA], replay:RUN_DIR"),
+    (["--arrivals", "zipf"],
+     "unknown arrival model; valid: round-robin, speeds[:SIGMA][:jitter=J][:block=K], replay:RUN_DIR"),
     (["--arrivals", "replay:/nonexistent"], "metrics.jsonl not found"),
     (["--protocol", "nope"], "nope"),
 ])
