@@ -170,6 +170,9 @@ class StepRunner:
             self._agreed(engine, fetches)()
             return
         self._fn(engine, fetches)()
+        averaging = getattr(engine, "averaging", None)
+        if averaging is not None:  # the step that ends in the group's average: every worker warms it up in turn
+            self._agreed(averaging, fetches)()
         if engine.counts_every_step:  # only such an engine's steps may skip the counter read (see step())
             self._fn(engine, fetches, exact=False)()
 
@@ -200,7 +203,10 @@ class StepRunner:
         wait_s = 0.0
         exact = True
         feed = args.feed_dict if args is not None else None
-        if engine.step_op is not None:
+        averaging = engine.averaging_step(self.state)
+        if averaging is not None:
+            samples, wait_s, results = self._collective_step(averaging, args, fetches, options)
+        elif engine.step_op is not None:
             # Feeds go through the general path; a duplicated request must not take a second token.
             if feed:
                 run = lambda: self.session.run([engine.step_op, engine.step_samples, engine.step_wait_s,  # noqa: E731
@@ -257,8 +263,8 @@ class StepRunner:
         self.deadline.took(time.monotonic() - started)
         self.state.unread_steps = 0 if exact else self.state.unread_steps + 1
         self.state.samples = int(samples)
-        # A bounded-staleness protocol holds a worker that ran ahead here (SSP); that is waiting too.
-        wait_s += engine.after_step(self.session, self.state)
         self.state.last_wait_s = wait_s
+        # A bounded-staleness protocol holds a worker that ran ahead here (SSP); that is waiting too.
+        self.state.last_wait_s += engine.after_step(self.session, self.state)
         self.hook.after_run(context, v1.train.SessionRunValues(results, None, None))
         return not context.stop_requested

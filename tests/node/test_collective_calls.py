@@ -57,6 +57,9 @@ for mode in bsp.modes():
 out["mixed"] = refused([bsp.ps.step_op, {0: bsp.fast.loss}])
 out["local_sgd_step"] = refused([local.train_op, local.samples_after, {0: g.losses.get("local-sgd", g.loss)}])
 out["local_sgd_average"] = refused([local._average])
+fused = local.averaging
+out["local_sgd_step_with_average"] = refused([fused.train_op, fused.samples_after, fused.agreed_stop,
+                                              fused.collective_wait_s, {0: g.losses.get("local-sgd", g.loss)}])
 print("RESULT " + json.dumps(out), flush=True)
 '''
 
@@ -72,6 +75,6 @@ def test_no_call_mixes_a_collective_with_the_parameter_servers(tmp_path):
     assert lines, done.stdout[-2000:] + done.stderr[-4000:]
     out = json.loads(lines[-1][len("RESULT "):])
     assert out["local_sgd"] == "CollectiveLocalSGDEngine"  # local SGD averages by all-reduce where it can
-    for call in ("ps_path", "allreduce_path", "local_sgd_step", "local_sgd_average"):
+    for call in ("ps_path", "allreduce_path", "local_sgd_step", "local_sgd_average", "local_sgd_step_with_average"):
         assert out[call] is None, (call, out[call])
     assert "/job:ps" in out["mixed"] and "collective" in out["mixed"]

@@ -151,6 +151,37 @@ def test_local_sgd_averaged_every_step_by_all_reduce_is_one_worker_at_batch_nb(t
         np.testing.assert_allclose(many["vars"][name], value, rtol=2e-5, atol=2e-6, err_msg=name)
 
 
+# As DRIVER, but each step as the training loop runs it: in one call with the average where the engine says so.
+FUSED_DRIVER = DRIVER.replace("""        _, state.samples, loss = sessions[i].run(fetches)
+""", """        fused = engine.averaging_step(state)
+        if fused is None:
+            _, state.samples, loss = sessions[i].run(fetches)
+        else:
+            _, samples, stop, _, loss = sessions[i].run([fused.train_op, fused.samples_after, fused.agreed_stop,
+                                                         fused.collective_wait_s, fetches[2]],
+                                                        {fused.stop_in: float(state.stop_flag())})
+            state.after_collective_step(int(samples), bool(stop))
+            fused_calls[i] = fused_calls.get(i, 0) + 1
+""").replace("state.boundary = 1.0", "state.boundary, state.step_samples = 1.0, n * batch").replace(
+    "losses = {}", "losses = {}\nfused_calls = {}").replace(
+    '"losses": losses,', '"losses": losses, "fused_calls": fused_calls,')
+assert "averaging_step" in FUSED_DRIVER and '"fused_calls": fused_calls' in FUSED_DRIVER
+
+
+@pytest.mark.cluster
+def test_local_sgd_steps_that_hold_their_average_train_as_steps_averaged_apart(tmp_path):
+    """The loop runs local SGD's period-ending step and its average in one call: the same model, losses and count
+    as the step and the average in two calls, bit for bit (3 workers, period 2, 7 steps: the boundary falls
+    mid-period, where the last average is the boundary's)."""
+    apart = _run(tmp_path, 3, 8, 7, "local-sgd", {"period": 2})
+    together = _run(tmp_path, 3, 8, 7, "local-sgd", {"period": 2}, driver_text=FUSED_DRIVER)
+    assert together["fused_calls"] == {"0": 4, "1": 4, "2": 4}  # steps 2, 4, 6 and the boundary's 7
+    assert together["vars"] == apart["vars"]
+    assert together["losses"] == apart["losses"]
+    assert together["samples"] == apart["samples"] == 3 * 8 * 7
+    assert together["global_step"] == apart["global_step"]
+
+
 WARM_DRIVER = SETUP + '''
 engine = [g.engines[protocol] for g in graphs]
 engine = [getattr(e, "fast", None) or e for e in engine]  # BSP: its all-reduce path

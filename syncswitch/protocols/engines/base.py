@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import abc
+import dataclasses
 
 import tensorflow as tf
 
@@ -116,6 +117,18 @@ class StalenessMeter:
             return tf.group(self.total.assign_add(staleness), self.count.assign_add(1))
 
 
+@dataclasses.dataclass(frozen=True)
+class CollectiveStep:
+    """A step whose call also holds the group's collective, run as BSP's all-reduce step is (step_loop.py): the
+    step, the count after it, this worker's stop flag in, the group's answer, and the wait for the group."""
+
+    train_op: tf.Operation
+    samples_after: tf.Tensor
+    stop_in: tf.Tensor
+    agreed_stop: tf.Tensor
+    collective_wait_s: tf.Tensor
+
+
 def dense(grad):
     """A gradient as a dense tensor (embedding lookups give IndexedSlices)."""
     return tf.convert_to_tensor(grad) if isinstance(grad, tf.IndexedSlices) else grad
@@ -187,8 +200,15 @@ class ProtocolEngine(abc.ABC):
     def before_warm_up(self, session) -> None:
         """Make one warm-up step harmless to the protocol's own state (the model is reset after)."""
 
+    def averaging_step(self, state) -> CollectiveStep | None:
+        """Asked before each step by the loop: the call to run in place of `train_op`'s where this step also ends
+        in the group's collective (local SGD's last step before an average), else None. One call where two would
+        each pay a session round trip; `after_step` is then told so by the engine's own record."""
+        return None
+
     def after_step(self, session, state) -> float:
-        """Called after every step; a protocol that holds fast workers back waits here. Returns seconds waited."""
+        """Called after every step; a protocol that holds fast workers back waits here. Returns seconds waited
+        beyond `state.last_wait_s` (the wait timed inside the step's own call)."""
         return 0.0
 
     def stats(self, session) -> dict:

@@ -23,7 +23,7 @@ import time
 
 import tensorflow as tf
 
-from .base import ProtocolEngine, worker_variable
+from .base import CollectiveStep, ProtocolEngine, worker_variable
 from .replica_training import ReplicaTraining, mean, warm_publish
 
 v1 = tf.compat.v1
@@ -59,19 +59,33 @@ class CollectiveLocalSGDEngine(ProtocolEngine):
         with tf.device(replica.device):
             self._stop = v1.placeholder_with_default(tf.constant(0.0), [], name="local_sgd_stop_in")
             copies = [copy for _, copy in core.pairs]
-            means, _ = mean([c.read_value() for c in copies] + [tf.reshape(last_loss.read_value(), [1]),
-                                                                 tf.reshape(self._stop, [1])],
-                            num_workers, INSTANCE_KEY, "local_sgd")
-            assigns = [c.assign(m, read_value=False) for c, m in zip(copies, means)]
-            assigns.append(self._mean_loss.assign(tf.reshape(means[-2], []), read_value=False))
-            with tf.control_dependencies(assigns):
-                self._average = tf.greater(tf.reshape(means[-1], []), 0.0, name="local_sgd_agreed_stop")
+            self._average, _ = self._average_op(copies, last_loss, num_workers, "local_sgd")
+            # The same average in the step's own call, read after the step (and after the loss the hooks fetch, so
+            # that it is the last average's mean loss, as in a call of its own). Same instance key: a collective's
+            # step id comes from the sequence of its call's instance keys, so a worker's n-th average meets its
+            # peers' n-th whichever of the two calls each ran.
+            agreed, waited = self._average_op(copies, last_loss, num_workers, "local_sgd_fused",
+                                              after=[self.train_op, self.loss])
+            self.averaging = CollectiveStep(self.train_op, core.estimate_after, self._stop, agreed, waited)
             self._reset_loss = self._mean_loss.assign(0.0, read_value=False)
         self._average_fn = None
         self._published = True
         self._rounds = 0
         self._steps = 0
         self._waited = 0.0
+        self._fusing = False
+
+    def _average_op(self, copies, last_loss, num_workers: int, name: str, after=()):
+        """(the group's mean of the copies and their momentum assigned to this worker's, with the last losses' mean:
+        true where the group agreed to stop; the seconds it waited for the group). `after`: what its reads follow."""
+        with tf.control_dependencies(list(after)):
+            values = [c.read_value() for c in copies] + [tf.reshape(last_loss.read_value(), [1]),
+                                                         tf.reshape(self._stop, [1])]
+        means, waited = mean(values, num_workers, INSTANCE_KEY, name)
+        assigns = [c.assign(m, read_value=False) for c, m in zip(copies, means)]
+        assigns.append(self._mean_loss.assign(tf.reshape(means[-2], []), read_value=False))
+        with tf.control_dependencies(assigns):
+            return tf.greater(tf.reshape(means[-1], []), 0.0, name=f"{name}_agreed_stop"), waited
 
     def _averaged(self, session, stop: bool) -> bool:
         """Run one average (with this worker's stop flag); whether the group agreed to stop."""
@@ -86,6 +100,7 @@ class CollectiveLocalSGDEngine(ProtocolEngine):
         self._rounds = 0
         self._steps = 0
         self._waited = 0.0
+        self._fusing = False
         session.run([self._enter, self._reset_loss])
         self._published = True
 
@@ -96,20 +111,33 @@ class CollectiveLocalSGDEngine(ProtocolEngine):
         warm_publish(session, self._enter, self._publish, self._is_chief)
         self._published = True
 
+    def averaging_step(self, state) -> CollectiveStep:
+        """The step and the average in one call where this step is the period's last or reaches the boundary (exact
+        on every worker: all step in lockstep between averages; a moved boundary is taken before the step)."""
+        self._fusing = self._steps + 1 >= self.period or state.stop_flag()
+        return self.averaging if self._fusing else None
+
     def after_step(self, session, state) -> float:
-        """Average once `period` steps were taken since the last average, at the boundary, or to agree to stop."""
+        """Average once `period` steps were taken since the last average, at the boundary, or to agree to stop,
+        unless the step's call averaged already (`averaging_step`)."""
         self._published = False
-        self._steps += 1
-        wants = state.at_boundary()
         waited = 0.0
-        if self._steps >= self.period or wants:
-            t0 = time.perf_counter()
-            if self._averaged(session, wants):
-                state.boundary = min(state.boundary, state.fraction - 1e-12)  # at it on every worker, float-safe
+        if self._fusing:
+            self._fusing = False
             self._steps = 0
             self._rounds += 1
-            waited = time.perf_counter() - t0
-            self._waited += waited
+            self._waited += state.last_wait_s
+        else:
+            self._steps += 1
+            wants = state.at_boundary()
+            if self._steps >= self.period or wants:
+                t0 = time.perf_counter()
+                if self._averaged(session, wants):
+                    state.boundary = min(state.boundary, state.fraction - 1e-12)  # at it on every worker, float-safe
+                self._steps = 0
+                self._rounds += 1
+                waited = time.perf_counter() - t0
+                self._waited += waited
         if state.at_boundary():
             self.publish(session)
         return waited
