@@ -111,7 +111,7 @@ class CollectiveLocalSGDEngine(ProtocolEngine):
         warm_publish(session, self._enter, self._publish, self._is_chief)
         self._published = True
 
-    def averaging_step(self, state) -> CollectiveStep:
+    def averaging_step(self, state) -> CollectiveStep | None:
         """The step and the average in one call where this step is the period's last or reaches the boundary (exact
         on every worker: all step in lockstep between averages; a moved boundary is taken before the step)."""
         self._fusing = self._steps + 1 >= self.period or state.stop_flag()

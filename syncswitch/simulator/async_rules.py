@@ -1,0 +1,234 @@
+"""The asynchronous protocols' server rules (rules.py holds the base, the registry and the synchronous ones).
+
+Each applies one worker's update when it arrives, from the parameters that worker read at `fetch` (its
+timestamp), with the engines' own numpy references: `compensate`, `staleness_scale`, `lookahead_update`,
+`should_abort`, `must_wait`, `transmit_probability`.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from syncswitch.protocols.engines.bfasgd import RESOLUTION, transmit_probability
+from syncswitch.protocols.engines.dcasgd import compensate
+from syncswitch.protocols.engines.fasgd import staleness_scale
+from syncswitch.protocols.engines.lookahead import ADAPT_EVERY, lookahead_factor, lookahead_update
+from syncswitch.protocols.engines.specsync import should_abort
+from syncswitch.protocols.engines.ssp import must_wait
+from syncswitch.protocols.speculation import tune
+
+from .rules import ServerRule, register
+
+
+@register
+class Asp(ServerRule):
+    name = "asp"
+
+    def apply_update(self, grads, timestamp, client):
+        self.staleness.append(self.s.step - timestamp)
+        self.s.samples += self.batch
+        self.step_momentum(self.scaled(grads, self.s.step - timestamp, client))
+        return True
+
+    def scaled(self, grads, staleness, client):
+        return grads
+
+
+@register
+class Ssp(Asp):
+    """ASP whose workers wait while more than `staleness` steps ahead of the slowest (`must_wait`). The engine
+    polls the clocks in a call of its own after every step (`after_step`), between the update and the next read."""
+
+    name = "ssp"
+    calls = 1
+
+    def __init__(self, *args):
+        super().__init__(*args)
+        self.clocks = np.zeros(self.n, np.int64)
+
+    def apply_update(self, grads, timestamp, client):
+        self.clocks[client] += 1
+        return super().apply_update(grads, timestamp, client)
+
+    def blocked(self, client):
+        return must_wait(self.clocks, client, int(self.params["staleness"]))
+
+
+@register
+class Fasgd(Asp):
+    name = "fasgd"
+
+    def scaled(self, grads, staleness, client):
+        return grads * np.float32(staleness_scale(staleness, float(self.params["power"])))
+
+
+@register
+class DcAsgd(Asp):
+    """g + lambda g*g (w_now - w_read); adaptive: lambda / sqrt(mean square of g)."""
+
+    name = "dc-asgd"
+
+    def __init__(self, *args):
+        super().__init__(*args)
+        self.reads: dict[int, np.ndarray] = {}
+        self.mean_square = None
+
+    def fetch(self, client):
+        self.reads[client] = self.s.w
+        return self.s.w, self.s.step
+
+    def scaled(self, grads, staleness, client):
+        mean_square = None
+        if self.params["adaptive"]:
+            decay = float(self.params["decay"])
+            previous = np.zeros_like(grads) if self.mean_square is None else self.mean_square
+            self.mean_square = mean_square = (decay * previous + (1 - decay) * grads * grads).astype(np.float32)
+        return compensate(grads, self.s.w, self.reads[client], float(self.params["lambda"]),
+                          mean_square).astype(np.float32)
+
+
+@register
+class Lookahead(Asp):
+    """The stored point is the look-ahead phi; each update keeps it `lr * f * v` ahead (`lookahead_update`); the
+    chief (worker 0) sets the delay to the staleness measured so far every ADAPT_EVERY of its steps."""
+
+    name = "lookahead"
+
+    def __init__(self, *args):
+        super().__init__(*args)
+        self.delay = float(self.params["delay"])
+        self._chief_steps = 0
+
+    def apply_update(self, grads, timestamp, client):
+        self.staleness.append(self.s.step - timestamp)
+        self.s.samples += self.batch
+        f = lookahead_factor(self.momentum, self.delay)
+        self.s.w, self.s.v = (a.astype(np.float32) for a in
+                              lookahead_update(self.s.w, self.s.v, grads, self.lr, self.momentum, f))
+        self.s.step += 1
+        if client == 0 and self.params["adaptive"]:
+            self._chief_steps += 1
+            if self._chief_steps % ADAPT_EVERY == 0:
+                self.delay = float(np.mean(self.staleness))
+        return True
+
+    def stats(self):
+        return {**super().stats(), "lookahead_delay": round(self.delay, 4)}
+
+
+@register
+class SpecSync(Asp):
+    """A gradient is dropped (and the worker reads again) when more than abort_rate * n updates by others landed
+    since its read (within abort_time seconds of it, when given); adaptive: the paper's Algorithm 1 (`tune`)
+    over each epoch's pushes sets abort_time and abort_rate. The engine counts the fresh updates when the
+    gradient reaches the servers and only then decides, in a graph-mode cond across worker and servers, to apply
+    or drop: the time after the count is outside the window (a peer's push landing there is counted by nobody).
+    The simulator spends it as a call before the next read, so the count and the abort see what the engine's do;
+    the gradient applied misses those pushes, where the engine's is applied after them."""
+
+    name = "specsync"
+    calls = 1
+
+    def __init__(self, *args):
+        super().__init__(*args)
+        self.rate, self.period = float(self.params["abort_rate"]), float(self.params["abort_time"])
+        self.read_at: dict[int, float] = {}
+        self.log: list[tuple[float, float, int]] = []  # (read, push, worker) of every applied update
+        self.aborted = self.tunes = 0
+        self._epoch_start = 0
+
+    def fetch(self, client):
+        self.read_at[client] = self.now
+        return self.s.w, self.s.step
+
+    def apply_update(self, grads, timestamp, client):
+        read = self.read_at.get(client, self.now)
+        if self.period > 0:
+            fresh = sum(1 for r, p, w in self.log[-4 * self.n:] if w != client and read < p <= read + self.period)
+        else:
+            fresh = self.s.step - timestamp
+        if (self.rate > 0 or self.period > 0) and should_abort(fresh, self.rate, self.n):
+            self.aborted += 1
+            return False
+        self.log.append((read, self.now, client))
+        return super().apply_update(grads, timestamp, client)
+
+    def retune(self) -> None:
+        """An epoch ended: Algorithm 1 on its pushes."""
+        epoch = np.asarray(self.log[self._epoch_start:], np.float64)
+        self._epoch_start = len(self.log)
+        if len(epoch) < 2:
+            return
+        result = tune(epoch[:, 2], epoch[:, 0], epoch[:, 1], self.n)
+        if result is not None:
+            self.tunes += 1
+            self.period, self.rate = result.abort_time_s, result.abort_rate
+
+    def stats(self):
+        extra = {"tunes": self.tunes, "abort_time_s": self.period, "abort_rate": self.rate} \
+            if self.params["adaptive"] else {}
+        return {**super().stats(), "aborted_steps": self.aborted, **extra}
+
+
+@register
+class BFasgd(Asp):
+    """Each worker steps on its own copy; a push (probability `transmit_probability(c_push, v)`) applies the
+    gradient to the shared model staleness-scaled from the copy's fetch; a step draws the fetch with probability
+    `transmit_probability(c_fetch, v)` (v: the worker's bias-corrected gradient noise, in units of the largest it
+    has seen) and the fetch runs as the worker's next step gets a core (`fetch`): the engine's `after_step` is a
+    call of its own after the push returns, and a peer's push that lands in between is in the copy. A fetch
+    atomic with the push would count every peer push once: staleness 1.0 at 2 workers on any arrival order, where
+    the real 2-worker runs measure 0.74-0.77."""
+
+    name = "b-fasgd"
+
+    def __init__(self, *args):
+        super().__init__(*args)
+        self.copies = [self.s.w] * self.n
+        self.fetched = [self.s.step] * self.n
+        self.due = [False] * self.n  # a fetch drawn by the worker's last step, run as its next step starts
+        self.pushing = [True] * self.n
+        self.moments: list = [None] * self.n  # (t, mean, square, v_max)
+        self.counts = {"steps": 0, "fetches": 0, "pushes": 0}
+
+    def fetch(self, client):
+        if self.due[client]:
+            self.due[client] = False
+            self.counts["fetches"] += 1
+            self.copies[client], self.fetched[client] = self.s.w, self.s.step
+        return self.copies[client], self.fetched[client]
+
+    def _noise(self, client, g):
+        decay = float(self.params["decay"])
+        t, mean, square, v_max = self.moments[client] or (0, np.zeros_like(g), np.zeros_like(g), 0.0)
+        t += 1
+        mean = decay * mean + (1 - decay) * g
+        square = decay * square + (1 - decay) * g * g
+        correction = 1.0 - decay ** t
+        square_hat = square / correction
+        variance = square_hat - np.square(mean / correction)
+        variance = np.where(variance > RESOLUTION * square_hat, variance, 0.0)
+        v = float(np.sum(np.sqrt(variance))) / max(g.size, 1)
+        v_max = max(v_max, v)
+        self.moments[client] = (t, mean, square, v_max)
+        return v / v_max if v_max > 0 else 0.0
+
+    def apply_update(self, grads, timestamp, client):
+        self.counts["steps"] += 1
+        applied = self.pushing[client]
+        if applied:
+            self.counts["pushes"] += 1
+            staleness = max(self.s.step - self.fetched[client], 0)
+            self.staleness.append(staleness)
+            self.step_momentum(grads * np.float32(staleness_scale(staleness, float(self.params["power"]))))
+        self.s.samples += self.batch
+        v = self._noise(client, grads.astype(np.float64))
+        self.due[client] = bool(self.rng.uniform() < transmit_probability(float(self.params["fetch"]), v))
+        self.pushing[client] = bool(self.rng.uniform() < transmit_probability(float(self.params["push"]), v))
+        return applied
+
+    def stats(self):
+        steps = self.counts["steps"]
+        return {**super().stats(), **self.counts,
+                "fetch_fraction": round(self.counts["fetches"] / steps, 4) if steps else None,
+                "push_fraction": round(self.counts["pushes"] / steps, 4) if steps else None}
