@@ -41,6 +41,19 @@ def test_a_real_run_lies_within_its_simulations_seed_spread(digits_job, tmp_path
                                                                                        simulated)
 
 
+def real_and_simulated(tmp_path, schedule: str, workers: int):
+    """The quickstart with `schedule` on `workers`, seed 2, 2 epochs, a checkpoint at every quarter (every 250 /
+    workers / 32 updates), run for real and simulated under round-robin arrivals: (the real run's summary, the
+    Simulation, its summary)."""
+    overrides = [f"policy.schedule={schedule}", "policy.guard.enabled=false", "seed=2", "workload.epochs=2",
+                 "evaluation.every=0.25", f"cluster.workers={workers}"]
+    job = specmod.load(os.path.join(ROOT, "jobs", "quickstart.yaml"), overrides)
+    real = submission.submit(job, output_dir=str(tmp_path / "real"), progress=False)
+    assert real["status"] == "completed", real["message"]
+    sim = Simulation(job, Options(workers, arrival_model("round-robin", workers, 2), 2, str(tmp_path / "sim")))
+    return real, sim, sim.run()
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("workers", [2, 4])
 def test_a_real_bsp_run_is_its_simulation_update_for_update(tmp_path, no_leftovers, workers):
@@ -49,13 +62,7 @@ def test_a_real_bsp_run_is_its_simulation_update_for_update(tmp_path, no_leftove
     the ring all-reduce's order (ring.py; at 4 workers a float64 mean leaves thousands of elements a few ulps off
     by update 16): on the quickstart, the real chief's checkpoint at each evaluation point holds the simulated
     parameters after as many updates, bit for bit, and both score the same accuracy there."""
-    overrides = ["policy.schedule=[{protocol: bsp}]", "policy.guard.enabled=false", "seed=2", "workload.epochs=2",
-                 "evaluation.every=0.25", f"cluster.workers={workers}"]  # a checkpoint every 250 / workers / 32 updates
-    job = specmod.load(os.path.join(ROOT, "jobs", "quickstart.yaml"), overrides)
-    real = submission.submit(job, output_dir=str(tmp_path / "real"), progress=False)
-    assert real["status"] == "completed", real["message"]
-    sim = Simulation(job, Options(workers, arrival_model("round-robin", workers, 2), 2, str(tmp_path / "sim")))
-    simulated = sim.run()
+    real, sim, simulated = real_and_simulated(tmp_path, "[{protocol: bsp}]", workers)
     import tensorflow as tf
 
     names = [w.name.split(":")[0] for w in sim.model.weights]
@@ -90,13 +97,7 @@ def test_a_real_local_sgd_run_is_its_simulation_update_for_update(tmp_path, no_l
     order (ring.py's state_order). Its checkpoints fall after an average or between two (where the chief's copy
     is saved), and the phase ends one step after an average (125 steps at 2 workers, 63 at 4): the real
     checkpoint at each evaluation point holds the simulated parameters and momentum, bit for bit."""
-    overrides = ["policy.schedule=[{protocol: local-sgd, period: 2}]", "policy.guard.enabled=false", "seed=2",
-                 "workload.epochs=2", "evaluation.every=0.25", f"cluster.workers={workers}"]
-    job = specmod.load(os.path.join(ROOT, "jobs", "quickstart.yaml"), overrides)
-    real = submission.submit(job, output_dir=str(tmp_path / "real"), progress=False)
-    assert real["status"] == "completed", real["message"]
-    sim = Simulation(job, Options(workers, arrival_model("round-robin", workers, 2), 2, str(tmp_path / "sim")))
-    simulated = sim.run()
+    real, sim, simulated = real_and_simulated(tmp_path, "[{protocol: local-sgd, period: 2}]", workers)
     names = [w.name.split(":")[0] for w in sim.model.weights]
     steps = []
     for w, v, step, _ in sim.snapshots.values():
