@@ -714,7 +714,7 @@ def peers_headline(docs: list[dict]) -> tuple[str, str]:
     docs = peers_strongest(headline_cells(docs))
     for doc in docs:
         t = doc["table"]
-        budget = f" @{doc['cpus_per_node']} CPU" if doc.get("cpus_per_node") else ""  # the title: none unless said
+        budget = f" @{doc['cpus_per_node']}" if doc.get("cpus_per_node") else ""  # CPUs a node; the title says so
         job = os.path.basename(doc["job"]).split("_")[0]  # mnist1d, resnet: the cell must stay short
         kernel = peers_kernel(doc).split("-", 2)[-1]  # fc-v657: the build names the host
         if allocator_of(doc) != "system":
@@ -726,7 +726,7 @@ def peers_headline(docs: list[dict]) -> tuple[str, str]:
     seeds = sorted({len(doc["seeds"]) for doc in docs})
     cells += f" ({seeds[0]} seeds a cell)" if len(seeds) == 1 else f" ({seeds[0]}-{seeds[-1]} seeds a cell)"
     return ("syncswitch against MultiWorkerMirroredStrategy, 4 workers: the default switch's time to accuracy, "
-            "BSP's throughput, by host (ratios to MWMS on the same malloc; no CPU budget unless @)",
+            "BSP's throughput, by host (ratios to MWMS on the same malloc; @N: N CPUs a node)",
             cells + ("; the default's accuracy at or above MWMS's in every cell"
                      if max(gaps) <= 0 else
                      f"; the default's accuracy at most {max(gaps) * 100:.1f} points below MWMS's"))
