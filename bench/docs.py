@@ -887,7 +887,9 @@ FIGURES += (
             "scale-sim-vs-real-quickstart-4workers-bsp-2026-11-27.json",
             "scale-sim-vs-real-quickstart-2workers-localsgd-2026-11-27.json",
             "scale-sim-vs-real-digits-cnn-2workers-localsgd-2026-11-27.json",
-            "scale-sim-vs-real-quickstart-4workers-localsgd-2026-11-27.json"),
+            "scale-sim-vs-real-quickstart-4workers-localsgd-2026-11-27.json",
+            "protocols-digits-cnn-4workers-bsp-localsgd-asp-2026-11-27.json",
+            "scale-sim-vs-real-digits-cnn-4workers-2026-11-27.json"),
            ("python -m bench scale-vs-real --real <the recorded 4-worker protocols results, see the file's "
             "real_sources> (b-fasgd rows: --real bench/results/protocols-bfasgd-quickstart-digits-4workers-"
             "2026-11-26.json#b-fasgd --protocols b-fasgd)",
@@ -926,6 +928,11 @@ FIGURES += (
             "--protocols local-sgd; --real bench/results/protocols-quickstart-4workers-bsp-asp-ssp-2026-11-27.json"
             "#asp --real bench/results/protocols-quickstart-4workers-specsync-lookahead-localsgd-2026-11-27.json"
             "#local-sgd --jobs quickstart --protocols local-sgd (each row replaces its cell's)",
+            "python -m bench protocols --job jobs/digits_cnn.yaml --workers 4 --repeats 5 --first-seed 0 --variants "
+            "bsp,local-sgd,asp --set policy.guard.enabled=false",
+            "python -m bench scale-vs-real --real bench/results/protocols-digits-cnn-4workers-bsp-localsgd-asp-"
+            "2026-11-27.json --jobs digits-cnn (its rows replace the digits CNN's 4-worker rows of the 2026-11-26 "
+            "file)",
             "rank-sum p and chance counts: python -m bench scale-vs-real --restat <each scale-sim-vs-real file>",
             "the 2026-11-27 digits CNN 2-worker and quickstart 4-worker comparisons read /tmp copies of the "
             "protocols files above; their real field names the committed files (python -m bench scale-vs-real "
@@ -942,16 +949,18 @@ FIGURES += (
                 "same weights and staleness), a real BSP run is its simulation bit for bit at 2 and 4 workers "
                 "(same initial weights, batches and updates: tests/simulator/test_model.py, test_against_real.py; "
                 "at 4 workers since the simulated mean follows the ring all-reduce's summation order over the "
-                "engine's buffer, tests/simulator/test_ring.py; both jobs' BSP rows at 2 workers and the "
-                "quickstart's at 4 hold the same five finals on both sides), and so is a real local SGD run "
+                "engine's buffer, tests/simulator/test_ring.py; both jobs' BSP rows at 2 and 4 workers "
+                "hold the same five finals on both sides), and so is a real local SGD run "
                 "(period 2: its average in the same ring order over its one buffer of every copy and its momentum, "
                 "a checkpoint between averages the chief's copy; test_against_real.py at 2 and 4 workers): its "
-                "rows, both jobs at 2 workers and the quickstart at 4, hold the same five finals on both sides "
-                "(notebook 2026-11-27-simulator-4), and the other cells out (the "
+                "rows, both jobs at 2 and 4 workers, hold the same five finals on both sides "
+                "(notebooks 2026-11-27-simulator-4 and -5), and the other cells out (the "
                 "quickstart's b-fasgd and specsync at 2 workers, the digits CNN's dc-asgd at 2 and 4) have "
                 "rank-sum p 0.06-0.40 (b-fasgd's and specsync's simulated staleness is off the real one, below). "
                 "Real: each protocol alone on local workers, guard off, 5 seeds: 4 workers, the quickstart rerun "
-                "2026-11-27 at b2773ef (its rows replacing the older ones), the digits CNN recorded 2026-11-24/25 "
+                "2026-11-27 at b2773ef (its rows replacing the older ones), the digits CNN's bsp, local-sgd and "
+                "asp rerun 2026-11-27 at 22591b5 (its rows replacing the older ones), its other rows recorded "
+                "2026-11-24/25 "
                 "but b-fasgd (rerun 2026-11-26 on its engine that counts the updates landing while a step "
                 "computes); 2 workers: rerun 2026-11-27, the quickstart at 3e89e14 and the digits CNN at b2773ef (the "
                 "job's seed fixes the initial weights, each worker reads its stream from its first batch), their rows "
@@ -977,7 +986,7 @@ FIGURES += (
                 "engine is the simulator on streams two batches late, bit for bit; the shift is worth 0.7 points to "
                 "BSP (40 simulated seeds, paired: Wilcoxon p 0.009), the rest was the draw (the old engine's 15 runs "
                 "against 40 simulated seeds: Mann-Whitney p 0.13, against 40 shifted ones 0.46). The digits CNN's "
-                "4-worker real runs are of those older engines, not rerun. "
+                "4-worker real runs but bsp, local-sgd and asp are of those older engines, not rerun. "
                 "b-fasgd's simulated staleness is under the real one at both sizes (0.65 against 0.75, 1.75 against "
                 "2.07): measured in instrumented real runs (quickstart, 2 workers), its fetch returns 0.27-0.28 of a "
                 "step after its push with 0.32-0.38 of the other worker's pushes landing in between, where the "
