@@ -889,7 +889,11 @@ FIGURES += (
             "scale-sim-vs-real-digits-cnn-2workers-localsgd-2026-11-27.json",
             "scale-sim-vs-real-quickstart-4workers-localsgd-2026-11-27.json",
             "protocols-digits-cnn-4workers-bsp-localsgd-asp-2026-11-27.json",
-            "scale-sim-vs-real-digits-cnn-4workers-2026-11-27.json"),
+            "scale-sim-vs-real-digits-cnn-4workers-2026-11-27.json",
+            "protocols-digits-cnn-4workers-ssp-dcasgd-fasgd-2026-11-27.json",
+            "scale-sim-vs-real-digits-cnn-4workers-ssp-dcasgd-fasgd-2026-11-27.json",
+            "protocols-digits-cnn-4workers-bfasgd-specsync-lookahead-2026-11-27.json",
+            "scale-sim-vs-real-digits-cnn-4workers-bfasgd-specsync-lookahead-2026-11-27.json"),
            ("python -m bench scale-vs-real --real <the recorded 4-worker protocols results, see the file's "
             "real_sources> (b-fasgd rows: --real bench/results/protocols-bfasgd-quickstart-digits-4workers-"
             "2026-11-26.json#b-fasgd --protocols b-fasgd)",
@@ -933,12 +937,21 @@ FIGURES += (
             "python -m bench scale-vs-real --real bench/results/protocols-digits-cnn-4workers-bsp-localsgd-asp-"
             "2026-11-27.json --jobs digits-cnn (its rows replace the digits CNN's 4-worker rows of the 2026-11-26 "
             "file)",
+            "the same with --variants ssp,dc-asgd,fasgd",
+            "python -m bench scale-vs-real --real bench/results/protocols-digits-cnn-4workers-bsp-localsgd-asp-"
+            "2026-11-27.json#asp --real bench/results/protocols-digits-cnn-4workers-ssp-dcasgd-fasgd-2026-11-27.json "
+            "--jobs digits-cnn --protocols ssp,dc-asgd,fasgd (the real ASP runs calibrate; each row replaces its "
+            "cell's)",
+            "the same with --variants b-fasgd,specsync,lookahead",
+            "python -m bench scale-vs-real --real bench/results/protocols-digits-cnn-4workers-bsp-localsgd-asp-"
+            "2026-11-27.json#asp --real bench/results/protocols-digits-cnn-4workers-bfasgd-specsync-lookahead-"
+            "2026-11-27.json --jobs digits-cnn --protocols b-fasgd,specsync,lookahead",
             "rank-sum p and chance counts: python -m bench scale-vs-real --restat <each scale-sim-vs-real file>",
             "the 2026-11-27 digits CNN 2-worker and quickstart 4-worker comparisons read /tmp copies of the "
             "protocols files above; their real field names the committed files (python -m bench scale-vs-real "
             "--restat <comparison> --real <the protocols files>: each row's real runs checked to be theirs)"),
            sim_vs_real_render, commit="2c8dc16",
-           note="Seven cells out, where chance alone leaves six, but three with rank-sum p under 0.05 (1.4 expected), "
+           note="Six cells out, where chance alone leaves six, but three with rank-sum p under 0.05 (1.4 expected), "
                 "all three on the quickstart at 4 workers, rerun here: there every asynchronous protocol's simulated "
                 "median but lookahead's lies above the real one (by 0.04-0.10; ASP 0.600 against 0.548 at the same "
                 "staleness, 1.51 against 1.52), which chance does not explain and is not understood yet (notebook "
@@ -955,14 +968,13 @@ FIGURES += (
                 "a checkpoint between averages the chief's copy; test_against_real.py at 2 and 4 workers): its "
                 "rows, both jobs at 2 and 4 workers, hold the same five finals on both sides "
                 "(notebooks 2026-11-27-simulator-4 and -5), and the other cells out (the "
-                "quickstart's b-fasgd and specsync at 2 workers, the digits CNN's dc-asgd at 2 and 4) have "
+                "quickstart's b-fasgd and specsync at 2 workers, the digits CNN's dc-asgd at 2) have "
                 "rank-sum p 0.06-0.40 (b-fasgd's and specsync's simulated staleness is off the real one, below). "
                 "Real: each protocol alone on local workers, guard off, 5 seeds: 4 workers, the quickstart rerun "
-                "2026-11-27 at b2773ef (its rows replacing the older ones), the digits CNN's bsp, local-sgd and "
-                "asp rerun 2026-11-27 at 22591b5 (its rows replacing the older ones), its other rows recorded "
-                "2026-11-24/25 "
-                "but b-fasgd (rerun 2026-11-26 on its engine that counts the updates landing while a step "
-                "computes); 2 workers: rerun 2026-11-27, the quickstart at 3e89e14 and the digits CNN at b2773ef (the "
+                "2026-11-27 at b2773ef (its rows replacing the older ones), the digits CNN rerun "
+                "2026-11-27 at 22591b5 (its rows replacing those of the 2026-11-24/25 engines; all nine within, "
+                "notebook 2026-11-27-simulator-5); 2 workers: rerun 2026-11-27, the quickstart at 3e89e14 and "
+                "the digits CNN at b2773ef (the "
                 "job's seed fixes the initial weights, each worker reads its stream from its first batch), their rows "
                 "replacing those of 2026-11-26; both jobs' BSP rows hold the same five finals on both sides. "
                 "Simulated: the same job, protocol and seeds on "
@@ -979,14 +991,14 @@ FIGURES += (
                 "Every other 2-worker row and the 4-worker b-fasgd rows at this section's "
                 "simulator (b-fasgd fetches as the worker's next step gets a core: a fetch atomic with the push "
                 "would count every peer push, staleness 1.0 at 2 workers on any arrival order, where the real runs "
-                "measure 0.72-0.82); the other 4-worker rows at 2c8dc16 (no rule of theirs changed since). The "
+                "measure 0.72-0.82); the other 4-worker rows at 2c8dc16 (no rule of theirs changed since), the "
+                "digits CNN's at 22591b5. The "
                 "quickstart's 2-worker rows of 2026-11-26 sat 2-3 points under the real medians (BSP 0.809 over 15 "
                 "simulated seeds against 0.834 over 10 real runs): the real runs of then trained each worker from "
                 "its third batch (two drawn by the warm-up steps, not given back) from unseeded weights. That "
                 "engine is the simulator on streams two batches late, bit for bit; the shift is worth 0.7 points to "
                 "BSP (40 simulated seeds, paired: Wilcoxon p 0.009), the rest was the draw (the old engine's 15 runs "
-                "against 40 simulated seeds: Mann-Whitney p 0.13, against 40 shifted ones 0.46). The digits CNN's "
-                "4-worker real runs but bsp, local-sgd and asp are of those older engines, not rerun. "
+                "against 40 simulated seeds: Mann-Whitney p 0.13, against 40 shifted ones 0.46). "
                 "b-fasgd's simulated staleness is under the real one at both sizes (0.65 against 0.75, 1.75 against "
                 "2.07): measured in instrumented real runs (quickstart, 2 workers), its fetch returns 0.27-0.28 of a "
                 "step after its push with 0.32-0.38 of the other worker's pushes landing in between, where the "
