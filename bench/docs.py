@@ -63,6 +63,16 @@ def commands(figure: Figure) -> tuple[str, ...]:
     return figure.command
 
 
+def index_commands(figure: Figure) -> tuple[str, ...]:
+    """Each file's command for the index: its own where the figure lists one per file, else a pointer to the
+    figure's list on the results page (pairing by position would give files their neighbours' commands)."""
+    listed = commands(figure)
+    if len(listed) == len(figure.files):
+        return tuple(f"`{c}`" for c in listed)
+    return ("one of the figure's commands listed under it in [docs/results.md](../../docs/results.md)",) * \
+        len(figure.files)
+
+
 def commit_of(figure: Figure, docs: list[dict]) -> str:
     recorded = [d["machine"].get("git_commit") if isinstance(d.get("machine"), dict) else None for d in docs]
     return next((c[:7] + ("-dirty" if c.endswith("-dirty") else "") for c in recorded if c), figure.commit or "?")
@@ -644,7 +654,10 @@ PEERS_NOTE = (
     "longer spin where tasks share the cores; five seeds, tcmalloc, one per quiet call): BSP at 0.81-0.92x MWMS's "
     "throughput seed by seed (0.88x median to median), the default on BSP without a trial in every run at 1.06-1.29x "
     "its seed's MWMS time to accuracy (1.15x), accuracy 0.930 against 0.926: within the spread of the cell before "
-    "it; the headline takes each job, budget, host and malloc's latest cell.")
+    "it; the headline takes each job, budget, host and malloc's latest cell. The ResNet at 0.4 CPU per node with "
+    "tcmalloc in every process on the same host (five seeds at f229f1c): BSP at 0.78-1.00x MWMS's throughput seed "
+    "by seed, the default on BSP without a trial in every run at 1.03-1.25x its seed's MWMS time to accuracy, "
+    "accuracy 0.930 against 0.926; each run took 29-36 s here against 13-16 s on fc-v769's budgeted nodes.")
 
 
 def peers_kernel(doc: dict) -> str:
@@ -724,7 +737,7 @@ def peers_headline(docs: list[dict]) -> tuple[str, str]:
         gaps.append(t["mwms"]["final_accuracy"]["median"] - t["default"]["final_accuracy"]["median"])
     cells = "; ".join(f"{kernel}: " + "; ".join(mine) for kernel, mine in hosts.items())  # the title says "by host"
     seeds = sorted({len(doc["seeds"]) for doc in docs})
-    cells += f" ({seeds[0]} seeds a cell)" if len(seeds) == 1 else f" ({seeds[0]}-{seeds[-1]} seeds a cell)"
+    cells += f" ({seeds[0]} seeds each)" if len(seeds) == 1 else f" ({seeds[0]}-{seeds[-1]} seeds each)"
     return ("syncswitch against MultiWorkerMirroredStrategy, 4 workers: the default switch's time to accuracy, "
             "BSP's throughput, by host (ratios to MWMS on the same malloc; @N: N CPUs a node)",
             cells + ("; the default's accuracy at or above MWMS's in every cell"
@@ -769,7 +782,7 @@ FIGURES += (
             "peers-resnet-unbudgeted-2026-11-27.json", "peers-resnet-unbudgeted-tcmalloc-2026-11-27.json",
             "peers-mnist1d-unbudgeted-tcmalloc-2026-11-27.json",
             "peers-resnet-unbudgeted-tcmalloc-nosync-2026-11-27.json", "peers-mnist1d-cpu040-tcmalloc-2026-11-27.json",
-            "peers-resnet-unbudgeted-tcmalloc-nospin-2026-11-27.json"),
+            "peers-resnet-unbudgeted-tcmalloc-nospin-2026-11-27.json", "peers-resnet-cpu040-tcmalloc-2026-11-27.json"),
            ("python -m bench peers --job jobs/mnist1d_cnn.yaml --seeds S --variants single,mwms,bsp,default "
             "--target 0.95 --add-to F (seeds 1,2,3 then 4,5 per call, nothing else running)",
             "python -m bench peers --job jobs/mnist1d_cnn.yaml --cpus-per-node 0.4 --seeds S --variants "
@@ -795,7 +808,10 @@ FIGURES += (
             "running; the fc-v657 host)",
             "python -m bench peers --job jobs/resnet_synthetic.yaml --seeds S --variants mwms,bsp,default --target "
             "0.9 --allocator tcmalloc --add-to F --out G (one seed per call, nothing else running; the fc-v657 host; "
-            "513fb72: nodes sharing cores do not spin)"), peers_render,
+            "513fb72: nodes sharing cores do not spin)",
+            "python -m bench peers --job jobs/resnet_synthetic.yaml --cpus-per-node 0.4 --seeds S --variants "
+            "mwms,bsp,default --target 0.9 --allocator tcmalloc --add-to F --out G (seeds 1, 2, 3 one per quiet call, "
+            "then 4,5 in one; the fc-v657 host; f229f1c)"), peers_render,
            headline=peers_headline,
            note=PEERS_NOTE),
     Figure("ray", "The ray backend against the local one (quickstart, 3 nodes, 5 seeds)",
@@ -1057,8 +1073,8 @@ def render_index() -> str:
              "history (`git log -- bench/results/`). A benchmark writes a new file here with `python -m bench PART "
              "--out bench/results/<part>-<what>-<date>.json`; adding it to `FIGURES` in `bench/docs.py` puts it on "
              "the results page.", ""]
-    rows = [[f"`{f}`", figure.title, date_of(f, load(f)), f"`{c}`"] for figure in FIGURES
-            for f, c in zip(figure.files, commands(figure))]
+    rows = [[f"`{f}`", figure.title, date_of(f, load(f)), c] for figure in FIGURES
+            for f, c in zip(figure.files, index_commands(figure))]
     return "\n".join(lines + table(["file", "figure", "date", "command"], rows)) + "\n"
 
 

@@ -73,3 +73,11 @@ def test_a_later_comparison_file_replaces_the_cells_it_measured_again():
     kept = docs.sim_vs_real_rows([earlier, real_runs, later])
     assert [(r["job"], r["protocol"], r["within_real_spread"]) for r in kept] == [
         ("quickstart", "bsp", True), ("digits-cnn", "bsp", True), ("quickstart", "asp", True)]
+
+
+def test_the_index_lists_every_cited_file_with_its_figure():
+    """A figure listing fewer commands than files once dropped its last file from the index."""
+    index = docs.render_index()
+    for figure in docs.FIGURES:
+        for f in figure.files:
+            assert f"| `{f}` | {figure.title} |" in index, f
