@@ -17,10 +17,9 @@ from syncswitch.protocols.engines.specsync import should_abort
 from syncswitch.protocols.engines.ssp import must_wait
 from syncswitch.protocols.speculation import tune
 
-from .rules import ServerRule, register
+from .rules import ServerRule
 
 
-@register
 class Asp(ServerRule):
     name = "asp"
 
@@ -34,7 +33,6 @@ class Asp(ServerRule):
         return grads
 
 
-@register
 class Ssp(Asp):
     """ASP whose workers wait while more than `staleness` steps ahead of the slowest (`must_wait`). The engine
     polls the clocks in a call of its own after every step (`after_step`), between the update and the next read."""
@@ -54,7 +52,6 @@ class Ssp(Asp):
         return must_wait(self.clocks, client, int(self.params["staleness"]))
 
 
-@register
 class Fasgd(Asp):
     name = "fasgd"
 
@@ -62,7 +59,6 @@ class Fasgd(Asp):
         return grads * np.float32(staleness_scale(staleness, float(self.params["power"])))
 
 
-@register
 class DcAsgd(Asp):
     """g + lambda g*g (w_now - w_read); adaptive: lambda / sqrt(mean square of g)."""
 
@@ -87,7 +83,6 @@ class DcAsgd(Asp):
                           mean_square).astype(np.float32)
 
 
-@register
 class Lookahead(Asp):
     """The stored point is the look-ahead phi; each update keeps it `lr * f * v` ahead (`lookahead_update`); the
     chief (worker 0) sets the delay to the staleness measured so far every ADAPT_EVERY of its steps."""
@@ -116,7 +111,6 @@ class Lookahead(Asp):
         return {**super().stats(), "lookahead_delay": round(self.delay, 4)}
 
 
-@register
 class SpecSync(Asp):
     """A gradient is dropped (and the worker reads again) when more than abort_rate * n updates by others landed
     since its read (within abort_time seconds of it, when given); adaptive: the paper's Algorithm 1 (`tune`)
@@ -170,7 +164,6 @@ class SpecSync(Asp):
         return {**super().stats(), "aborted_steps": self.aborted, **extra}
 
 
-@register
 class BFasgd(Asp):
     """Each worker steps on its own copy; a push (probability `transmit_probability(c_push, v)`) applies the
     gradient to the shared model staleness-scaled from the copy's fetch; a step draws the fetch with probability

@@ -2,11 +2,11 @@
 
 A rule holds the shared parameters `w`, the one momentum slot `v` every protocol shares (a switch keeps it), the
 global step (the update count a timestamp is read from) and the sample count. `fetch(client)` is what a worker
-reads before its step: (parameters, timestamp). This module holds the base, the registry and the synchronous
-rules (bsp, local-sgd: the engines' ring all-reduce order, ring.py); async_rules.py the asynchronous ones. The
-arithmetic is the engines' own numpy references (syncswitch/protocols/engines: `compensate`, `staleness_scale`,
-`lookahead_update`, `should_abort`, `must_wait`, `transmit_probability`), the ones the engine tests hold the
-TensorFlow engines to.
+reads before its step: (parameters, timestamp). This module holds the base and the synchronous rules (bsp,
+local-sgd: the engines' ring all-reduce order, ring.py); async_rules.py the asynchronous ones; rulebook.py every
+rule by its protocol's name. The arithmetic is the engines' own numpy references (syncswitch/protocols/engines:
+`compensate`, `staleness_scale`, `lookahead_update`, `should_abort`, `must_wait`, `transmit_probability`), the
+ones the engine tests hold the TensorFlow engines to.
 
 Arrays are replaced, never written in place, so a worker's read is a reference, not a copy.
 """
@@ -18,11 +18,7 @@ import dataclasses
 
 import numpy as np
 
-from syncswitch.errors import SpecError
-
 from .ring import ring_mean
-
-RULES: dict[str, type] = {}
 
 
 @dataclasses.dataclass
@@ -33,17 +29,6 @@ class Shared:
     v: np.ndarray
     step: int = 0
     samples: int = 0
-
-
-def register(cls):
-    RULES[cls.name] = cls
-    return cls
-
-
-def rule_for(protocol: str, shared: Shared, workers: int, params: dict, batch: int, seed: int) -> ServerRule:
-    if protocol not in RULES:
-        raise SpecError(f"protocol {protocol!r} has no simulator rule; valid: {', '.join(sorted(RULES))}")
-    return RULES[protocol](shared, workers, params, batch, seed)
 
 
 class ServerRule(abc.ABC):
@@ -102,7 +87,6 @@ class ServerRule(abc.ABC):
         return {"staleness_mean": round(float(np.mean(self.staleness)), 4), "updates": len(self.staleness)}
 
 
-@register
 class Bsp(ServerRule):
     """The first m (aggregate; 0: all n) gradients of the step's round, averaged into one update; the rest
     arrive stale and are dropped, as SyncReplicasOptimizer drops them."""
@@ -136,7 +120,6 @@ class Bsp(ServerRule):
         return np.mean(got, axis=0, dtype=np.float64).astype(np.float32) if len(got) > 1 else got[0]
 
 
-@register
 class LocalSgd(ServerRule):
     """Each worker steps on its own copy and momentum at the phase's (BSP) rate; after `period` local steps of
     every worker (fewer where the phase ends first), copies and momenta are averaged into the shared ones as the
@@ -198,7 +181,3 @@ class LocalSgd(ServerRule):
 
     def stats(self):
         return {"averages": self.averages}
-
-
-# The asynchronous rules register themselves on import; imported last, so that they find the base defined above.
-from . import async_rules  # noqa: E402, F401

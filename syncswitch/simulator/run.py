@@ -22,7 +22,8 @@ from syncswitch.simulator import drive
 from syncswitch.simulator.cores import Cores
 from syncswitch.simulator.model import GradientModel, Shards
 from syncswitch.simulator.output import RunFolder
-from syncswitch.simulator.rules import Shared, rule_for
+from syncswitch.simulator.rulebook import rule_for
+from syncswitch.simulator.rules import Shared
 
 
 REPORT_WINDOW = 20  # the steps a worker's reported loss is the mean of (MetricsHook's window)

@@ -10,7 +10,8 @@ import pytest
 tf = pytest.importorskip("tensorflow")
 v1 = tf.compat.v1
 
-from syncswitch.simulator.rules import Shared, rule_for  # noqa: E402
+from syncswitch.simulator.rulebook import rule_for  # noqa: E402
+from syncswitch.simulator.rules import Shared  # noqa: E402
 from tests.protocols import test_bfasgd, test_engines  # noqa: E402
 
 MOMENTUM = 0.9
@@ -96,6 +97,6 @@ def test_b_fasgd_fetches_as_the_next_step_starts_so_a_peer_push_before_it_is_in_
 
 
 def test_ssp_and_specsync_make_a_call_outside_their_window_and_the_others_none():
-    from syncswitch.simulator.rules import RULES
+    from syncswitch.simulator.rulebook import RULES
 
     assert {name for name, rule in RULES.items() if rule.calls} == {"ssp", "specsync"}
