@@ -170,9 +170,8 @@ class StepRunner:
             self._agreed(engine, fetches)()
             return
         self._fn(engine, fetches)()
-        averaging = getattr(engine, "averaging", None)
-        if averaging is not None:  # the step that ends in the group's average: every worker warms it up in turn
-            self._agreed(averaging, fetches)()
+        if engine.averaging is not None:  # the step that ends in the group's average: every worker warms it up
+            self._agreed(engine.averaging, fetches)()
         if engine.counts_every_step:  # only such an engine's steps may skip the counter read (see step())
             self._fn(engine, fetches, exact=False)()
 

@@ -171,6 +171,9 @@ class ProtocolEngine(abc.ABC):
     collective = False
     # The chief's checkpoint taken as a copy and written beside training (add_snapshot); None: publish and save.
     snapshot = None
+    # The call of a step that ends in the group's collective, where the engine has one (`averaging_step` says when
+    # a step runs it); the warm-up runs it once on every worker.
+    averaging: CollectiveStep | None = None
 
     def _finish(self, train_op, samples_after) -> None:
         self.train_op = train_op
