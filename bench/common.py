@@ -75,6 +75,19 @@ def cpu_model() -> str | None:
         return None
 
 
+def _tensorflow_version():
+    """TensorFlow's version without importing it here (seconds, and memory in the manager); its CPU-only
+    distribution (`tensorflow-cpu`) is the same package under another name."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    for dist in ("tensorflow", "tensorflow-cpu"):
+        try:
+            return version(dist)
+        except PackageNotFoundError:
+            continue
+    return None
+
+
 def machine_facts(argv=None) -> dict:
     facts = {"date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
              "cpu_count": os.cpu_count(), "python": platform.python_version(), "platform": platform.platform(),
@@ -89,12 +102,7 @@ def machine_facts(argv=None) -> dict:
         facts["memory_gib"] = round(psutil.virtual_memory().total / 2 ** 30, 1)
     except ImportError:
         pass
-    try:  # the TensorFlow version without importing TensorFlow here (seconds, and memory in the manager)
-        from importlib.metadata import version
-
-        facts["tensorflow"] = version("tensorflow")
-    except Exception:  # noqa: BLE001
-        facts["tensorflow"] = None
+    facts["tensorflow"] = _tensorflow_version()
     try:
         import grpc
 

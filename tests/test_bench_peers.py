@@ -140,6 +140,10 @@ def test_a_peers_cell_names_its_host():
     doc = {"job": "jobs/resnet_synthetic.yaml", "cpus_per_node": None,
            "machine": {"platform": "Linux-6.18.44-fc-v657-x86_64-with-glibc2.36", "cpu_model": "AMD EPYC"}}
     assert docs.peers_cell(doc).endswith("host AMD EPYC, Linux-6.18.44-fc-v657")
+    doc["machine"]["cpu_count"] = 2  # this project's machine: its cores go without saying
+    assert docs.peers_cell(doc).endswith("host AMD EPYC, Linux-6.18.44-fc-v657")
+    doc["machine"]["cpu_count"] = 16  # a lent machine's cell says how many cores it had
+    assert docs.peers_cell(doc).endswith("host AMD EPYC (16 CPUs), Linux-6.18.44-fc-v657")
     del doc["machine"]["cpu_model"]  # files written before the processor was recorded
     assert docs.peers_cell(doc).endswith("host Linux-6.18.44-fc-v657")
 
@@ -207,16 +211,29 @@ def test_the_headline_compares_against_tcmalloc_where_a_host_has_both():
 def test_a_diagnostic_cell_without_the_default_switch_stays_out_of_the_headline():
     from bench import docs
 
-    full = {"job": "j", "table": dict.fromkeys(["mwms", "bsp", "default", "no-sync"], {})}
-    diagnostic = {"job": "j", "table": dict.fromkeys(["mwms", "tf-no-sync", "bsp", "no-sync"], {})}
+    seeds = [1, 2, 3, 4, 5]
+    full = {"job": "j", "seeds": seeds, "table": dict.fromkeys(["mwms", "bsp", "default", "no-sync"], {})}
+    diagnostic = {"job": "j", "seeds": seeds, "table": dict.fromkeys(["mwms", "tf-no-sync", "bsp", "no-sync"], {})}
     assert docs.headline_cells([full, diagnostic]) == [full]
+
+
+def test_a_cell_of_fewer_than_five_seeds_stays_out_of_the_headline():
+    from bench import docs
+
+    def cell(seeds, kernel):
+        return {"job": "j", "seeds": seeds, "table": dict.fromkeys(["mwms", "bsp", "default"], {}),
+                "machine": {"platform": f"Linux-6.18.44-{kernel}-x86_64"}}
+
+    five, three = cell([1, 2, 3, 4, 5], "fc-v657"), cell([1, 2, 3], "fc-v657-gpu")
+    assert docs.headline_cells([five, three]) == [five]
 
 
 def test_the_headline_takes_the_latest_cell_of_a_job_budget_host_and_malloc():
     from bench import docs
 
     def cell(job, cpus=None):
-        return {"job": job, "cpus_per_node": cpus, "table": dict.fromkeys(["mwms", "bsp", "default"], {})}
+        return {"job": job, "cpus_per_node": cpus, "seeds": [1, 2, 3, 4, 5],
+                "table": dict.fromkeys(["mwms", "bsp", "default"], {})}
 
     resnet = "jobs/resnet_synthetic.yaml"
     old, other, new, budgeted = cell(resnet), cell("jobs/mnist1d_cnn.yaml"), cell(resnet), cell(resnet, 0.4)
