@@ -11,6 +11,8 @@ import click
 
 from syncswitch.cli.errors import friendly_errors
 from syncswitch.cli.options import workers_override
+from syncswitch.cli.search_periods import (acc, cached_as, check_periods, pct, period_line, period_search,
+                                          periods_option, secs)
 
 INTERRUPTED = "interrupted (finished pilots are cached; run the search again to resume)"
 
@@ -46,10 +48,6 @@ def search():
     """Find a job's switch point with pilot runs (`search JOB`), or replay the search on logs (`search simulate`)."""
 
 
-def _pct(x: float | None) -> str:
-    return "-" if x is None else f"{x * 100:.4g}%"
-
-
 def _progress(echo, target: str):
     """on_event callback printing which point runs and what each pilot and setting gave."""
     state = {"index": 0}
@@ -62,19 +60,19 @@ def _progress(echo, target: str):
         elif kind in ("pilot_start", "pilot_reused"):
             if info["role"] == "candidate" and info["repeat"] == 0:
                 state["index"] += 1
-                echo(f"setting {state['index']}: BSP for {_pct(info['switch_at'])} of the workload, then {target}")
+                echo(f"setting {state['index']}: BSP for {pct(info['switch_at'])} of the workload, then {target}")
             if kind == "pilot_start":
-                echo(f"  pilot {info['repeat'] + 1} at {_pct(info['switch_at'])}: running ...")
+                echo(f"  pilot {info['repeat'] + 1} at {pct(info['switch_at'])}: running ...")
             else:
-                echo(f"  pilot {info['repeat'] + 1} at {_pct(info['switch_at'])}: reused, accuracy "
-                     f"{_acc(info['accuracy'])} in {_secs(info['time_s'])}{_rolled_back(info)}")
+                echo(f"  pilot {info['repeat'] + 1} at {pct(info['switch_at'])}: reused, accuracy "
+                     f"{acc(info['accuracy'])} in {secs(info['time_s'])}{_rolled_back(info)}")
         elif kind == "pilot_done":
             where = f" ({info['run_dir']})" if info.get("run_dir") else ""
-            echo(f"  pilot {info['repeat'] + 1} at {_pct(info['switch_at'])}: accuracy {_acc(info['accuracy'])} "
-                 f"in {_secs(info['time_s'])}{_rolled_back(info)}{where}")
+            echo(f"  pilot {info['repeat'] + 1} at {pct(info['switch_at'])}: accuracy {acc(info['accuracy'])} "
+                 f"in {secs(info['time_s'])}{_rolled_back(info)}{where}")
         elif kind == "setting_done":
             verdict = "within the margin" if info["accepted"] else "outside the margin"
-            echo(f"  => mean {_acc(info['mean_accuracy'])}: {verdict}")
+            echo(f"  => mean {acc(info['mean_accuracy'])}: {verdict}")
 
     return on_event
 
@@ -83,16 +81,6 @@ def _rolled_back(info) -> str:
     if info.get("learned") is False:
         return "; its training loss did not fall: counts as failed"
     return "; the guard rolled its switch back: counts as failed" if info.get("rolled_back") else ""
-
-
-def _secs(t: float) -> str:
-    """Seconds as a pilot's time reads: whole seconds, or two digits where that shows 0 (a simulated pilot's
-    cluster time at a small per-step cost)."""
-    return f"{t:.0f} s" if t >= 10 else f"{t:.2g} s"
-
-
-def _acc(a) -> str:
-    return "failed" if a is None else f"{a:.4f}"
 
 
 @search.command("run")
@@ -118,10 +106,13 @@ def _acc(a) -> str:
 @click.option("--arrivals", default="speeds:0.2", show_default=True, help="With --simulate: the arrival model.")
 @click.option("--step-time", type=click.FloatRange(min=0, min_open=True),
               help="With --simulate: seconds of one step on the simulated cluster (default: measured here).")
+@click.option("--periods", callback=periods_option, metavar="P,P,...",
+              help="Local-SGD periods longer than the switch target's own to try at the found switch point, "
+                   "R pilots each; the longest that keeps the accuracy and trains faster is stored.")
 @_FORMAT
 @friendly_errors(interrupted=INTERRUPTED)
 def run_cmd(job, runs, threshold, max_settings, bsp_runs, target_accuracy, workers, sets, output_dir, fresh,
-            no_store, one_sided, simulated, arrivals, step_time, fmt):
+            no_store, one_sided, simulated, arrivals, step_time, periods, fmt):
     """Search JOB's switch point with real pilot trainings and store it for later submits."""
     from syncswitch import spec as specmod
     from syncswitch.search import store as storemod
@@ -130,12 +121,13 @@ def run_cmd(job, runs, threshold, max_settings, bsp_runs, target_accuracy, worke
     job_spec = specmod.load(job, list(sets) + workers_override(workers))
     if bsp_runs == 0 and target_accuracy is None:
         raise SearchError("--bsp-runs 0 needs --target-accuracy: without BSP reference runs there is no target")
+    check_periods(periods, job_spec)  # before any pilot runs
     signature, inputs = storemod.signature_for_spec(job_spec)
     root = output_dir or os.path.join("runs", f"search-{job_spec.name}-{signature[:8]}")
     switching = storemod.switching_for_spec(job_spec)
     pilots, simulation = _pilots(job_spec, root, simulated, arrivals, step_time)
     if simulation:  # simulated pilots are cached apart from real ones, and the stored policy says so
-        switching = {**switching, "simulated": _cached_as(simulation)}
+        switching = {**switching, "simulated": cached_as(simulation)}
     then = specmod.switch_target(job_spec.policy).protocol  # the pilots keep the job's own switch target
     cache = storemod.pilot_cache_for(signature, switching)
     if fresh:
@@ -148,12 +140,16 @@ def run_cmd(job, runs, threshold, max_settings, bsp_runs, target_accuracy, worke
                            on_event=_progress(echo, then), two_sided=not one_sided)
     chosen = result.chosen
     accs = [a for a in (chosen.accuracies if chosen else result.reference) if a is not None]
+    found = period_search(job_spec, periods, result, cache, runs, not one_sided, fresh, echo,
+                           lambda spec, sub: _pilots(spec, os.path.join(root, sub), simulated, arrivals, step_time))
     record = storemod.PolicyRecord(
         signature=signature, job_name=job_spec.name, switch_at=result.switch_at,
         target_accuracy=result.target_accuracy, achieved_mean=statistics.fmean(accs) if accs else None,
         achieved_std=statistics.pstdev(accs) if len(accs) > 1 else (0.0 if accs else None),
-        threshold=threshold, search_cost_s=result.cost_s, search_cost_bsp=result.cost_bsp, runs=result.runs,
+        threshold=threshold, search_cost_s=result.cost_s + (found.cost_s if found else 0.0),
+        search_cost_bsp=result.cost_bsp, runs=result.runs + (sum(runs for _ in found.trials) if found else 0),
         created=storemod.now_iso(), inputs=inputs,
+        target_params={"period": found.period} if found and found.trials and found.trials[0].accepted else {},
         settings={"max_settings": max_settings, "runs": runs, "bsp_runs": bsp_runs if target_accuracy is None else 0,
                   "two_sided": not one_sided, "switching": switching,
                   **({"simulated": simulation} if simulation else {})},
@@ -167,27 +163,28 @@ def run_cmd(job, runs, threshold, max_settings, bsp_runs, target_accuracy, worke
         click.echo(json.dumps({"policy": storemod._plain(record), "search": storemod._plain(result.to_dict()),
                                "stored": not no_store}, indent=2))
         return
-    click.echo(f"switch at {_pct(result.switch_at)} of the workload (BSP, then {then})"
+    _report(job, job_spec, result, record, found, simulation, no_store)
+
+
+def _report(job, job_spec, result, record, found, simulation, no_store) -> None:
+    """The search's outcome in lines: the switch point, the accuracy and cost, what the pilots measured."""
+    from syncswitch import spec as specmod
+
+    target = specmod.switch_target(job_spec.policy)
+    click.echo(f"switch at {pct(result.switch_at)} of the workload (BSP, then {target.protocol})"
                + (" - the switch target is slower than BSP on this job: pure BSP" if result.stopped == "target-slower"
                   else " - no earlier switch kept the accuracy: pure BSP" if result.switch_at == 1.0 else ""))
-    click.echo(f"accuracy {_acc(record.achieved_mean)} vs target {result.target_accuracy:.4f} +/- {threshold:g}; "
-               f"{result.runs} pilot(s), {result.new_runs} new; cost {_secs(result.cost_s)}"
+    click.echo(f"accuracy {acc(record.achieved_mean)} vs target {result.target_accuracy:.4f} +/- "
+               f"{result.threshold:g}; {result.runs} pilot(s), {result.new_runs} new; cost {secs(result.cost_s)}"
                + (f" = {result.cost_bsp:.2f}x one BSP training" if result.cost_bsp else ""))
     if simulation:
         click.echo(_simulated_line(simulation))
+    if found and found.trials:
+        click.echo(period_line(found, target.param_dict["period"]))
     if record.speed:
         click.echo(_speed_line(record.speed, job_spec.policy.switch_speed))
-    click.echo(f"stored as policy {signature[:12]}; `syncswitch submit {job}` will use it" if not no_store
+    click.echo(f"stored as policy {record.signature[:12]}; `syncswitch submit {job}` will use it" if not no_store
                else "not stored (--no-store)")
-
-
-def _cached_as(simulation: dict) -> dict:
-    """What sets simulated pilots apart in the cache: a per-step cost measured here is left out. Measured anew by
-    every call (and never twice the same), it made each call a fresh search, so a search cut short by a time limit
-    never resumed; it scales a pilot's seconds and changes nothing a pilot trains."""
-    if not simulation["step_time_calibrated"]:
-        return simulation
-    return {key: value for key, value in simulation.items() if key != "step_time_s"}
 
 
 def _simulated_line(simulation: dict) -> str:
@@ -266,7 +263,7 @@ def policy():
 
 def _row(r) -> list[str]:
     cost = "-" if r.search_cost_bsp is None else f"{r.search_cost_bsp:.2f}x"
-    return [r.signature[:12], r.job_name, _pct(r.switch_at), f"{r.target_accuracy:.4f}", _acc(r.achieved_mean),
+    return [r.signature[:12], r.job_name, pct(r.switch_at), f"{r.target_accuracy:.4f}", acc(r.achieved_mean),
             cost, r.created[:10]]
 
 
@@ -307,10 +304,11 @@ def policy_show(key, fmt):
     std = "" if record.achieved_std is None else f" (std {record.achieved_std:.4f})"
     cost = f"{record.search_cost_s:.0f} s" + ("" if record.search_cost_bsp is None
                                               else f" = {record.search_cost_bsp:.2f}x one BSP training")
-    lines = [("signature", record.signature), ("job", record.job_name), ("switch at", _pct(record.switch_at)),
+    lines = [("signature", record.signature), ("job", record.job_name), ("switch at", pct(record.switch_at)),
              ("target accuracy", f"{record.target_accuracy:.4f} +/- {record.threshold:g}"),
-             ("achieved accuracy", _acc(record.achieved_mean) + std), ("search cost", f"{cost}, {record.runs} pilots"),
+             ("achieved accuracy", acc(record.achieved_mean) + std), ("search cost", f"{cost}, {record.runs} pilots"),
              ("created", record.created)]
+    lines += [(f"switch target {k}", str(v)) for k, v in record.target_params.items()]  # a searched local-SGD period
     lines += [(f"input {k}", json.dumps(v) if not isinstance(v, str) else v) for k, v in record.inputs.items()]
     lines += [(f"setting {k}", str(v)) for k, v in record.settings.items()]
     width = max(len(k) for k, _ in lines)
@@ -325,4 +323,4 @@ def policy_delete(key):
     from syncswitch.search.store import PolicyStore
 
     record = PolicyStore().delete(key)
-    click.echo(f"deleted policy {record.signature[:12]} ({record.job_name}, switch at {_pct(record.switch_at)})")
+    click.echo(f"deleted policy {record.signature[:12]} ({record.job_name}, switch at {pct(record.switch_at)})")

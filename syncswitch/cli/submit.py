@@ -34,7 +34,8 @@ def submit(job, protocol, switch_at, switch_to, switch_mode, workers, target_acc
     # the search's BSP pilots become the guard's reference, unless the spec names one ...
     stored = stored_policy(job_spec)
     job_spec = specmod.adopt_stored_switch_at(job_spec, stored.switch_at if stored else None,
-                                              stored.switch_rule if stored else None)
+                                              stored.switch_rule if stored else None,
+                                              stored.target_params if stored else None)
     job_spec = specmod.adopt_stored_reference(job_spec, stored.reference_runs if stored else ())
     # ... and the switch target's speed the search's pilots measured: the speed rule decides from it without a trial.
     job_spec = specmod.adopt_stored_speed(job_spec, stored.speed if stored else None)

@@ -116,6 +116,9 @@ class PolicyRecord:
     # rule}), and their switches' median pause out of BSP ({pause_s, pauses}); empty where none measured either: a
     # recurring job's speed rule decides from the ratio without a trial, and weighs a switch by the pause
     speed: dict = dataclasses.field(default_factory=dict)
+    # The switch target's parameters the search chose beyond the spec's ({"period": 4}: the longest local-SGD period
+    # its pilots kept the accuracy with, search/period_search.py); empty where it tried none or kept the spec's
+    target_params: dict = dataclasses.field(default_factory=dict)
 
     @classmethod
     def from_dict(cls, doc: dict, where: str) -> "PolicyRecord":

@@ -11,7 +11,8 @@ from syncswitch.spec.model import (DEFAULT_SWITCH_AT, DEFAULT_SWITCH_TO, NONBLOC
                                    StragglerSpec, WorkloadSpec)
 from syncswitch.spec.policy import (adopt_stored_reference, adopt_stored_speed, adopt_stored_switch_at,
                                     asynchronous_protocols,
-                                    default_switch_to, parse_schedule, switch_at_schedule, switch_target)
+                                    default_switch_to, parse_schedule, switch_at_schedule, switch_target,
+                                    with_target_params)
 from syncswitch.spec.stragglers import SCENARIO_PRESETS, SLOWDOWN_METHODS, expand_scenario
 
 __all__ = ["DEFAULT_SWITCH_AT", "DEFAULT_SWITCH_TO", "NONBLOCKING_SWITCH_TO", "PROTOCOLS", "SCENARIO_PRESETS",
@@ -20,4 +21,4 @@ __all__ = ["DEFAULT_SWITCH_AT", "DEFAULT_SWITCH_TO", "NONBLOCKING_SWITCH_TO", "P
            "StragglerSpec", "WorkloadSpec", "adopt_stored_reference", "adopt_stored_speed", "adopt_stored_switch_at",
            "apply_override",
            "asynchronous_protocols", "default_switch_to", "expand_scenario", "load", "parse_schedule",
-           "switch_at_schedule", "switch_target", "validate"]
+           "switch_at_schedule", "switch_target", "validate", "with_target_params"]

@@ -125,16 +125,33 @@ def switch_target(policy: PolicySpec) -> Phase:
     return dataclasses.replace(target, params=tuple(sorted(params.items())))
 
 
-def adopt_stored_switch_at(job_spec, switch_at: float | None, switch_rule: dict | None = None):
+def with_target_params(job_spec, params: dict, field: str = "policy.switch_to"):
+    """The spec with its switch target's parameters updated by `params` (checked as a spec's are; errors name
+    `field`), wherever the target is named: `policy.switch_to`, and a `[bsp until F, X]` schedule's X. A search
+    tries a target's parameter this way (local SGD's period), and a recurring job runs the value it found."""
+    policy = job_spec.policy
+    target = switch_target(policy)
+    checked = PROTOCOLS.get(target.protocol).check_params({**target.param_dict, **params}, field)
+    moved = dataclasses.replace(target, params=tuple(sorted(checked.items())))
+    schedule = tuple(moved if phase == target else phase for phase in policy.schedule)
+    switch_to = moved if policy.switch_to.protocol == target.protocol else policy.switch_to
+    return job_spec.with_policy(dataclasses.replace(policy, schedule=schedule, switch_to=switch_to))
+
+
+def adopt_stored_switch_at(job_spec, switch_at: float | None, switch_rule: dict | None = None,
+                           target_params: dict | None = None):
     """The spec to run when the policy store holds `switch_at` for this job (None: nothing stored).
 
     Only a default schedule is replaced (an explicit spec or CLI schedule always wins); the result's
     `policy.source` is then "store", which the summary's timing_policy records. The stored point is the earliest
     of the switch rule the search's pilots were timed by (`switch_rule`, as the store records it): the job runs
-    under that rule and its thresholds, as the pilots did.
+    under that rule and its thresholds, as the pilots did, and with the switch target's parameters the search
+    chose (`target_params`, e.g. a longer local-SGD period its pilots kept the accuracy with).
     """
     if switch_at is None or job_spec.policy.source != "default":
         return job_spec
+    if target_params:
+        job_spec = with_target_params(job_spec, target_params, "stored policy target_params")
     schedule = switch_at_schedule(switch_at, "stored policy switch_at", switch_target(job_spec.policy))
     policy = dataclasses.replace(job_spec.policy, schedule=schedule, source="store")
     if switch_rule:

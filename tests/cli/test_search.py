@@ -164,7 +164,8 @@ def test_simulate_accepts_several_settings_in_one_value(runner, setup1_manifest)
 
 
 def test_a_simulated_search_says_what_its_seconds_are():
-    from syncswitch.cli.search import _secs, _simulated_line
+    from syncswitch.cli.search import _simulated_line
+    from syncswitch.cli.search_periods import secs as _secs
 
     line = _simulated_line({"workers": 64, "arrivals": "speeds:0.2", "step_time_s": 0.00187,
                             "step_time_calibrated": True})

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
@@ -233,3 +234,26 @@ def test_a_run_folder_keeps_the_adopted_reference_for_resume(job_file, tmp_path)
                                                               "guard": specmod.GuardSpec(reference=curve)}))
     save_job(adopted, str(tmp_path))
     assert load_job(str(tmp_path)).policy.guard.reference == curve
+
+
+def test_a_stored_local_sgd_period_runs_in_the_jobs_later_submits(job_file):
+    from syncswitch.search.store import stored_policy
+
+    spec = specmod.load(str(job_file), ["cluster.workers=4"])  # more than 2 workers: the target is local-sgd
+    assert specmod.switch_target(spec.policy).param_dict == {"period": 2}
+    PolicyStore().put(dataclasses.replace(record(signature_for_spec(spec)[0], "tiny", 0.25),
+                                          target_params={"period": 4}))
+    stored = stored_policy(spec)
+    assert stored.target_params == {"period": 4}
+    used = specmod.adopt_stored_switch_at(spec, stored.switch_at, stored.switch_rule, stored.target_params)
+    assert [(p.protocol, p.until, p.param_dict) for p in used.policy.schedule] == [
+        ("bsp", 0.25, {}), ("local-sgd", 1.0, {"period": 4})]
+    explicit = specmod.load(str(job_file), ["cluster.workers=4", "policy.switch_at=0.5"])  # the spec's own wins
+    assert specmod.adopt_stored_switch_at(explicit, 0.25, None, {"period": 4}) is explicit
+    with pytest.raises(SyncSwitchError, match="stored policy target_params.period"):
+        specmod.adopt_stored_switch_at(spec, 0.25, None, {"period": 0})
+
+
+def test_a_policy_stored_before_target_params_reads_as_none_chosen(syncswitch_home):
+    doc = {"signature": "ab" * 32, "job_name": "old", "switch_at": 0.25, "target_accuracy": 0.9}
+    assert PolicyRecord.from_dict(doc, "here").target_params == {}

@@ -90,3 +90,20 @@ def test_search_runs_its_pilots_in_the_simulator_and_says_so_in_the_stored_polic
     assert doc["stored"] and 0.0 <= doc["policy"]["switch_at"] <= 1.0
     pilots = list((tmp_path / "pilots").iterdir())
     assert pilots and all(json.loads((p / "summary.json").read_text())["workers"] == 16 for p in pilots)
+
+
+def test_a_simulated_search_tries_a_longer_local_sgd_period_at_the_point_it_found(digits_job, tmp_path, monkeypatch):
+    monkeypatch.setenv("SYNCSWITCH_HOME", str(tmp_path / "home"))
+    result = invoke("search", digits_job, "--simulate", "--workers", 4, "--runs", 1, "--bsp-runs", 1,
+                    "--max-settings", 1, "--step-time", 0.05, "--periods", 4, "--output-dir", tmp_path / "pilots",
+                    "--format", "json")
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.output[result.output.index("{"):])
+    assert doc["policy"]["switch_at"] == 0.5, result.output  # the one setting tried kept the accuracy
+    (trial,) = [line for line in result.output.splitlines() if "=> period 4:" in line]
+    kept = trial.endswith(": kept")
+    assert doc["policy"]["target_params"] == ({"period": 4} if kept else {})
+    (pilot,) = (tmp_path / "pilots" / "period4").iterdir()  # the period's pilot, at the switch point found
+    summary = json.loads((pilot / "summary.json").read_text())
+    assert [(p["protocol"], p.get("params", {}).get("period")) for p in summary["schedule"]] == [
+        ("bsp", None), ("local-sgd", 4)], summary["schedule"]

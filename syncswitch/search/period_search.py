@@ -1,0 +1,93 @@
+"""After the switch point: the longest local-SGD period a job keeps its accuracy with.
+
+Local SGD averages the workers' copies every `period` steps; a longer period means fewer averages, so a faster
+phase on a cluster whose averages cost (on this project's 4-worker MNIST-1D job, periods 2/4/8 trained in
+26.7/20.0/17.5 s), and copies that drift further apart, which costs accuracy on some jobs and not on others (5
+seeds, periods 2/4/8: MNIST-1D 0.964/0.970/0.969, the quickstart 0.780/0.769/0.733; bench/notebook/
+2026-11-27-coordinator-4.md). No default fits both, so a recurring job's search tries the longer periods at the
+switch point it found, with the same pilots and the same test as the switch point (Algorithm 1's mean accuracy
+within beta of A), and keeps the longest that passes and trains faster than the period before it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import statistics
+from typing import Callable, Sequence
+
+from syncswitch.search.binary_search import PilotCache, PilotResult, RunPilot, SearchError, cache_key, within
+
+
+@dataclasses.dataclass(frozen=True)
+class PeriodTrial:
+    """One period's pilots at the switch point: their accuracies, their median time, and the verdict."""
+
+    period: int
+    accuracies: tuple[float | None, ...]
+    mean_accuracy: float | None
+    time_s: float
+    accepted: bool
+    why: str  # "kept", "accuracy" (outside A +/- beta, or a pilot failed) or "slower" (no faster than the last
+    # period kept, or a pilot's speed trial went back to BSP)
+
+
+@dataclasses.dataclass(frozen=True)
+class PeriodResult:
+    period: int  # the period to run: the job's own where no longer one passed
+    trials: tuple[PeriodTrial, ...]
+    cost_s: float  # every period pilot's training time, cached ones included
+    new_runs: int
+
+
+def check_periods(periods: Sequence[int], base: int) -> tuple[int, ...]:
+    """The periods to try, longest last: those above the job's own `base` (a shorter one cannot train faster)."""
+    bad = [p for p in periods if isinstance(p, bool) or not isinstance(p, int) or not 1 <= p <= 10000]
+    if bad:
+        raise SearchError(f"--periods: {bad[0]!r} is not a local-SGD period (an integer in 1..10000)")
+    return tuple(sorted({p for p in periods if p > base}))
+
+
+def longest_period(pilots_for: Callable[[int], tuple[RunPilot, PilotCache]], switch_at: float, base: int,
+                   base_times: Sequence[float], periods: Sequence[int], *, runs: int, target: float,
+                   threshold: float, two_sided: bool = True,
+                   on_event: Callable[..., None] | None = None) -> PeriodResult:
+    """Try `periods` (longer than `base`, ascending) at `switch_at`, `runs` pilots each; stop at the first that
+    fails: a longer period only lets the copies drift further. `pilots_for(period)` gives that period's pilot
+    runner and cache; `base_times` are the chosen switch point's pilot times at the job's own period."""
+    emit = on_event or (lambda kind, **info: None)
+    kept, kept_time = base, statistics.median(base_times) if base_times else float("inf")
+    trials: list[PeriodTrial] = []
+    cost, new = 0.0, 0
+    for period in check_periods(list(periods), base):
+        run_pilot, cache = pilots_for(period)
+        results = []
+        for repeat in range(runs):
+            result = cache.get(cache_key(switch_at, repeat))
+            if result is None:
+                emit("period_pilot_start", period=period, repeat=repeat)
+                result = run_pilot(switch_at, repeat)
+                cache[cache_key(switch_at, repeat)] = result
+                new += 1
+            results.append(result)
+        trial = _judge(period, results, kept_time, target, threshold, two_sided)
+        cost += sum(r.total_time_s for r in results)
+        trials.append(trial)
+        emit("period_done", trial=trial)
+        if not trial.accepted:
+            break
+        kept, kept_time = period, trial.time_s
+    return PeriodResult(kept, tuple(trials), cost, new)
+
+
+def _judge(period: int, results: list[PilotResult], kept_time: float, target: float, threshold: float,
+           two_sided: bool) -> PeriodTrial:
+    accs = tuple(r.converged_accuracy if r.ok else None for r in results)
+    mean = statistics.fmean(accs) if all(a is not None for a in accs) else None  # a failed pilot fails its period
+    time_s = statistics.median(r.total_time_s for r in results)
+    if any(r.slower for r in results):  # the speed rule's trial sent a pilot back to BSP
+        return PeriodTrial(period, accs, mean, time_s, False, "slower")
+    if not within(mean, target, threshold, two_sided):
+        return PeriodTrial(period, accs, mean, time_s, False, "accuracy")
+    if time_s >= kept_time:  # as slow as the shorter period: its accuracy risk would buy nothing
+        return PeriodTrial(period, accs, mean, time_s, False, "slower")
+    return PeriodTrial(period, accs, mean, time_s, True, "kept")
