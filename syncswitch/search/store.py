@@ -254,7 +254,12 @@ class JsonPilotCache(MutableMapping):
 
     def __init__(self, path: str | os.PathLike):
         self.path = Path(path)
-        self._data: dict[str, dict] = dict(read_json_doc(self.path, "pilot cache", "pilots").get("pilots", {}))
+        pilots = dict(read_json_doc(self.path, "pilot cache", "pilots").get("pilots", {}))
+        # Real pilots ran every repeat on the job's own seed until each repeat got its own (seed + repeat, as the
+        # simulated pilots and `experiment` do): such a repeat r >= 1 measured the same draw again, so it is run
+        # anew. Repeat 0 ran on the job's seed then as now.
+        self._data: dict[str, dict] = {k: doc for k, doc in pilots.items()
+                                       if doc.get("seeded") or k.partition("/")[2] == "0"}
 
     @staticmethod
     def _key(key: tuple[float, int]) -> str:
@@ -282,6 +287,7 @@ class JsonPilotCache(MutableMapping):
             "rolled_back": bool(result.rolled_back),
             "slower": bool(result.slower),
             "learned": result.learned,
+            "seeded": True,  # repeat r ran on seed + r (see __init__)
         }
         with _locked(self.path):
             atomic_write_json(self.path, {"version": STORE_VERSION, "pilots": self._data})

@@ -144,7 +144,7 @@ def test_a_pilot_cached_without_the_learned_flag_is_judged_from_its_folder(tmp_p
     path = tmp_path / "pilots.json"
     old = {"converged_accuracy": 0.14, "total_time_s": 1.0, "run_dir": str(run), "rolled_back": False, "slower": False}
     gone = {**old, "run_dir": str(tmp_path / "deleted")}
-    path.write_text(json.dumps({"version": 1, "pilots": {"1.0/0": old, "1.0/1": gone}}))
+    path.write_text(json.dumps({"version": 1, "pilots": {"1.0/0": old, "1.0/1": {**gone, "seeded": True}}}))
     cache = JsonPilotCache(path)
     assert cache[(1.0, 0)].learned is False and not cache[(1.0, 0)].ok  # 2.3 -> 2.2: did not train
     assert cache[(1.0, 1)].learned is None and cache[(1.0, 1)].ok  # no folder left to tell
@@ -257,3 +257,16 @@ def test_a_stored_local_sgd_period_runs_in_the_jobs_later_submits(job_file):
 def test_a_policy_stored_before_target_params_reads_as_none_chosen(syncswitch_home):
     doc = {"signature": "ab" * 32, "job_name": "old", "switch_at": 0.25, "target_accuracy": 0.9}
     assert PolicyRecord.from_dict(doc, "here").target_params == {}
+
+
+def test_a_repeat_cached_before_each_repeat_had_its_own_seed_is_run_anew(tmp_path):
+    path = tmp_path / "pilots.json"
+    pilot = {"converged_accuracy": 0.9, "total_time_s": 1.0, "run_dir": None, "rolled_back": False, "slower": False,
+             "learned": True}
+    # Before: every repeat on the job's own seed, so "0.5/1" measured "0.5/0"'s draw again; repeat 0's seed is the
+    # same then and now.
+    path.write_text(json.dumps({"version": 1, "pilots": {"0.5/0": pilot, "0.5/1": pilot}}))
+    cache = JsonPilotCache(path)
+    assert list(cache) == [(0.5, 0)]
+    cache[(0.5, 1)] = PilotResult(0.91, 1.0, None, learned=True)
+    assert sorted(JsonPilotCache(path)) == [(0.5, 0), (0.5, 1)]  # written now: kept
