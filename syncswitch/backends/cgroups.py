@@ -22,7 +22,6 @@ import signal
 import time
 
 from syncswitch import cgroup_cpu
-from syncswitch.cgroup_cpu import read_file
 from syncswitch.errors import ClusterError
 
 PARENT = "syncswitch"
@@ -112,7 +111,7 @@ class CpuV2(CpuInterface):
 
     def enable_for_children(self, path):
         control = os.path.join(path, "cgroup.subtree_control")
-        if "cpu" not in read_file(control).split():
+        if "cpu" not in cgroup_cpu.read_file(control).split():
             _write(control, "+cpu")
 
 
@@ -155,7 +154,7 @@ class CpuGroup:
         """The controller's counters (cpu.stat): nr_periods, nr_throttled, and throttled_time (v1, ns) or
         throttled_usec (v2)."""
         out = {}
-        for line in read_file(os.path.join(self.path, "cpu.stat")).splitlines():
+        for line in cgroup_cpu.read_file(os.path.join(self.path, "cpu.stat")).splitlines():
             key, _, value = line.partition(" ")
             if value.strip().lstrip("-").isdigit():
                 out[key] = int(value)
@@ -173,7 +172,7 @@ class CpuGroup:
 
     def pids(self) -> list[int]:
         try:
-            return [int(line) for line in read_file(self.procs_file).split()]
+            return [int(line) for line in cgroup_cpu.read_file(self.procs_file).split()]
         except FileNotFoundError:
             return []
 
@@ -271,7 +270,7 @@ class CpuHierarchy:
             if mount.version != 2:
                 continue
             try:
-                controllers = read_file(os.path.join(mount.path, "cgroup.controllers")).split()
+                controllers = cgroup_cpu.read_file(os.path.join(mount.path, "cgroup.controllers")).split()
             except OSError:
                 continue
             if "cpu" in controllers:
