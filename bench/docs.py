@@ -930,14 +930,16 @@ FIGURES += (
             "protocols-digits-cnn-4workers-bfasgd-specsync-lookahead-2026-11-27.json",
             "scale-sim-vs-real-digits-cnn-4workers-bfasgd-specsync-lookahead-2026-11-27.json"),
            ("python -m bench scale-vs-real --real <the recorded 4-worker protocols results, see the file's "
-            "real_sources> (b-fasgd rows: --real bench/results/protocols-bfasgd-quickstart-digits-4workers-"
-            "2026-11-26.json#b-fasgd --protocols b-fasgd)",
+            "real_sources> (b-fasgd rows: --real "
+            "bench/results/protocols-bfasgd-quickstart-digits-4workers-2026-11-26.json#b-fasgd --protocols b-fasgd; "
+            "SSP and specsync rows: --real <the 4-worker protocols result> --protocols ssp,specsync, their call "
+            "priced at the default --call 0.19)",
             "python -m bench scale-vs-real --real bench/results/protocols-quickstart-digits-2workers-2026-11-26.json "
-            "--jobs quickstart, then --jobs digits-cnn",
+            "--jobs quickstart, then --jobs digits-cnn (SSP and specsync rows: the same --real with --protocols "
+            "ssp,specsync, their call priced at the default --call 0.19)",
             "python -m bench protocols --job jobs/J.yaml --workers 2 --repeats 1 --first-seed S --variants "
-            "bsp,asp,ssp,dc-asgd,fasgd,b-fasgd,specsync,lookahead,local-sgd --set policy.guard.enabled=false "
-            "(one call per seed or two, merged; b-fasgd again with --variants b-fasgd --repeats 5 after its "
-            "engine's fix)",
+            "bsp,asp,ssp,dc-asgd,fasgd,b-fasgd,specsync,lookahead,local-sgd --set policy.guard.enabled=false (one "
+            "call per seed or two, merged; b-fasgd again with --variants b-fasgd --repeats 5 after its engine's fix)",
             "python -m bench protocols --job jobs/J.yaml --workers 4 --repeats 5 --variants b-fasgd --set "
             "policy.guard.enabled=false (J: quickstart, then digits_cnn; the two files merged)",
             "python -m bench protocols --job jobs/quickstart.yaml --workers 2 --repeats 5 --first-seed 0 --variants "
@@ -946,45 +948,58 @@ FIGURES += (
             "quickstart (its rows replace the quickstart's 2-worker rows of the 2026-11-26 file)",
             "python -m bench protocols --job jobs/digits_cnn.yaml --workers 2 --repeats 5 --first-seed 0 --variants "
             "bsp,asp,ssp,dc-asgd,fasgd --set policy.guard.enabled=false",
-            "the same with --variants b-fasgd,specsync,lookahead,local-sgd",
-            "python -m bench scale-vs-real --real <the two digits CNN 2-worker files of 2026-11-27> --jobs digits-cnn "
-            "(its rows replace the digits CNN's 2-worker rows of the 2026-11-26 file)",
+            "python -m bench protocols --job jobs/digits_cnn.yaml --workers 2 --repeats 5 --first-seed 0 --variants "
+            "b-fasgd,specsync,lookahead,local-sgd --set policy.guard.enabled=false",
+            "python -m bench scale-vs-real --real "
+            "bench/results/protocols-digits-cnn-2workers-bsp-to-fasgd-2026-11-27.json --real "
+            "bench/results/protocols-digits-cnn-2workers-bfasgd-to-localsgd-2026-11-27.json --jobs digits-cnn (its "
+            "rows replace the digits CNN's 2-worker rows of the 2026-11-26 file; run on /tmp copies of the two files, "
+            "its real naming the committed ones)",
             "python -m bench protocols --job jobs/quickstart.yaml --workers 4 --repeats 5 --first-seed 0 --variants "
-            "bsp,asp,ssp --set policy.guard.enabled=false, then --variants dc-asgd,fasgd,b-fasgd, then "
-            "specsync,lookahead,local-sgd",
-            "python -m bench scale-vs-real --real <the three quickstart 4-worker files of 2026-11-27> --jobs "
-            "quickstart (its rows replace the quickstart's 4-worker rows of the 2026-11-26 file)",
-            "SSP and specsync rows: python -m bench scale-vs-real --real <the 2- and the 4-worker protocols result> "
-            "--protocols ssp,specsync (their call priced at the default --call 0.19)",
-            "python -m bench scale-vs-real --real bench/results/protocols-quickstart-4workers-bsp-asp-ssp-2026-11-27."
-            "json --jobs quickstart --protocols bsp (the simulated mean in the ring all-reduce's order; its row "
-            "replaces the quickstart's 4-worker BSP row)",
-            "local SGD's rows (its average in the ring all-reduce's order; a round ends at the phase's boundary; "
-            "the rate at each local step's count): python -m bench scale-vs-real --real bench/results/"
-            "protocols-quickstart-2workers-2026-11-27.json#asp,local-sgd --jobs quickstart --protocols local-sgd; "
-            "--real bench/results/protocols-digits-cnn-2workers-bsp-to-fasgd-2026-11-27.json#asp --real bench/"
-            "results/protocols-digits-cnn-2workers-bfasgd-to-localsgd-2026-11-27.json#local-sgd --jobs digits-cnn "
-            "--protocols local-sgd; --real bench/results/protocols-quickstart-4workers-bsp-asp-ssp-2026-11-27.json"
-            "#asp --real bench/results/protocols-quickstart-4workers-specsync-lookahead-localsgd-2026-11-27.json"
-            "#local-sgd --jobs quickstart --protocols local-sgd (each row replaces its cell's)",
+            "bsp,asp,ssp --set policy.guard.enabled=false",
+            "python -m bench protocols --job jobs/quickstart.yaml --workers 4 --repeats 5 --first-seed 0 --variants "
+            "dc-asgd,fasgd,b-fasgd --set policy.guard.enabled=false",
+            "python -m bench protocols --job jobs/quickstart.yaml --workers 4 --repeats 5 --first-seed 0 --variants "
+            "specsync,lookahead,local-sgd --set policy.guard.enabled=false",
+            "python -m bench scale-vs-real --real "
+            "bench/results/protocols-quickstart-4workers-bsp-asp-ssp-2026-11-27.json --real "
+            "bench/results/protocols-quickstart-4workers-dcasgd-fasgd-bfasgd-2026-11-27.json --real "
+            "bench/results/protocols-quickstart-4workers-specsync-lookahead-localsgd-2026-11-27.json --jobs "
+            "quickstart (its rows replace the quickstart's 4-worker rows of the 2026-11-26 file; run on /tmp copies "
+            "of the three files, its real naming the committed ones)",
+            "python -m bench scale-vs-real --real "
+            "bench/results/protocols-quickstart-4workers-bsp-asp-ssp-2026-11-27.json --jobs quickstart --protocols "
+            "bsp (the simulated mean in the ring all-reduce's order; its row replaces the quickstart's 4-worker BSP "
+            "row)",
+            "python -m bench scale-vs-real --real "
+            "bench/results/protocols-quickstart-2workers-2026-11-27.json#asp,local-sgd --jobs quickstart --protocols "
+            "local-sgd (local SGD's average in the ring all-reduce's order, a round ending at the phase's boundary, "
+            "the rate at each local step's count; its row replaces its cell's)",
+            "python -m bench scale-vs-real --real "
+            "bench/results/protocols-digits-cnn-2workers-bsp-to-fasgd-2026-11-27.json#asp --real "
+            "bench/results/protocols-digits-cnn-2workers-bfasgd-to-localsgd-2026-11-27.json#local-sgd --jobs "
+            "digits-cnn --protocols local-sgd (its row replaces its cell's)",
+            "python -m bench scale-vs-real --real "
+            "bench/results/protocols-quickstart-4workers-bsp-asp-ssp-2026-11-27.json#asp --real "
+            "bench/results/protocols-quickstart-4workers-specsync-lookahead-localsgd-2026-11-27.json#local-sgd --jobs "
+            "quickstart --protocols local-sgd (its row replaces its cell's)",
             "python -m bench protocols --job jobs/digits_cnn.yaml --workers 4 --repeats 5 --first-seed 0 --variants "
             "bsp,local-sgd,asp --set policy.guard.enabled=false",
-            "python -m bench scale-vs-real --real bench/results/protocols-digits-cnn-4workers-bsp-localsgd-asp-"
-            "2026-11-27.json --jobs digits-cnn (its rows replace the digits CNN's 4-worker rows of the 2026-11-26 "
-            "file)",
-            "the same with --variants ssp,dc-asgd,fasgd",
-            "python -m bench scale-vs-real --real bench/results/protocols-digits-cnn-4workers-bsp-localsgd-asp-"
-            "2026-11-27.json#asp --real bench/results/protocols-digits-cnn-4workers-ssp-dcasgd-fasgd-2026-11-27.json "
-            "--jobs digits-cnn --protocols ssp,dc-asgd,fasgd (the real ASP runs calibrate; each row replaces its "
-            "cell's)",
-            "the same with --variants b-fasgd,specsync,lookahead",
-            "python -m bench scale-vs-real --real bench/results/protocols-digits-cnn-4workers-bsp-localsgd-asp-"
-            "2026-11-27.json#asp --real bench/results/protocols-digits-cnn-4workers-bfasgd-specsync-lookahead-"
-            "2026-11-27.json --jobs digits-cnn --protocols b-fasgd,specsync,lookahead",
-            "rank-sum p and chance counts: python -m bench scale-vs-real --restat <each scale-sim-vs-real file>",
-            "the 2026-11-27 digits CNN 2-worker and quickstart 4-worker comparisons read /tmp copies of the "
-            "protocols files above; their real field names the committed files (python -m bench scale-vs-real "
-            "--restat <comparison> --real <the protocols files>: each row's real runs checked to be theirs)"),
+            "python -m bench scale-vs-real --real "
+            "bench/results/protocols-digits-cnn-4workers-bsp-localsgd-asp-2026-11-27.json --jobs digits-cnn (its rows "
+            "replace the digits CNN's 4-worker rows of the 2026-11-26 file)",
+            "python -m bench protocols --job jobs/digits_cnn.yaml --workers 4 --repeats 5 --first-seed 0 --variants "
+            "ssp,dc-asgd,fasgd --set policy.guard.enabled=false",
+            "python -m bench scale-vs-real --real "
+            "bench/results/protocols-digits-cnn-4workers-bsp-localsgd-asp-2026-11-27.json#asp --real "
+            "bench/results/protocols-digits-cnn-4workers-ssp-dcasgd-fasgd-2026-11-27.json --jobs digits-cnn "
+            "--protocols ssp,dc-asgd,fasgd (the real ASP runs calibrate; each row replaces its cell's)",
+            "python -m bench protocols --job jobs/digits_cnn.yaml --workers 4 --repeats 5 --first-seed 0 --variants "
+            "b-fasgd,specsync,lookahead --set policy.guard.enabled=false",
+            "python -m bench scale-vs-real --real "
+            "bench/results/protocols-digits-cnn-4workers-bsp-localsgd-asp-2026-11-27.json#asp --real "
+            "bench/results/protocols-digits-cnn-4workers-bfasgd-specsync-lookahead-2026-11-27.json --jobs digits-cnn "
+            "--protocols b-fasgd,specsync,lookahead (the real ASP runs calibrate; each row replaces its cell's)"),
            sim_vs_real_render, commit="2c8dc16",
            note="Six cells out, where chance alone leaves six, but three with rank-sum p under 0.05 (1.4 expected), "
                 "all three on the quickstart at 4 workers, rerun here: there every asynchronous protocol's simulated "
@@ -1043,7 +1058,9 @@ FIGURES += (
                 "of a peer push before its update (count 0.25-0.26, the applied gradient 0.51-0.54 stale, as ASP's), "
                 "where the simulated rule counts and applies at once. Both rules in the engines' order were tried on "
                 "the one time-sliced core and overshoot (notebook 2026-11-27-simulator-2): a step there starts at the "
-                "instant the other leaves the core, where the real reads fall at a uniform phase."),
+                "instant the other leaves the core, where the real reads fall at a uniform phase. Each "
+                "comparison's rank-sum p and chance counts: `python -m bench scale-vs-real --restat <the file>`; with "
+                "`--real <its protocols files>` it also checks that each row's real runs are theirs."),
 )
 HEADLINE_ORDER = ("peers", "safety", "tta", "protocols", "stragglers", "recovery")  # the README's rows, at most 6
 

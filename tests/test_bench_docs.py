@@ -81,3 +81,10 @@ def test_the_index_lists_every_cited_file_with_its_figure():
     for figure in docs.FIGURES:
         for f in figure.files:
             assert f"| `{f}` | {figure.title} |" in index, f
+
+
+def test_a_figure_listing_commands_lists_one_per_file():
+    """The sim-vs-real figure once listed 22 commands for 23 files (one a note on several), so the index paired
+    files with their neighbours' commands: a figure gives one command, or exactly one per file."""
+    for figure in docs.FIGURES:
+        assert len(docs.commands(figure)) == len(figure.files), figure.key
