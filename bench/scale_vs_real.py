@@ -36,6 +36,7 @@ from syncswitch.simulator.arrivals import arrival_model
 
 SIGMA = "speeds:0.2"
 CALL = 0.19  # 1 - 1/1.23: SSP's and specsync's steps against ASP's, same seed and job, 2 workers (20 pairs)
+STALL = ""  # the shared cores' long holds after a read (P/M); "" none
 
 
 def _midranks(values: list[float]) -> list[float]:
@@ -151,19 +152,20 @@ def simulate(cell: dict, arrivals: str, seed: int, out: str) -> dict:
 
 
 def compare(cells: list[dict], runs_dir: str, cores: int, own_cores: bool, only=None, call: float = CALL,
-            speeds: str = SIGMA) -> list[dict]:
+            speeds: str = SIGMA, stall: str = STALL) -> list[dict]:
     with SimPool(log=log) as pool:  # each simulated run in a watched child (retried if it stops making progress)
-        return _compare(pool, cells, runs_dir, cores, own_cores, only, call, speeds)
+        return _compare(pool, cells, runs_dir, cores, own_cores, only, call, speeds, stall)
 
 
-def _compare(pool, cells, runs_dir, cores, own_cores, only, call, speeds=SIGMA) -> list[dict]:
+def _compare(pool, cells, runs_dir, cores, own_cores, only, call, speeds=SIGMA, stall=STALL) -> list[dict]:
     rows = []
     asp = {(c["job"], c["workers"]): statistics.median(c["staleness"]) for c in cells
            if c["protocol"] == "asp" and c["staleness"]}
     for cell in [c for c in cells if not only or c["protocol"] in only]:
         target = asp.get((cell["job"], cell["workers"]))
         priced = f"+call:{call:g}" if call else ""
-        models = {"shared": f"{speeds}+cores:{cores}:staleness={target:.4f}{priced}"} if target else {}
+        held = f":stall={stall}" if stall else ""
+        models = {"shared": f"{speeds}+cores:{cores}:staleness={target:.4f}{held}{priced}"} if target else {}
         if own_cores:
             models["own"] = speeds
         real = spread(cell["accuracy"])
@@ -215,6 +217,9 @@ def main(argv=None) -> int:
                              "measured on this machine; 0: free)")
     parser.add_argument("--arrivals", default=SIGMA,
                         help=f"the workers' speeds before the shared cores and the call (default {SIGMA})")
+    parser.add_argument("--stall", default=STALL, metavar="P/M",
+                        help="the shared cores hold a step off after its read with probability P for an exponential "
+                             "time of mean M steps (+cores:C:stall=P/M); default none")
     parser.add_argument("--jobs", help="only these jobs (names as in the real result, comma-separated)")
     parser.add_argument("--protocols", help="simulate only these (comma-separated; the real ASP runs still calibrate)")
     parser.add_argument("--runs-dir", default="/tmp/scale-vs-real")
@@ -236,13 +241,13 @@ def main(argv=None) -> int:
     if not args.real:
         parser.error("--real is required (or --restat FILE)")
     try:
-        arrival_model(args.arrivals, 2, 0)
+        arrival_model(args.arrivals + (f"+cores:1:stall={args.stall}" if args.stall else ""), 2, 0)
     except SpecError as exc:
         parser.exit(2, f"scale-vs-real: {exc}\n")
     cells = [c for path in args.real for c in real_side(path)
              if not args.jobs or c["job"] in args.jobs.split(",")]
     rows = compare(cells, args.runs_dir, args.cores, args.own_cores,
-                   args.protocols.split(",") if args.protocols else None, args.call, args.arrivals)
+                   args.protocols.split(",") if args.protocols else None, args.call, args.arrivals, args.stall)
     print("\n".join(markdown(rows)))
     agree = {kind: sum(r["within_real_spread"] for r in rows if r["cores"] == kind) for kind in ("shared", "own")}
     total = {kind: sum(r["cores"] == kind for r in rows) for kind in ("shared", "own")}

@@ -12,10 +12,12 @@ model is a pure function of (worker, its step number) and the seed: the same see
     replay:RUN         each worker's measured step times from a real run's metrics.jsonl, in order, cycled;
                        simulated worker i replays real worker i mod (the run's workers)
 
-Any of them takes a suffix `+cores:C[:q=QUANTUM | :staleness=S]`: the workers share C cores of one machine
-(syncswitch/simulator/cores.py), time-sliced in slices of QUANTUM mean steps (default 1), or in the slice at
-which ASP's staleness is S (calibrated); on a replayed run, with neither given, the staleness its asynchronous
-phases measured. Without it every worker has a core of its own.
+Any of them takes a suffix `+cores:C[:q=QUANTUM | :staleness=S][:stall=P/M]`: the workers share C cores of one
+machine (syncswitch/simulator/cores.py), time-sliced in slices of QUANTUM mean steps (default 1), or in the slice
+at which ASP's staleness is S (calibrated, stalls included); on a replayed run, with neither given, the staleness
+its asynchronous phases measured. `stall=P/M`: after its read, a step is held off the cores with probability P for
+an exponential time of mean M mean steps (the operating system's long holds that give a real shared machine's
+staleness its tail). Without the suffix every worker has a core of its own.
 
 And a suffix `+call:F`: a protocol's own blocking call to the parameter servers outside its read-to-update
 window (SSP's clock poll after each step, specsync's update decided in a second round trip) takes F of the
@@ -34,7 +36,7 @@ from syncswitch.errors import SpecError
 from syncswitch.simulator.cores import calibrate_quantum
 
 NAMES = ("round-robin", "speeds[:SIGMA][:jitter=J][:block=K]", "replay:RUN_DIR")
-CORES = "+cores:C[:q=QUANTUM|:staleness=S]"
+CORES = "+cores:C[:q=QUANTUM|:staleness=S][:stall=P/M]"
 CALL = "+call:F"
 
 
@@ -48,14 +50,31 @@ class ArrivalModel(abc.ABC):
         self.cores: int | None = None  # shared cores (None: each worker its own) and their slice, in mean steps
         self.quantum = 1.0
         self.call = 0.0  # a protocol's blocking call outside its window, as a fraction of the step (off the core)
+        self.stall_p, self.stall_mean = 0.0, 0.0  # a step held off the shared cores after its read: probability, mean
+        self._stalls: dict[int, np.ndarray] = {}
 
     @abc.abstractmethod
     def step_time(self, worker: int, step: int) -> float:
         """Seconds worker `worker`'s step number `step` (counted over the run) takes."""
 
+    def stall(self, worker: int, step: int) -> float:
+        """Seconds worker `worker`'s step number `step` is held off the cores after its read (0: not held); drawn
+        apart from the step times, so a model without stalls draws the same times as before."""
+        if self.stall_p <= 0:
+            return 0.0
+        block, k = divmod(step, 4096)
+        key = worker * 1_000_003 + block
+        if key not in self._stalls:
+            rng = np.random.RandomState((self.seed * 5_003_969 + key + 104_729) % (2 ** 32))
+            held = rng.uniform(size=4096) < self.stall_p
+            self._stalls[key] = np.where(held, rng.exponential(self.stall_mean, 4096), 0.0)
+        return float(self.unit * self._stalls[key][k])
+
     def describe(self) -> dict:
         shared = {} if self.cores is None else {"cores": self.cores, "quantum": self.quantum,
                                                 "calibrated_to_staleness": getattr(self, "calibrated_to", None)}
+        if self.stall_p > 0:
+            shared.update(stall_p=self.stall_p, stall_mean=self.stall_mean)
         call = {"call": self.call} if self.call else {}
         return {"model": self.name, "unit_s": self.unit, **shared, **call}
 
@@ -182,6 +201,10 @@ def _call_fraction(arg: str, text: str) -> float:
 
 def _share_cores(model: ArrivalModel, arg: str, text: str) -> None:
     count, _, rest = arg.partition(":")
+    if "stall=" in rest:  # first: the quantum is calibrated with the stalls
+        rest, _, stall = rest.rpartition("stall=")
+        rest = rest.rstrip(":")
+        _stalls(model, stall, text)
     key, _, value = rest.partition("=")
     try:
         model.cores = int(count)
@@ -198,6 +221,17 @@ def _share_cores(model: ArrivalModel, arg: str, text: str) -> None:
     if target is not None:
         model.quantum = calibrate_quantum(model, model.workers, model.cores, target)
         model.calibrated_to = target
+
+
+def _stalls(model: ArrivalModel, arg: str, text: str) -> None:
+    p, _, mean = arg.partition("/")
+    try:
+        model.stall_p, model.stall_mean = float(p), float(mean)
+    except ValueError:
+        model.stall_p = -1.0
+    if not (0.0 <= model.stall_p < 1.0 and model.stall_mean >= 0.0):
+        raise SpecError(f"--arrivals {text}: stall=P/M takes a probability 0 <= P < 1 and a mean M >= 0 in steps, "
+                        "e.g. +cores:1:stall=0.05/6")
 
 
 def _base_model(kind_arg: str, text: str, workers: int, seed: int, unit: float) -> ArrivalModel:

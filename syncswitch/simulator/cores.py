@@ -7,6 +7,12 @@ step first gets a core. A quantum longer than any step runs each step to its end
 in flight: ASP's staleness about C - 1); a quantum near 0 shares the cores evenly (every step overlaps the other
 N - 1: staleness about N - 1). Between the two, the quantum sets the staleness a shared machine shows, and
 `calibrate_quantum` finds the one that reproduces a real run's measured staleness.
+
+A fair round robin bounds a worker's staleness near N - 1. On the real machine (the workers, the parameter
+server, the evaluator and the other jobs' processes on 2 cores) a worker is now and then held off the cores for
+many of its peers' steps after its step has read the parameters: an instrumented real ASP run at 4 workers measured
+3.5% of its updates at staleness 6 or more and up to 45 (notebook 2026-11-27-simulator-6). `stall(worker, k)`, the
+arrival model's, gives such a hold (seconds off the cores right after the read of the worker's k-th step; 0: none).
 """
 
 from __future__ import annotations
@@ -23,8 +29,10 @@ class Cores:
     "push" when it is done.
     """
 
-    def __init__(self, cores: int | None, quantum: float, unit: float = 1.0):
+    def __init__(self, cores: int | None, quantum: float, unit: float = 1.0, stall=None):
         self.cores, self.slice = cores, max(quantum * unit, 1e-12)
+        self.stall = stall                    # (worker, its step number) -> seconds held off after the read
+        self.steps: dict[int, int] = {}      # steps each worker has begun (the stall's index)
         self.ready: collections.deque = collections.deque()  # workers waiting for a core
         self.reads: collections.deque = collections.deque()  # workers whose step just got its first core
         self.left: dict[int, float] = {}                       # work left of each worker's step
@@ -51,10 +59,23 @@ class Cores:
             if not self.began[worker]:
                 self.began[worker] = True
                 self.reads.append(worker)
+                if self._held(worker):
+                    continue
             run = self.left[worker] if self.cores is None else min(self.slice, self.left[worker])
             self.left[worker] -= run
             # Slices ending at one instant end in worker order (round robin's order).
             heapq.heappush(self.slices, (self.now + run, worker, ""))
+
+    def _held(self, worker: int) -> bool:
+        """Whether the worker, having just read, is held off the cores (its core goes to the next ready one)."""
+        k = self.steps.get(worker, 0)
+        self.steps[worker] = k + 1
+        off = self.stall(worker, k) if self.stall is not None else 0.0
+        if off <= 0:
+            return False
+        self.running -= 1
+        heapq.heappush(self.slices, (self.now + off, worker, "wake"))
+        return True
 
     def next(self) -> tuple[str, float, int] | None:
         """The next read or push, in time order; None when no worker is stepping. A read comes as soon as its
@@ -91,7 +112,7 @@ class Cores:
 
 def simulated_staleness(arrivals, workers: int, cores: int | None, quantum: float, pushes: int = 4000) -> float:
     """ASP's mean staleness under `arrivals` on `cores` shared cores (no gradients: the arrivals alone)."""
-    cpu = Cores(cores, quantum, arrivals.unit)
+    cpu = Cores(cores, quantum, arrivals.unit, arrivals.stall)
     step, read_at, stale, count = 0, {}, 0, 0
     steps = [0] * workers
     for w in range(workers):

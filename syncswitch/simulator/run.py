@@ -75,7 +75,7 @@ class Simulation:
 
     def cores(self) -> Cores:
         """The machine the workers step on: their own cores, or C shared ones time-sliced (the arrival model's)."""
-        return Cores(self.arrivals.cores, self.arrivals.quantum, self.arrivals.unit)
+        return Cores(self.arrivals.cores, self.arrivals.quantum, self.arrivals.unit, self.arrivals.stall)
 
     def batch(self, worker: int):
         return self._shards[self.config.per_worker_batch].next(worker)
