@@ -18,4 +18,5 @@ class AsyncEngine(ProtocolEngine):
         staleness = self.meter.at_apply([g for g, _ in grads_and_vars])
         counting = CountingOptimizer(optimizer, samples, per_worker_batch, self.name)
         update = counting.apply_gradients(grads_and_vars, global_step, after=[staleness])
-        self._finish(tf.group(update, self.meter.record(staleness), name="asp_train"), counting.counted)
+        recorded = self.meter.record(staleness, counting.step_after)
+        self._finish(tf.group(update, recorded, name="asp_train"), counting.counted)

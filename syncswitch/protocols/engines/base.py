@@ -74,6 +74,8 @@ class CountingOptimizer(v1.train.Optimizer):
         if global_step is not None:
             with tf.control_dependencies([update, *after]), v1.colocate_with(global_step):
                 stepped.append(v1.assign_add(global_step, 1))
+        # The global step this update counted itself at (None without one): the staleness meter's record.
+        self.step_after = stepped[0] if stepped else None
         with tf.control_dependencies([update]):
             # The counter's new value, produced where the counter lives: fetching it costs no extra hop.
             with v1.colocate_with(self._samples):  # a constant made on the worker would be one more send
@@ -96,7 +98,13 @@ class StalenessMeter:
     parameters were read; summed and counted on the parameter servers for the phase's record.
 
     The read happens at the step's start, as the model's own variable reads do (neither has inputs,
-    so the parameter server runs both as soon as the step reaches it).
+    so the parameter server runs both as soon as the step reaches it). `at_apply` is the count when the step's
+    gradients reach the servers (what a rule that scales or drops by staleness must decide on); the record,
+    given the step's own count (`record(..., counted=)`), is the updates counted between the read and this one:
+    updates of peers that land while this one waits to be applied count too. An instrumented real ASP run at 4
+    workers on a shared machine had a quarter of its updates arrive while another was being applied; counted
+    at arrival its mean staleness read 1.50-1.64, counted at its own update 1.70-1.82 (notebook
+    2026-11-27-simulator-6), and the simulator, whose updates land one at a time, calibrates to the latter.
     """
 
     def __init__(self, global_step, name: str):
@@ -112,8 +120,12 @@ class StalenessMeter:
         with tf.device(self._global_step.device), tf.control_dependencies(ready):
             return tf.maximum(self._global_step.read_value() - self.step_at_read, 0)
 
-    def record(self, staleness) -> tf.Operation:
+    def record(self, staleness, counted=None) -> tf.Operation:
+        """Add one update's staleness; `counted`: the global step its update counted itself at, when the record
+        is the updates counted between the read and it (else `staleness` as given)."""
         with tf.device(self._global_step.device):
+            if counted is not None:
+                staleness = tf.maximum(counted - 1 - self.step_at_read, 0)
             return tf.group(self.total.assign_add(staleness), self.count.assign_add(1))
 
 

@@ -55,7 +55,8 @@ class DelayCompensatedEngine(ProtocolEngine):
         self._reset_squares = tf.group(*[ms.assign(tf.zeros_like(ms)) for ms in squares])
         counting = CountingOptimizer(optimizer, samples, per_worker_batch, "dc_asgd")
         update = counting.apply_gradients(compensated, global_step, after=[staleness])
-        self._finish(tf.group(update, self.meter.record(staleness), name="dc_asgd_train"), counting.counted)
+        recorded = self.meter.record(staleness, counting.step_after)
+        self._finish(tf.group(update, recorded, name="dc_asgd_train"), counting.counted)
 
     def enter_chief(self, session, params: dict | None = None) -> None:
         super().enter_chief(session, params)

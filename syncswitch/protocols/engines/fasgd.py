@@ -38,7 +38,8 @@ class StalenessAwareEngine(ProtocolEngine):
                 scaled.append((dense(g) * self.scale, v))
         counting = CountingOptimizer(optimizer, samples, per_worker_batch, self.name)
         update = counting.apply_gradients(scaled, global_step, after=[staleness])
-        self._finish(tf.group(update, self.meter.record(staleness), name="fasgd_train"), counting.counted)
+        recorded = self.meter.record(staleness, counting.step_after)
+        self._finish(tf.group(update, recorded, name="fasgd_train"), counting.counted)
 
     def enter_chief(self, session, params: dict | None = None) -> None:
         super().enter_chief(session, params)

@@ -45,7 +45,8 @@ class StaleSyncEngine(ProtocolEngine):
             self._poll = [self.clocks.read_value(), self.released.read_value(), samples.read_value()]
             self._reset = tf.group(self.clocks.assign(tf.zeros([num_workers], tf.int64)), self.released.assign(0))
             self._release = self.released.assign(1)
-        self._finish(tf.group(update, tick, self.meter.record(staleness), name="ssp_train"), counting.counted)
+        recorded = self.meter.record(staleness, counting.step_after)
+        self._finish(tf.group(update, tick, recorded, name="ssp_train"), counting.counted)
         self._poll_fn = None
 
     def enter_chief(self, session, params: dict | None = None) -> None:
