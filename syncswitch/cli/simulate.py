@@ -18,9 +18,10 @@ from syncswitch.cli.errors import friendly_errors
 @click.option("--arrivals", default="round-robin", show_default=True,
               help="round-robin | speeds[:SIGMA][:jitter=J][:block=K] (random per-worker speeds, stragglers; each "
                    "step jittered by J, K steps a draw) | replay:RUN_DIR "
-                   "(each worker's measured step times from a real run); any with +cores:C[:q=QUANTUM|:staleness=S] "
-                   "(the workers share C cores, time-sliced; the slice in mean steps, or calibrated to ASP's "
-                   "staleness S; on a replay, by default to the staleness the run measured); and +call:F (a "
+                   "(each worker's measured step times from a real run); any with +cores:C[:q=QUANTUM|:staleness=S]"
+                   "[:stall=P/M] (the workers share C cores, time-sliced; the slice in mean steps, or calibrated to "
+                   "ASP's staleness S; on a replay, by default to the staleness the run measured; a step held off "
+                   "the cores after its read with probability P, for M mean steps on average); and +call:F (a "
                    "protocol's blocking call outside its read-to-update window, SSP's and specsync's, takes F of a "
                    "step off the core; default 0).")
 @click.option("--step-time", type=click.FloatRange(min=0, min_open=True), default=1.0, show_default=True,

@@ -93,3 +93,51 @@ def test_a_call_is_priced_as_a_fraction_of_the_step():
 def test_a_bad_call_price_is_named(text):
     with pytest.raises(SpecError, match=r"\+call:F"):
         arrival_model(text, 2, 0)
+
+
+def test_a_held_worker_reads_then_lends_its_core_and_its_update_counts_the_pushes_meanwhile():
+    cpu = Cores(1, 8.0, stall=lambda worker, k: 2.5 if (worker, k) == (0, 0) else 0.0)
+    cpu.start(0.0, 0, 1.0)
+    cpu.start(0.0, 1, 1.0)
+    events = [cpu.next() for _ in range(3)]
+    assert events == [("read", 0.0, 0), ("read", 0.0, 1), ("push", 1.0, 1)]
+    cpu.start(1.0, 1, 1.0)
+    assert [cpu.next() for _ in range(3)] == [("read", 1.0, 1), ("push", 2.0, 1), ("push", 3.5, 0)]
+
+
+def test_stalls_give_a_shared_machine_its_staleness_tail_at_the_same_mean():
+    """A real 4-worker ASP run on this machine: 3.5% of its updates at staleness 6 or more, up to 45 (notebook
+    2026-11-27-simulator-6); round-robin slices keep every update near N - 1."""
+    plain = arrival_model("speeds:0.2+cores:1:staleness=1.6", 4, 0)
+    held = arrival_model("speeds:0.2+cores:1:staleness=1.6:stall=0.05/5", 4, 0)
+    assert [plain.step_time(w, k) for w in range(4) for k in range(50)] == \
+        [held.step_time(w, k) for w in range(4) for k in range(50)]  # the holds are drawn apart from the times
+    tails = {}
+    for name, model in (("plain", plain), ("held", held)):
+        assert simulated_staleness(model, 4, 1, model.quantum) == pytest.approx(1.6, abs=0.05)
+        tails[name] = _share_at_least(model, 6)
+    assert tails["plain"] < 0.005 < 0.02 < tails["held"] < 0.06
+    assert held.describe()["stall_p"] == 0.05 and held.describe()["stall_mean"] == 5.0
+
+
+def _share_at_least(model, k: int, pushes: int = 4000) -> float:
+    cpu = Cores(model.cores, model.quantum, model.unit, model.stall)
+    step, read_at, stale, steps = 0, {}, [], [0] * model.workers
+    for w in range(model.workers):
+        cpu.start(0.0, w, model.step_time(w, 0))
+    while len(stale) < pushes:
+        kind, t, w = cpu.next()
+        if kind == "read":
+            read_at[w] = step
+            continue
+        stale.append(step - read_at[w])
+        step, steps[w] = step + 1, steps[w] + 1
+        cpu.start(t, w, model.step_time(w, steps[w]))
+    return float(np.mean(np.asarray(stale) >= k))
+
+
+@pytest.mark.parametrize("text", ["speeds+cores:1:stall=x", "speeds+cores:1:stall=0.5", "speeds+cores:1:stall=1.5/2",
+                                  "speeds+cores:1:q=0.5:stall=0.1/-1"])
+def test_bad_stalls_are_named(text):
+    with pytest.raises(SpecError, match="stall=P/M"):
+        arrival_model(text, 4, 0)
