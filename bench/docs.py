@@ -928,7 +928,9 @@ FIGURES += (
             "protocols-digits-cnn-4workers-ssp-dcasgd-fasgd-2026-11-27.json",
             "scale-sim-vs-real-digits-cnn-4workers-ssp-dcasgd-fasgd-2026-11-27.json",
             "protocols-digits-cnn-4workers-bfasgd-specsync-lookahead-2026-11-27.json",
-            "scale-sim-vs-real-digits-cnn-4workers-bfasgd-specsync-lookahead-2026-11-27.json"),
+            "scale-sim-vs-real-digits-cnn-4workers-bfasgd-specsync-lookahead-2026-11-27.json",
+            "protocols-quickstart-4workers-asp-ssp-specsync-counted-2026-11-27.json",
+            "scale-sim-vs-real-quickstart-4workers-counted-2026-11-27.json"),
            ("python -m bench scale-vs-real --real <the recorded 4-worker protocols results, see the file's "
             "real_sources> (b-fasgd rows: --real "
             "bench/results/protocols-bfasgd-quickstart-digits-4workers-2026-11-26.json#b-fasgd --protocols b-fasgd; "
@@ -999,15 +1001,28 @@ FIGURES += (
             "python -m bench scale-vs-real --real "
             "bench/results/protocols-digits-cnn-4workers-bsp-localsgd-asp-2026-11-27.json#asp --real "
             "bench/results/protocols-digits-cnn-4workers-bfasgd-specsync-lookahead-2026-11-27.json --jobs digits-cnn "
-            "--protocols b-fasgd,specsync,lookahead (the real ASP runs calibrate; each row replaces its cell's)"),
+            "--protocols b-fasgd,specsync,lookahead (the real ASP runs calibrate; each row replaces its cell's)",
+            "python -m bench protocols --job jobs/quickstart.yaml --workers 4 --repeats 5 --first-seed 0 --variants "
+            "asp,ssp,specsync --set policy.guard.enabled=false (at f7ba820: the staleness record counts the updates "
+            "between a step's read and its own update)",
+            "python -m bench scale-vs-real --real bench/results/protocols-quickstart-4workers-asp-ssp-specsync-counted-"
+            "2026-11-27.json --jobs quickstart (calibrated to those runs' ASP staleness, 1.76; its rows replace the "
+            "quickstart's 4-worker asp, ssp and specsync rows)"),
            sim_vs_real_render, commit="2c8dc16",
-           note="Six cells out, where chance alone leaves six, but three with rank-sum p under 0.05 (1.4 expected), "
-                "all three on the quickstart at 4 workers, rerun here: there every asynchronous protocol's simulated "
-                "median but lookahead's lies above the real one (by 0.04-0.10; ASP 0.600 against 0.548 at the same "
-                "staleness, 1.51 against 1.52), which chance does not explain and is not understood yet (notebook "
-                "2026-11-27-simulator-2; under each real run's replayed step times instead, the simulated ASP gives "
-                "0.572 [0.338-0.660], within the real spread, at the same staleness: notebook 2026-11-27-simulator-3, "
-                "not adopted). Elsewhere the rules are the engines step by step "
+           note="Three cells out, where chance alone leaves six, one with rank-sum p under 0.05 (1.4 expected). The "
+                "quickstart's asp, ssp and specsync at 4 workers sat above the real spread until 2026-11-27 (ASP "
+                "0.600 against 0.548 [0.276-0.581] at the same recorded staleness): the real engines recorded as "
+                "staleness the updates counted before a step's gradient reached the servers, where the simulator "
+                "(updates landing one at a time) counts those before the update; a quarter of a real 4-worker run's "
+                "updates arrive while another is applied, so the real runs were staler than the figure the simulator "
+                "was calibrated to (1.70-1.82 against 1.50-1.64 in instrumented runs, whose schedules replayed "
+                "through the simulator give the real accuracies; notebook 2026-11-27-simulator-6). The engines now "
+                "record the count between read and update (f7ba820); those three rows are new real runs at that "
+                "commit (ASP 1.71-1.81) against the simulator calibrated to them, all three within (specsync at the "
+                "edge: simulated median 0.702, real maximum 0.702; its engine decides on the count at arrival, the "
+                "simulated rule on the landing count). The quickstart's other 4-worker rows (dc-asgd, fasgd, "
+                "b-fasgd, lookahead) are still calibrated to the older record (1.52), not rerun. Elsewhere the rules "
+                "are the engines step by step "
                 "(tests/simulator/test_rules.py: asp, fasgd, dc-asgd, b-fasgd against their TensorFlow engines, "
                 "same weights and staleness), a real BSP run is its simulation bit for bit at 2 and 4 workers "
                 "(same initial weights, batches and updates: tests/simulator/test_model.py, test_against_real.py; "
