@@ -30,6 +30,7 @@ def run_pilot_factory(job_spec, output_root: str):
         # or the speed rule's trial sent it back to BSP: the switch target is slower on this job.
         return PilotResult(converged_accuracy=accuracy, total_time_s=summary.doc.get("total_time_s") or 0.0,
                            run_dir=run_dir, rolled_back=summary.guard_acted and not summary.went_back_slower,
-                           slower=summary.went_back_slower, learned=learned(run_dir))
+                           slower=summary.went_back_slower, learned=learned(run_dir),
+                           switched=bool(summary.doc.get("switches")))
 
     return run_pilot

@@ -38,6 +38,10 @@ class PilotResult:
     # Whether the pilot's training loss fell (search/pilot_runs.py); None where unknown. A run that did not train
     # completed, but its accuracy is an untrained model's: it can neither set the target nor vouch for a point.
     learned: bool | None = None
+    # Whether the pilot left BSP (its summary records a switch); None where unknown. A pilot that stayed synchronous
+    # (the switch rule waited past the end, the speed rule saw no gain worth a trial) ran nothing of its switch
+    # target: it says nothing of the target's parameters (search/period_search.py).
+    switched: bool | None = None
 
     @property
     def ok(self) -> bool:

@@ -27,8 +27,8 @@ class PeriodTrial:
     mean_accuracy: float | None
     time_s: float
     accepted: bool
-    why: str  # "kept", "accuracy" (outside A +/- beta, or a pilot failed) or "slower" (no faster than the last
-    # period kept, or a pilot's speed trial went back to BSP)
+    why: str  # "kept", "accuracy" (outside A +/- beta, or a pilot failed), "slower" (no faster than the last
+    # period kept, or a pilot's speed trial went back to BSP) or "stayed on BSP" (a pilot never switched)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -53,7 +53,8 @@ def longest_period(pilots_for: Callable[[int], tuple[RunPilot, PilotCache]], swi
                    on_event: Callable[..., None] | None = None) -> PeriodResult:
     """Try `periods` (longer than `base`, ascending) at `switch_at`, `runs` pilots each; stop at the first that
     fails: a longer period only lets the copies drift further. `pilots_for(period)` gives that period's pilot
-    runner and cache; `base_times` are the chosen switch point's pilot times at the job's own period."""
+    runner and cache; `base_times` are the chosen switch point's pilot times at the job's own period (the caller
+    tries no period where those pilots never left BSP)."""
     emit = on_event or (lambda kind, **info: None)
     kept, kept_time = base, statistics.median(base_times) if base_times else float("inf")
     trials: list[PeriodTrial] = []
@@ -84,6 +85,8 @@ def _judge(period: int, results: list[PilotResult], kept_time: float, target: fl
     accs = tuple(r.converged_accuracy if r.ok else None for r in results)
     mean = statistics.fmean(accs) if all(a is not None for a in accs) else None  # a failed pilot fails its period
     time_s = statistics.median(r.total_time_s for r in results)
+    if any(r.switched is False for r in results):  # it ran no local SGD: nothing to judge the period by
+        return PeriodTrial(period, accs, mean, time_s, False, "stayed on BSP")
     if any(r.slower for r in results):  # the speed rule's trial sent a pilot back to BSP
         return PeriodTrial(period, accs, mean, time_s, False, "slower")
     if not within(mean, target, threshold, two_sided):

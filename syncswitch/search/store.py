@@ -276,7 +276,7 @@ class JsonPilotCache(MutableMapping):
         trained = doc["learned"] if "learned" in doc else learned(doc.get("run_dir"))
         return PilotResult(None if acc is None or (isinstance(acc, float) and math.isnan(acc)) else float(acc),
                            float(doc.get("total_time_s", 0.0)), doc.get("run_dir"), bool(doc.get("rolled_back")),
-                           bool(doc.get("slower")), trained)
+                           bool(doc.get("slower")), trained, doc.get("switched"))
 
     def __setitem__(self, key, result) -> None:
         acc = result.converged_accuracy
@@ -287,6 +287,7 @@ class JsonPilotCache(MutableMapping):
             "rolled_back": bool(result.rolled_back),
             "slower": bool(result.slower),
             "learned": result.learned,
+            "switched": result.switched,
             "seeded": True,  # repeat r ran on seed + r (see __init__)
         }
         with _locked(self.path):

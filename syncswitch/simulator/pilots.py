@@ -46,6 +46,7 @@ def simulated_pilot_factory(job_spec, output_root: str, arrivals: str, step_time
         accuracy = summary.get("converged_accuracy") if summary.get("status") == "completed" else None
         rolled_back = any(not e.get("action", "").startswith("none") for e in summary.get("guard_events") or [])
         return PilotResult(converged_accuracy=accuracy, total_time_s=summary.get("total_time_s") or 0.0,
-                           run_dir=run_dir, rolled_back=rolled_back, learned=learned(run_dir))
+                           run_dir=run_dir, rolled_back=rolled_back, learned=learned(run_dir),
+                           switched=bool(summary.get("switches")))
 
     return run_pilot

@@ -29,7 +29,8 @@ def fake_cluster(monkeypatch):
         def run_pilot(switch_at, repeat):
             calls.append((period, switch_at, repeat))
             accuracy, seconds = SHAPE[period] if switch_at >= 0.125 else (0.85, 50.0)
-            return PilotResult(accuracy + 0.001 * repeat, seconds + 100 * switch_at, f"{output_root}/{repeat}")
+            return PilotResult(accuracy + 0.001 * repeat, seconds + 100 * switch_at, f"{output_root}/{repeat}",
+                               switched=job_spec.name != "stays")
 
         return run_pilot
 
@@ -66,3 +67,14 @@ def test_bad_periods_are_one_clear_line(job_file, fake_cluster, syncswitch_home,
     result = CliRunner().invoke(search, [str(job_file), "--bsp-runs", "0", "--target-accuracy", "0.9", *args])
     assert result.exit_code == 2 and "Traceback" not in result.output, result.output
     assert text in result.output
+
+
+def test_no_period_is_tried_where_the_switch_points_pilots_never_left_bsp(job_file, fake_cluster, syncswitch_home):
+    job_file.write_text(job_file.read_text().replace("name: tiny", "name: stays"))
+    result = CliRunner().invoke(search, [str(job_file), "--workers", "4", "--runs", "2", "--bsp-runs", "0",
+                                         "--target-accuracy", "0.92", "--max-settings", "3", "--periods", "4,8"])
+    assert result.exit_code == 0, result.output
+    assert "periods: not tried: every pilot at 12.5% stayed on BSP" in result.output
+    assert {p for p, _, _ in fake_cluster} == {2}
+    (stored,) = json.loads(CliRunner().invoke(policy, ["list", "--format", "json"]).output)
+    assert stored["target_params"] == {}

@@ -69,3 +69,12 @@ def test_only_periods_longer_than_the_jobs_own_are_tried_and_bad_ones_are_named(
         check_periods([4, 0], 2)
     found, _ = search(SHAPE, [1, 2], [])
     assert found.period == 2 and found.trials == ()
+
+
+def test_a_period_whose_pilot_never_left_bsp_is_not_kept():
+    # The speed rule kept a pilot synchronous (the quickstart's: a trial would cost more than it could win back): it
+    # ran no local SGD, so its accuracy and time say nothing of the period.
+    pilots_for, caches = pilots(SHAPE, [])
+    caches[4] = {cache_key(0.25, 0): PilotResult(0.966, 20.0, "x", switched=False)}
+    found = longest_period(pilots_for, 0.25, 2, [26.7], [4, 8], runs=1, target=0.965, threshold=0.01)
+    assert found.period == 2 and [(t.period, t.why) for t in found.trials] == [(4, "stayed on BSP")]

@@ -268,5 +268,6 @@ def test_a_repeat_cached_before_each_repeat_had_its_own_seed_is_run_anew(tmp_pat
     path.write_text(json.dumps({"version": 1, "pilots": {"0.5/0": pilot, "0.5/1": pilot}}))
     cache = JsonPilotCache(path)
     assert list(cache) == [(0.5, 0)]
-    cache[(0.5, 1)] = PilotResult(0.91, 1.0, None, learned=True)
+    cache[(0.5, 1)] = PilotResult(0.91, 1.0, None, learned=True, switched=False)
     assert sorted(JsonPilotCache(path)) == [(0.5, 0), (0.5, 1)]  # written now: kept
+    assert JsonPilotCache(path)[(0.5, 1)].switched is False and JsonPilotCache(path)[(0.5, 0)].switched is None
