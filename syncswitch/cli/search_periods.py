@@ -81,7 +81,8 @@ def period_search(job_spec, periods, result, cache, runs, two_sided, fresh, echo
     if all(p.switched is False for p in chosen):
         echo(f"periods: not tried: every pilot at {pct(result.switch_at)} stayed on BSP (no local SGD ran)")
         return None
-    echo(f"periods: trying {', '.join(map(str, periods))} after {pct(result.switch_at)} (the job's own: {base})")
+    longer = ", ".join(str(p) for p in sorted(set(periods)) if p > base) or "none (none is longer)"
+    echo(f"periods: trying {longer} after {pct(result.switch_at)} (the job's own: {base})")
     return longest_period(pilots_for, result.switch_at, base, [p.total_time_s for p in chosen], periods, runs=runs,
                           target=result.target_accuracy, threshold=result.threshold, two_sided=two_sided,
                           on_event=_period_progress(echo))

@@ -150,7 +150,8 @@ def adopt_stored_switch_at(job_spec, switch_at: float | None, switch_rule: dict 
     """
     if switch_at is None or job_spec.policy.source != "default":
         return job_spec
-    if target_params:
+    if target_params and set(target_params) <= set(switch_target(job_spec.policy).param_dict):
+        # (a spec whose switch target has changed since the search, to one without these parameters, runs its own)
         job_spec = with_target_params(job_spec, target_params, "stored policy target_params")
     schedule = switch_at_schedule(switch_at, "stored policy switch_at", switch_target(job_spec.policy))
     policy = dataclasses.replace(job_spec.policy, schedule=schedule, source="store")

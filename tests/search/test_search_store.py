@@ -252,6 +252,10 @@ def test_a_stored_local_sgd_period_runs_in_the_jobs_later_submits(job_file):
     assert specmod.adopt_stored_switch_at(explicit, 0.25, None, {"period": 4}) is explicit
     with pytest.raises(SyncSwitchError, match="stored policy target_params.period"):
         specmod.adopt_stored_switch_at(spec, 0.25, None, {"period": 0})
+    # The job's switch target changed since its search (lookahead has no period): the stored point, not the period.
+    lookahead = specmod.load(str(job_file), ["cluster.workers=4", "policy.switch_to=lookahead"])
+    used = specmod.adopt_stored_switch_at(lookahead, 0.25, None, {"period": 4})
+    assert [p.protocol for p in used.policy.schedule] == ["bsp", "lookahead"]
 
 
 def test_a_policy_stored_before_target_params_reads_as_none_chosen(syncswitch_home):
