@@ -168,16 +168,28 @@ class StepRunner:
             return
         if engine.agreed_stop is not None:
             self._agreed(engine, fetches)()
+            self._flagged(engine, fetches, {engine.stop_in: 0.0})
             return
         self._fn(engine, fetches)()
         if engine.averaging is not None:  # the step that ends in the group's average: every worker warms it up
             self._agreed(engine.averaging, fetches)()
+            self._flagged(engine.averaging, fetches, {engine.averaging.stop_in: 0.0})
         if engine.counts_every_step:  # only such an engine's steps may skip the counter read (see step())
             self._fn(engine, fetches, exact=False)()
 
     def _agreed(self, engine, hook_fetches):
         return self._callable(engine.train_op, engine.samples_after, engine.agreed_stop, engine.collective_wait_s,
                               hook_fetches)
+
+    def _flagged(self, engine, fetches, feed, options=None):
+        """The collective step with this worker's stop flag fed (the step that reaches the boundary). A callable
+        with a feed is a session.run in TF, so this is one: the warm-up runs it once (flag 0), because its first
+        run is a new signature, whose graph partitions every task registers then: at the phase's end, where the
+        last worker to reach the boundary's average took 0.6-0.9 s more than a step on 2 cores
+        (bench/notebook/2026-11-27-engine-6.md)."""
+        return self.session.run(
+            [engine.train_op, engine.samples_after, engine.agreed_stop, engine.collective_wait_s, fetches],
+            feed_dict=feed, options=options)
 
     def _collective_step(self, engine, args, fetches, options=None):
         """A step every worker takes together: (samples, seconds waited for the group, results). A worker past its
@@ -186,9 +198,7 @@ class StepRunner:
         if want or (args is not None and args.feed_dict):
             feed = dict((args.feed_dict if args is not None else None) or {})
             feed[engine.stop_in] = 1.0 if want else 0.0
-            _, samples, stop, wait_s, results = self.session.run(
-                [engine.train_op, engine.samples_after, engine.agreed_stop, engine.collective_wait_s, fetches],
-                feed_dict=feed, options=options)
+            _, samples, stop, wait_s, results = self._flagged(engine, fetches, feed, options)
         else:
             _, samples, stop, wait_s, results = self._agreed(engine, fetches)(options=options)
         self.state.after_collective_step(int(samples), bool(stop))

@@ -3,7 +3,12 @@
 import pytest
 import tensorflow as tf
 
-from syncswitch.node.step_loop import _retry_duplicate
+from syncswitch.node.hooks.hook_list import HookList
+from syncswitch.node.state import TrainState
+from syncswitch.node.step_loop import StepRunner, _retry_duplicate
+from syncswitch.protocols.engines.base import ProtocolEngine
+
+v1 = tf.compat.v1
 
 
 def _flaky(failures, message="The same RunGraph (Worker) request was received twice."):
@@ -139,3 +144,56 @@ def test_a_collective_step_past_the_boundary_unflagged_waits_one_step_for_the_gr
         state.boundary, state.hold_boundary, state.samples, state.step_samples = 1.0, True, 896, 0  # no prediction
     paused = _lockstep(states, moved_at=[0, 1], until=0.1)
     assert paused == [1, 1]  # the step that crossed 1000 unflagged, then the next, agreed
+
+
+class _RecordingSession(v1.Session):
+    """A real session that records the signature (fed tensors) of each `run` call; a callable's calls do not go
+    through `run`. TF registers a signature's graph partitions on every task at its first run."""
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.signatures = []
+
+    def run(self, fetches, feed_dict=None, **kwargs):
+        self.signatures.append(tuple(sorted(t.name for t in (feed_dict or {}))))
+        return super().run(fetches, feed_dict=feed_dict, **kwargs)
+
+
+class _FlaggedStep(ProtocolEngine):
+    """A collective step's interface (stop flag in, agreed stop out) on a real graph, without the all-reduce: what
+    the runner does with the flag does not depend on the collective (tests/protocols run the real ones)."""
+
+    name = "flagged"
+
+    def __init__(self, batch: int):
+        samples = v1.get_variable("samples", [], tf.int64, v1.zeros_initializer(), trainable=False)
+        self.stop_in = v1.placeholder_with_default(tf.constant(0.0), [], name="stop_in")
+        self._finish(samples.assign_add(batch).op, samples.read_value())
+        with tf.control_dependencies([self.train_op]):
+            self.samples_after = samples.read_value()
+            self.agreed_stop = self.stop_in > 0.5
+        self.collective_wait_s = tf.constant(0.0)
+
+
+def test_the_step_that_reaches_the_boundary_runs_a_signature_the_warm_up_ran():
+    graph = tf.Graph()
+    with graph.as_default():
+        engine = _FlaggedStep(batch=128)
+        session = _RecordingSession(graph=graph)
+        session.run(v1.global_variables_initializer())
+        state = TrainState(total_samples=1024, worker=0)
+        state.boundary = 0.5
+        runner = StepRunner(session, HookList([]), state)
+        runner.warm_up(engine)
+        warmed, made = set(session.signatures), dict(runner._callables)
+        session.run(v1.global_variables_initializer())  # as the chief's reset after the warm-up
+        state.samples, session.signatures = 0, []
+        agreed = []
+        for _ in range(4):
+            runner.step(engine)
+            agreed.append(state.at_boundary())
+        # The flagged step (the one that reaches the boundary) is a session.run with the flag fed: a signature of
+        # its own, registered on every task at its first run unless the warm-up ran it.
+        assert session.signatures == [("stop_in:0",)] and set(session.signatures) <= warmed
+        assert runner._callables == made
+        assert state.samples == 512 and agreed == [False, False, False, True]
