@@ -161,7 +161,8 @@ def run_cmd(job, runs, threshold, max_settings, bsp_runs, target_accuracy, worke
         storemod.PolicyStore().put(record)
     if fmt == "json":
         click.echo(json.dumps({"policy": storemod._plain(record), "search": storemod._plain(result.to_dict()),
-                               "stored": not no_store}, indent=2))
+                               "periods": storemod._plain(found) if found else None, "stored": not no_store},
+                              indent=2))
         return
     _report(job, job_spec, result, record, found, simulation, no_store)
 

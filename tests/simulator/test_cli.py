@@ -103,6 +103,7 @@ def test_a_simulated_search_tries_a_longer_local_sgd_period_at_the_point_it_foun
     (trial,) = [line for line in result.output.splitlines() if "=> period 4:" in line]
     kept = trial.endswith(": kept")
     assert doc["policy"]["target_params"] == ({"period": 4} if kept else {})
+    assert [(t["period"], t["accepted"]) for t in doc["periods"]["trials"]] == [(4, kept)]
     (pilot,) = (tmp_path / "pilots" / "period4").iterdir()  # the period's pilot, at the switch point found
     summary = json.loads((pilot / "summary.json").read_text())
     assert [(p["protocol"], p.get("params", {}).get("period")) for p in summary["schedule"]] == [
