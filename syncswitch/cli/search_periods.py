@@ -90,7 +90,7 @@ def period_search(job_spec, periods, result, cache, runs, two_sided, fresh, echo
 
 def _period_progress(echo):
     def on_event(kind, **info):
-        if kind == "period_pilot_start":
+        if kind == "pilot_start":
             echo(f"  period {info['period']}, pilot {info['repeat'] + 1}: running ...")
         elif kind == "period_done":
             t = info["trial"]

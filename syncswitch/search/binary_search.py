@@ -167,7 +167,7 @@ def _validate(max_settings, threshold, runs, bsp_runs, target_accuracy, grid) ->
     return points
 
 
-class _Pilots:
+class Pilots:
     """Runs or reuses pilots and keeps the search's accounts: what they cost, how many ran and how many were new."""
 
     def __init__(self, run_pilot: RunPilot, cache: PilotCache, emit: Callable[..., None]):
@@ -211,7 +211,7 @@ class _Reference:
     times: tuple[float, ...] = ()
 
 
-def _reference(pilots: _Pilots, bsp_runs: int, target_accuracy: float | None) -> _Reference:
+def _reference(pilots: Pilots, bsp_runs: int, target_accuracy: float | None) -> _Reference:
     if target_accuracy is not None:
         return _Reference(float(target_accuracy))
     pilots.emit("reference", runs=bsp_runs)
@@ -235,7 +235,7 @@ class _TargetSlower(Exception):
     """A pilot's trial found the switch target slower than BSP: every switch point would go back the same way."""
 
 
-def _setting_test(pilots: _Pilots, runs: int, target: float, threshold: float, two_sided: bool,
+def _setting_test(pilots: Pilots, runs: int, target: float, threshold: float, two_sided: bool,
                   explored: list[PointResult]) -> Callable[[float], bool]:
     """Whether a switch point keeps A: its `runs` pilots' mean accuracy within the threshold; records each point."""
 
@@ -281,7 +281,7 @@ def binary_search(
     runs are made (recurring jobs).
     """
     points_grid = _validate(max_settings, threshold, runs, bsp_runs, target_accuracy, grid)
-    pilots = _Pilots(run_pilot, {} if cache is None else cache, on_event or (lambda kind, **info: None))
+    pilots = Pilots(run_pilot, {} if cache is None else cache, on_event or (lambda kind, **info: None))
     ref = _reference(pilots, bsp_runs, target_accuracy)
     pilots.emit("target", target_accuracy=ref.target, threshold=threshold, reference=ref.accuracies)
     explored: list[PointResult] = []

@@ -12,10 +12,11 @@ within beta of A), and keeps the longest that passes and trains faster than the 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import statistics
 from typing import Callable, Sequence
 
-from syncswitch.search.binary_search import PilotCache, PilotResult, RunPilot, SearchError, cache_key, within
+from syncswitch.search.binary_search import PilotCache, PilotResult, Pilots, RunPilot, SearchError, within
 
 
 @dataclasses.dataclass(frozen=True)
@@ -60,18 +61,11 @@ def longest_period(pilots_for: Callable[[int], tuple[RunPilot, PilotCache]], swi
     trials: list[PeriodTrial] = []
     cost, new = 0.0, 0
     for period in check_periods(list(periods), base):
-        run_pilot, cache = pilots_for(period)
-        results = []
-        for repeat in range(runs):
-            result = cache.get(cache_key(switch_at, repeat))
-            if result is None:
-                emit("period_pilot_start", period=period, repeat=repeat)
-                result = run_pilot(switch_at, repeat)
-                cache[cache_key(switch_at, repeat)] = result
-                new += 1
-            results.append(result)
+        # The switch point's own runner-or-cache, its events tagged with the period they belong to.
+        pilots = Pilots(*pilots_for(period), functools.partial(emit, period=period))
+        results = [pilots.get(switch_at, repeat, "period")[0] for repeat in range(runs)]
         trial = _judge(period, results, kept_time, target, threshold, two_sided)
-        cost += sum(r.total_time_s for r in results)
+        cost, new = cost + pilots.cost, new + pilots.new
         trials.append(trial)
         emit("period_done", trial=trial)
         if not trial.accepted:
