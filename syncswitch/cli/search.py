@@ -11,8 +11,8 @@ import click
 
 from syncswitch.cli.errors import friendly_errors
 from syncswitch.cli.options import workers_override
-from syncswitch.cli.search_periods import (acc, cached_as, check_periods, pct, period_line, period_search,
-                                          periods_option, secs)
+from syncswitch.cli.search_periods import (acc, check_periods, pct, period_line, period_search, periods_option,
+                                          pilot_cache, secs)
 
 INTERRUPTED = "interrupted (finished pilots are cached; run the search again to resume)"
 
@@ -124,14 +124,9 @@ def run_cmd(job, runs, threshold, max_settings, bsp_runs, target_accuracy, worke
     check_periods(periods, job_spec)  # before any pilot runs
     signature, inputs = storemod.signature_for_spec(job_spec)
     root = output_dir or os.path.join("runs", f"search-{job_spec.name}-{signature[:8]}")
-    switching = storemod.switching_for_spec(job_spec)
     pilots, simulation = _pilots(job_spec, root, simulated, arrivals, step_time)
-    if simulation:  # simulated pilots are cached apart from real ones, and the stored policy says so
-        switching = {**switching, "simulated": cached_as(simulation)}
+    cache, switching = pilot_cache(job_spec, simulation, fresh)
     then = specmod.switch_target(job_spec.policy).protocol  # the pilots keep the job's own switch target
-    cache = storemod.pilot_cache_for(signature, switching)
-    if fresh:
-        cache.clear()
     echo = functools.partial(click.echo, err=True)
     echo(f"searching {job_spec.name} (signature {signature[:12]}): M={max_settings}, R={runs}, "
          f"K={bsp_runs if target_accuracy is None else 0}, beta={threshold:g}; pilots under {root}")

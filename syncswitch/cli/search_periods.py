@@ -29,6 +29,20 @@ def cached_as(simulation: dict) -> dict:
     return {key: value for key, value in simulation.items() if key != "step_time_s"}
 
 
+def pilot_cache(job_spec, simulation: dict | None, fresh: bool):
+    """(the cache of the job's pilots under its way of switching, that way): simulated pilots are cached apart
+    from real ones, and the stored policy says so; `fresh` empties it."""
+    from syncswitch.search import store as storemod
+
+    switching = storemod.switching_for_spec(job_spec)
+    if simulation:
+        switching = {**switching, "simulated": cached_as(simulation)}
+    cache = storemod.pilot_cache_for(storemod.signature_for_spec(job_spec)[0], switching)
+    if fresh:
+        cache.clear()
+    return cache, switching
+
+
 def periods_option(ctx, param, value):
     """--periods 4,8 -> (4, 8); a bad list is a usage error naming the option."""
     if not value:
@@ -58,7 +72,6 @@ def period_search(job_spec, periods, result, cache, runs, two_sided, fresh, echo
     """The longest local-SGD period that keeps the found switch point's accuracy (search/period_search.py); None
     where none is asked for or the search found no switch (pure BSP runs no period)."""
     from syncswitch import spec as specmod
-    from syncswitch.search import store as storemod
     from syncswitch.search.binary_search import cache_key
     from syncswitch.search.period_search import longest_period
 
@@ -68,13 +81,7 @@ def period_search(job_spec, periods, result, cache, runs, two_sided, fresh, echo
     def pilots_for(period):
         spec = specmod.with_target_params(job_spec, {"period": period}, "--periods")
         run_pilot, simulation = pilots_in(spec, f"period{period}")
-        switching = storemod.switching_for_spec(spec)
-        if simulation:  # as the switch point's pilots: simulated ones are cached apart from real ones
-            switching = {**switching, "simulated": cached_as(simulation)}
-        period_cache = storemod.pilot_cache_for(storemod.signature_for_spec(spec)[0], switching)
-        if fresh:
-            period_cache.clear()
-        return run_pilot, period_cache
+        return run_pilot, pilot_cache(spec, simulation, fresh)[0]
 
     base = specmod.switch_target(job_spec.policy).param_dict["period"]
     chosen = [cache[cache_key(result.switch_at, r)] for r in range(runs)]
