@@ -327,8 +327,8 @@ def build(launch, total: int, module, params: dict, cluster) -> TrainGraph:
                 saved = checkpointed(graph)
                 for engine in engines.values():
                     engine.add_snapshot(saved, global_step, samples)
-        saver, scaffold = _saving(graph, model.stage)
         input_start = model.stage.start()
+        saver, scaffold = _saving(graph, model.stage)  # finalizes the graph
     return TrainGraph(graph=graph, engines=engines, loss=model.loss, losses=LiveLosses(engines), samples=samples,
                       global_step=global_step, settings=settings, total_samples=total, saver=saver, scaffold=scaffold,
                       input_start=input_start,
