@@ -41,9 +41,9 @@ class StagedInput:
             put = tf.raw_ops.Stage(values=flat, **self._area)
             taken = tf.raw_ops.Unstage(dtypes=self._dtypes, **self._area)
             with tf.control_dependencies([put]):  # one batch in for each one out, in the call that takes it
-                taken = [tf.identity(t) for t in taken]
-        for out, spec in zip(taken, flat):
-            out.set_shape(spec.shape)
+                # The graph's own shape (not only Python's): an unstaged tensor has none, and TensorFlow's graph
+                # optimizer then chose other kernels for the model (the same training, other rounding).
+                taken = [tf.ensure_shape(t, spec.shape) for t, spec in zip(taken, flat)]
         self.features, self.labels = tf.nest.pack_sequence_as(element, taken)
 
     def start(self, after=()) -> tf.Operation:
