@@ -936,7 +936,9 @@ FIGURES += (
             "protocols-digits-cnn-4workers-asp-ssp-dcasgd-fasgd-counted-2026-11-27.json",
             "scale-sim-vs-real-digits-cnn-4workers-asp-ssp-dcasgd-fasgd-counted-2026-11-27.json",
             "protocols-digits-cnn-4workers-bfasgd-specsync-lookahead-counted-2026-11-27.json",
-            "scale-sim-vs-real-digits-cnn-4workers-bfasgd-specsync-lookahead-counted-2026-11-27.json"),
+            "scale-sim-vs-real-digits-cnn-4workers-bfasgd-specsync-lookahead-counted-2026-11-27.json",
+            "protocols-digits-cnn-4workers-bsp-localsgd-2026-11-27b.json",
+            "scale-sim-vs-real-digits-cnn-4workers-bsp-localsgd-2026-11-27.json"),
            ("python -m bench scale-vs-real --real <the recorded 4-worker protocols results, see the file's "
             "real_sources> (b-fasgd rows: --real "
             "bench/results/protocols-bfasgd-quickstart-digits-4workers-2026-11-26.json#b-fasgd --protocols b-fasgd; "
@@ -1031,7 +1033,13 @@ FIGURES += (
             "python -m bench scale-vs-real --real bench/results/protocols-digits-cnn-4workers-asp-ssp-dcasgd-fasgd-"
             "counted-2026-11-27.json#asp --real bench/results/protocols-digits-cnn-4workers-bfasgd-specsync-lookahead-"
             "counted-2026-11-27.json --jobs digits-cnn --protocols b-fasgd,specsync,lookahead (the counted ASP runs "
-            "calibrate; its rows replace the digits CNN's 4-worker b-fasgd, specsync and lookahead rows)"),
+            "calibrate; its rows replace the digits CNN's 4-worker b-fasgd, specsync and lookahead rows)",
+            "python -m bench protocols --job jobs/digits_cnn.yaml --workers 4 --repeats 5 --first-seed 0 --variants "
+            "bsp,local-sgd --set policy.guard.enabled=false (at 2688c9f)",
+            "python -m bench scale-vs-real --real bench/results/protocols-digits-cnn-4workers-asp-ssp-dcasgd-fasgd-"
+            "counted-2026-11-27.json#asp --real bench/results/protocols-digits-cnn-4workers-bsp-localsgd-2026-11-27b."
+            "json --jobs digits-cnn --protocols bsp,local-sgd (its rows replace the digits CNN's 4-worker BSP and "
+            "local SGD rows)"),
            sim_vs_real_render, commit="2c8dc16",
            note="Eight cells out, where chance alone leaves six, two with rank-sum p under 0.05 (1.4 expected): five "
                 "of them are the 4-worker rows rerun last on the engines' counted staleness record (below), at "
@@ -1085,7 +1093,8 @@ FIGURES += (
                 "2026-11-27 at b2773ef (its rows replacing the older ones; asp, ssp and specsync again at f7ba820, the "
                 "other asynchronous rows at 2688c9f), the digits CNN rerun "
                 "2026-11-27 at 22591b5 (its rows replacing those of the 2026-11-24/25 engines; all nine within, "
-                "notebook 2026-11-27-simulator-5; its seven asynchronous rows again at 2688c9f, above); 2 workers: "
+                "notebook 2026-11-27-simulator-5; all nine again at 2688c9f, the seven asynchronous ones above, "
+                "BSP and local SGD the same five finals as at 22591b5 and as simulated); 2 workers: "
                 "rerun 2026-11-27, the quickstart at 3e89e14 and "
                 "the digits CNN at b2773ef (the "
                 "job's seed fixes the initial weights, each worker reads its stream from its first batch), their rows "
