@@ -3,10 +3,12 @@
 A worker restarts its input after the warm-up steps (`PhaseControl.at_start`): every run then reads the same
 stream. A restarted iterator has lost what the user's pipeline had built (a `.cache()`, a shuffle buffer, the
 `map` over the whole set that fills them), so the first training step after it paid the refill: 0.9 s against
-0.085 s for the next steps on the synthetic ResNet, inside the training clock (notebook 2026-11-27-engine-6),
-where a TensorFlow user's loop draws its first batch before its clock (`next(iterator)`). Here the step reads
-its batch from a stage that already holds it, and puts the next one there in the same call; `start` (clear
-the stage, restart the stream, stage its first batch) pays the refill before training.
+0.085 s for the next steps on the synthetic ResNet (notebook 2026-11-27-engine-6), inside the training clock
+wherever the workers start apart (the clock opens at the first worker's first step: a local SGD phase, whose
+first step is each worker's own; not a BSP phase, whose first step ends in the group's all-reduce), where a
+TensorFlow user's loop draws its first batch before its clock (`next(iterator)`). Here the step reads its batch
+from a stage that already holds it, and puts the next one there in the same call; `start` (clear the stage,
+restart the stream, stage its first batch) pays the refill before training.
 
 Every call that computes on the features takes one batch out and puts one in, so the stage holds one batch
 between calls. The put is a dependency of the features themselves, not of the loss: a call that fetches
