@@ -32,9 +32,7 @@ class PhaseControl:
         state.protocol = None
         # The warm-up steps drew batches, one or two per protocol built: without this, a run that builds every
         # protocol (a switch in place) would train on a stream shifted from the one a BSP-only run reads, and
-        # differ from it although it never left BSP. Restarting the iterator replays the same stream; its first
-        # batch is staged here, so the refill of the user's pipeline (a cache, a shuffle buffer) is paid before
-        # training, not in its first step (staged_input).
+        # differ from it although it never left BSP. Re-initializing the iterator replays the same stream.
         session.run(g.input_start)
         if task.is_chief and (task.eval_points or task.durable_points or task.checkpoint_every_s):
             background_save.warm_up(session, g.saver, [e.snapshot for e in g.engines.values() if e.snapshot])

@@ -9,7 +9,6 @@ import tensorflow as tf
 
 from syncswitch.node import replica as replicamod
 from syncswitch.node import script as scriptmod
-from syncswitch.node import staged_input
 from syncswitch.node.updates import orphan_updates
 from syncswitch.protocols.engines import ENGINE_STATE, ProtocolEngine, build_engines, needs_replica
 
@@ -59,11 +58,11 @@ class Settings:
 
 @dataclasses.dataclass(kw_only=True)
 class Model:
-    """The user's model on the shared variables: its loss, gradients, the input's restart, and what model_fn made."""
+    """The user's model on the shared variables: its loss, gradients, the input iterator, and what model_fn made."""
 
     loss: tf.Tensor
     grads: list
-    stage: staged_input.StagedInput  # the input: its staged batch and its restart
+    iterator: object
     made: list                  # the ops model_fn made
     own_updates: list           # the model's own update ops (batch-norm statistics)
     raw_loss: tf.Tensor         # model_fn's loss, before its update ops are attached
@@ -83,8 +82,7 @@ class TrainGraph:
     total_samples: int
     saver: v1.train.Saver
     scaffold: v1.train.Scaffold
-    input_start: tf.Operation  # puts this worker's input stream back at its first batch, staged
-    batch: tuple               # (features, labels) a training step computes on: each read takes the staged one
+    input_start: tf.Operation  # puts this worker's input stream back at its first batch
 
 
 class LiveLosses:
@@ -228,8 +226,7 @@ def _model(graph, launch, module, params: dict, batch: int, optimizer) -> Model:
     # Initializable, not one-shot: an input_fn may capture a lookup table or a variable (a text job's
     # vocabulary), which a one-shot iterator refuses; it is initialized after the tables (local init).
     iterator = v1.data.make_initializable_iterator(ds)
-    stage = staged_input.StagedInput(iterator, f"/job:worker/task:{index}")
-    features, labels = stage.features, stage.labels
+    features, labels = iterator.get_next()
     before = set(graph.get_operations())
     out = scriptmod.call_model_fn(module, path, features, labels, params, True)
     collected = v1.get_collection(v1.GraphKeys.UPDATE_OPS)
@@ -246,7 +243,7 @@ def _model(graph, launch, module, params: dict, batch: int, optimizer) -> Model:
         raise scriptmod.ScriptError(f"script {path}: model_fn's loss depends on no trainable variable")
     made_set = set(made)
     own = [u for u in collected + extra if getattr(u, "op", u) in made_set]
-    return Model(loss=loss, grads=grads, stage=stage, made=made, own_updates=own, raw_loss=out["loss"])
+    return Model(loss=loss, grads=grads, iterator=iterator, made=made, own_updates=own, raw_loss=out["loss"])
 
 
 def _replica(graph, launch, protocols, model: Model):
@@ -267,7 +264,7 @@ def _replica(graph, launch, protocols, model: Model):
         return None
 
 
-def _saving(graph, stage):
+def _saving(graph, iterator):
     """(saver, scaffold): the chief gathers every variable and writes one checkpoint; protocol state (clocks,
     counters) stays out, since a relaunch may build protocols the checkpoint never held."""
     saved = checkpointed(graph)
@@ -277,7 +274,7 @@ def _saving(graph, stage):
     state = v1.variables_initializer(graph.get_collection(ENGINE_STATE))
     local_init = tf.group(v1.train.Scaffold.default_local_init_op(), state)
     with tf.control_dependencies([local_init]):  # the input pipeline may look words up in the tables
-        local_init = tf.group(stage.start(after=[local_init]))  # a session's first step finds its batch staged
+        local_init = tf.group(iterator.initializer)
     scaffold = v1.train.Scaffold(
         saver=saver, ready_for_local_init_op=v1.report_uninitialized_variables(saved), local_init_op=local_init)
     scaffold.finalize()
@@ -327,9 +324,7 @@ def build(launch, total: int, module, params: dict, cluster) -> TrainGraph:
                 saved = checkpointed(graph)
                 for engine in engines.values():
                     engine.add_snapshot(saved, global_step, samples)
-        input_start = model.stage.start()
-        saver, scaffold = _saving(graph, model.stage)  # finalizes the graph
+        saver, scaffold = _saving(graph, model.iterator)
     return TrainGraph(graph=graph, engines=engines, loss=model.loss, losses=LiveLosses(engines), samples=samples,
                       global_step=global_step, settings=settings, total_samples=total, saver=saver, scaffold=scaffold,
-                      input_start=input_start,
-                      batch=(model.stage.features, model.stage.labels))
+                      input_start=model.iterator.initializer)

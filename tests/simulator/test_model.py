@@ -36,13 +36,14 @@ for index, server in enumerate([first, second]):
     phase = launch.phases.add(protocol="asp", build=True, until=1.0)
     phase.config.per_worker_batch, phase.config.learning_rate, phase.config.momentum = batch, 0.1, 0.9
     g = graphmod.build(launch, 100000, scriptmod.load_script(path), {}, cluster)
+    (get_next,) = [op for op in g.graph.get_operations() if op.type == "IteratorGetNext"]
     config = graphmod.session_config(2, index, 1, 2)
     with g.graph.as_default(), v1.Session(server.target, config=config) as session:
         if index == 0:
             session.run(g.scaffold.init_op)
             saved["weights"] = np.concatenate([v.reshape(-1) for v in session.run(v1.trainable_variables())])
         session.run(g.scaffold.local_init_op)
-        saved[f"labels{index}"] = np.stack([session.run(g.batch[1]) for _ in range(count)])
+        saved[f"labels{index}"] = np.stack([session.run(get_next.outputs[1]) for _ in range(count)])
 np.savez(out, **saved)
 print("DONE", flush=True)
 os._exit(0)
