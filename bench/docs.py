@@ -674,7 +674,13 @@ PEERS_NOTE = (
     "sooner than the switched run). The ResNet: BSP at 0.80-0.98x MWMS's throughput seed by seed (0.89x median to "
     "median, 0.88x in the cell before), `no-sync` at 0.97x, the default on BSP without a trial in every run at "
     "1.14-1.24x its seed's MWMS time to accuracy; accuracy 0.930 against 0.926 (bench/notebook/"
-    "2026-11-27-coordinator-7.md).")
+    "2026-11-27-coordinator-7.md). The 16-core cells again at ce5517b (a lent machine's 16 Intel Xeon cores, "
+    "fc-v657-gpu, the GPU unused; glibc malloc; nothing else running), after d570218: the ResNet's BSP at "
+    "0.85-0.97x MWMS's throughput seed by seed (0.92x median to median, 0.82x at 99af48e before the boundary's "
+    "warm-up), the default on BSP without a trial in every run at 0.95-1.17x its seed's MWMS time to accuracy "
+    "(1.08x median to median), accuracy 0.930 against 0.927; MNIST-1D, one seed: BSP at 1.38x MWMS's throughput, "
+    "the default (BSP then local SGD) at 0.66x its time to accuracy, accuracy 0.964 against 0.961 "
+    "(bench/notebook/2026-11-27-coordinator-8.md).")
 
 
 def peers_kernel(doc: dict) -> str:
@@ -810,7 +816,9 @@ FIGURES += (
             "peers-resnet-unbudgeted-tcmalloc-nospin-2026-11-27.json", "peers-resnet-cpu040-tcmalloc-2026-11-27.json",
             "peers-resnet-unbudgeted-xeon16-2026-11-27.json", "peers-mnist1d-unbudgeted-xeon16-2026-11-27.json",
             "peers-mnist1d-unbudgeted-tcmalloc-staged-2026-11-27.json",
-            "peers-resnet-unbudgeted-tcmalloc-staged-2026-11-27.json"),
+            "peers-resnet-unbudgeted-tcmalloc-staged-2026-11-27.json",
+            "peers-resnet-unbudgeted-xeon16-ce5517b-2026-11-27.json",
+            "peers-mnist1d-unbudgeted-xeon16-ce5517b-2026-11-27.json"),
            ("python -m bench peers --job jobs/mnist1d_cnn.yaml --seeds S --variants single,mwms,bsp,default "
             "--target 0.95 --add-to F (seeds 1,2,3 then 4,5 per call, nothing else running)",
             "python -m bench peers --job jobs/mnist1d_cnn.yaml --cpus-per-node 0.4 --seeds S --variants "
@@ -849,7 +857,12 @@ FIGURES += (
             "--allocator tcmalloc --add-to F --out G (one seed per quiet call; the fc-v657 host; 4732653)",
             "python -m bench peers --job jobs/resnet_synthetic.yaml --seeds S --variants mwms,bsp,default,no-sync "
             "--target 0.9 --allocator tcmalloc --add-to F --out G (one seed per quiet call; the fc-v657 host; "
-            "4732653)"), peers_render,
+            "4732653)",
+            "python -m bench peers --job jobs/resnet_synthetic.yaml --seeds S --variants mwms,bsp,default --target 0.9 "
+            "--add-to F --out G (a lent 16-core machine, nothing else running, ce5517b: seeds 1-4 in one call, 5 in a "
+            "second, the two files joined by bench.peers.summarize)",
+            "python -m bench peers --job jobs/mnist1d_cnn.yaml --seeds 1 --variants mwms,bsp,default --target 0.95 "
+            "(the same lent machine and commit; one seed: the lease's minutes ran out)"), peers_render,
            headline=peers_headline,
            note=PEERS_NOTE),
     Figure("ray", "The ray backend against the local one (quickstart, 3 nodes, 5 seeds)",
