@@ -261,13 +261,15 @@ def run_syncswitch(variant: str, job_path: str, seed: int, workers: int, cpus, t
     cmd = [sys.executable, "-m", "syncswitch", "submit", job_path, "--quiet", "--workers", str(workers),
            "--output-dir", out_dir, "--target-accuracy", str(target), "--set", f"seed={seed}", *DECAY]
     cmd += syncswitch_variant(variant)
+    path = os.path.join(out_dir, "summary.json")
+    if os.path.exists(path):  # submit refuses the folder, and its old summary (maybe another job's) is not this run
+        raise RuntimeError(f"{out_dir} already holds a run: give --runs-dir a folder of this cell's own")
     if cpus:
         cmd += ["--cpus-per-node", str(cpus)]
     started = time.time()
     # the manager's environment reaches its fork server, agents and evaluator: the whole node tree preloads it
     proc = subprocess.run(cmd, capture_output=True, text=True, cwd=common.ROOT, timeout=900, check=False,
                           env=allocator_env(library, dict(os.environ)))
-    path = os.path.join(out_dir, "summary.json")
     if not os.path.exists(path):
         raise RuntimeError(f"syncswitch {variant} wrote no summary (code {proc.returncode}): {proc.stderr[-600:]}")
     with open(path) as f:

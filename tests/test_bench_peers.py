@@ -238,3 +238,13 @@ def test_the_headline_takes_the_latest_cell_of_a_job_budget_host_and_malloc():
     resnet = "jobs/resnet_synthetic.yaml"
     old, other, new, budgeted = cell(resnet), cell("jobs/mnist1d_cnn.yaml"), cell(resnet), cell(resnet, 0.4)
     assert docs.headline_cells([old, other, budgeted, new]) == [other, budgeted, new]
+
+
+def test_a_run_folder_that_already_holds_a_run_is_refused_not_read(tmp_path):
+    # A --runs-dir shared by two jobs' cells gave the second job the first one's summaries (the same
+    # variant-seed folder names): submit refused the folder and the bench read the old summary as this run's.
+    out = tmp_path / "bsp-seed1"
+    out.mkdir()
+    (out / "summary.json").write_text(json.dumps({"total_time_s": 1.0, "total_samples": 10, "status": "completed"}))
+    with pytest.raises(RuntimeError, match="already holds a run"):
+        peers.run_syncswitch("bsp", "jobs/quickstart.yaml", 1, 2, None, 0.9, str(out))
