@@ -680,7 +680,10 @@ PEERS_NOTE = (
     "warm-up), the default on BSP without a trial in every run at 0.95-1.17x its seed's MWMS time to accuracy "
     "(1.08x median to median), accuracy 0.930 against 0.927; MNIST-1D, one seed: BSP at 1.38x MWMS's throughput, "
     "the default (BSP then local SGD) at 0.66x its time to accuracy, accuracy 0.964 against 0.961 "
-    "(bench/notebook/2026-11-27-coordinator-8.md).")
+    "(bench/notebook/2026-11-27-coordinator-8.md). MNIST-1D again on the 2-core host at e3fe8a6 (the code of "
+    "ce5517b: the stage reverted; tcmalloc, five seeds, one per quiet call): BSP at 1.19-1.52x MWMS's throughput "
+    "seed by seed (1.39x median to median), the default (BSP then local SGD in every run) at 0.58-0.88x its seed's "
+    "MWMS time to accuracy (0.67x median to median; 0.82x in the staged cell), accuracy 0.961 against 0.9625.")
 
 
 def peers_kernel(doc: dict) -> str:
@@ -818,7 +821,8 @@ FIGURES += (
             "peers-mnist1d-unbudgeted-tcmalloc-staged-2026-11-27.json",
             "peers-resnet-unbudgeted-tcmalloc-staged-2026-11-27.json",
             "peers-resnet-unbudgeted-xeon16-ce5517b-2026-11-27.json",
-            "peers-mnist1d-unbudgeted-xeon16-ce5517b-2026-11-27.json"),
+            "peers-mnist1d-unbudgeted-xeon16-ce5517b-2026-11-27.json",
+            "peers-mnist1d-unbudgeted-tcmalloc-main-2026-11-27.json"),
            ("python -m bench peers --job jobs/mnist1d_cnn.yaml --seeds S --variants single,mwms,bsp,default "
             "--target 0.95 --add-to F (seeds 1,2,3 then 4,5 per call, nothing else running)",
             "python -m bench peers --job jobs/mnist1d_cnn.yaml --cpus-per-node 0.4 --seeds S --variants "
@@ -862,7 +866,10 @@ FIGURES += (
             "--add-to F --out G (a lent 16-core machine, nothing else running, ce5517b: seeds 1-4 in one call, 5 in a "
             "second, the two files joined by bench.peers.summarize)",
             "python -m bench peers --job jobs/mnist1d_cnn.yaml --seeds 1 --variants mwms,bsp,default --target 0.95 "
-            "(the same lent machine and commit; one seed: the lease's minutes ran out)"), peers_render,
+            "(the same lent machine and commit; one seed: the lease's minutes ran out)",
+            "python -m bench peers --job jobs/mnist1d_cnn.yaml --seeds S --variants mwms,bsp,default --target 0.95 "
+            "--allocator tcmalloc --add-to F --out G (one seed per quiet call; the fc-v657 host; e3fe8a6, the code of "
+            "ce5517b)"), peers_render,
            headline=peers_headline,
            note=PEERS_NOTE),
     Figure("ray", "The ray backend against the local one (quickstart, 3 nodes, 5 seeds)",
