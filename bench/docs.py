@@ -761,22 +761,22 @@ def peers_headline(docs: list[dict]) -> tuple[str, str]:
     docs = peers_strongest(headline_cells(docs))
     for doc in docs:
         t = doc["table"]
-        budget = f" @{doc['cpus_per_node']}" if doc.get("cpus_per_node") else ""  # CPUs a node; the title says so
+        budget = f"@{doc['cpus_per_node']}" if doc.get("cpus_per_node") else ""  # CPUs a node; the title says so
         job = os.path.basename(doc["job"]).split("_")[0]  # mnist1d, resnet: the cell must stay short
         kernel = peers_kernel(doc).split("-", 2)[-1]  # fc-v657: the build names the host
         if allocator_of(doc) != "system":
-            kernel += f", {allocator_of(doc)}"
-        hosts.setdefault(kernel, []).append(f"{job}{budget}: {x(t['default']['tta_vs_mwms'])}, "
+            kernel += f" {allocator_of(doc)}"
+        hosts.setdefault(kernel, []).append(f"{job}{budget} {x(t['default']['tta_vs_mwms'])}/"
                                             f"{x(t['bsp']['throughput_vs_mwms'])}")
         gaps.append(t["mwms"]["final_accuracy"]["median"] - t["default"]["final_accuracy"]["median"])
     cells = "; ".join(f"{kernel}: " + "; ".join(mine) for kernel, mine in hosts.items())  # the title says "by host"
     seeds = sorted({len(doc["seeds"]) for doc in docs})
-    cells += f" ({seeds[0]} seeds each)" if len(seeds) == 1 else f" ({seeds[0]}-{seeds[-1]} seeds each)"
-    return ("syncswitch against MultiWorkerMirroredStrategy, 4 workers: the default switch's time to accuracy, "
+    cells += f" ({seeds[0]} seeds)" if len(seeds) == 1 else f" ({seeds[0]}-{seeds[-1]} seeds)"
+    return ("syncswitch against MultiWorkerMirroredStrategy, 4 workers: the default switch's time to accuracy / "
             "BSP's throughput, by host (ratios to MWMS on the same malloc; @N: N CPUs a node)",
             cells + ("; the default's accuracy at or above MWMS's in every cell"
                      if max(gaps) <= 0 else
-                     f"; the default's accuracy at most {max(gaps) * 100:.1f} points below MWMS's"))
+                     f"; default's accuracy within {max(gaps) * 100:.1f} points of MWMS's"))
 
 
 def core_overhead_render(docs: list[dict]) -> list[str]:
