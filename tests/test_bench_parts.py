@@ -72,3 +72,12 @@ def test_the_run_loop_takes_turns_and_seeds_each_repeat(monkeypatch, tmp_path):
     assert calls == [("bsp", 13, 13, "a-s13"), ("switch@0.5", 13, 13, "b-s13"),
                      ("bsp", 14, 14, "a-s14"), ("switch@0.5", 14, 14, "b-s14")]
     assert [len(v) for v in runs.values()] == [2, 2]
+
+
+def test_the_switch_overhead_job_switches_whatever_the_speed_rule_would_judge(tmp_path):
+    # With the speed rule on, its 4-worker runs stayed on BSP ("not trying ..."): no switch, no overhead to
+    # measure, and the part failed with "no switch-overhead run completed".
+    from bench import switch_overhead
+
+    spec = common.load_spec(switch_overhead.job_file(str(tmp_path)))
+    assert spec.policy.switch_speed.rule == "off"
