@@ -683,7 +683,10 @@ PEERS_NOTE = (
     "(bench/notebook/2026-11-27-coordinator-8.md). MNIST-1D again on the 2-core host at e3fe8a6 (the code of "
     "ce5517b: the stage reverted; tcmalloc, five seeds, one per quiet call): BSP at 1.19-1.52x MWMS's throughput "
     "seed by seed (1.39x median to median), the default (BSP then local SGD in every run) at 0.58-0.88x its seed's "
-    "MWMS time to accuracy (0.67x median to median; 0.82x in the staged cell), accuracy 0.961 against 0.9625.")
+    "MWMS time to accuracy (0.67x median to median; 0.82x in the staged cell), accuracy 0.961 against 0.9625. "
+    "The ResNet the same way: BSP at 0.85-1.10x MWMS's throughput seed by seed (0.97x median to median; 0.89x in "
+    "the staged cell), the default on BSP without a trial in every run at 1.02-1.23x its seed's MWMS time to "
+    "accuracy (1.08x), accuracy 0.930 against 0.926.")
 
 
 def peers_kernel(doc: dict) -> str:
@@ -822,7 +825,8 @@ FIGURES += (
             "peers-resnet-unbudgeted-tcmalloc-staged-2026-11-27.json",
             "peers-resnet-unbudgeted-xeon16-ce5517b-2026-11-27.json",
             "peers-mnist1d-unbudgeted-xeon16-ce5517b-2026-11-27.json",
-            "peers-mnist1d-unbudgeted-tcmalloc-main-2026-11-27.json"),
+            "peers-mnist1d-unbudgeted-tcmalloc-main-2026-11-27.json",
+            "peers-resnet-unbudgeted-tcmalloc-main-2026-11-27.json"),
            ("python -m bench peers --job jobs/mnist1d_cnn.yaml --seeds S --variants single,mwms,bsp,default "
             "--target 0.95 --add-to F (seeds 1,2,3 then 4,5 per call, nothing else running)",
             "python -m bench peers --job jobs/mnist1d_cnn.yaml --cpus-per-node 0.4 --seeds S --variants "
@@ -869,7 +873,10 @@ FIGURES += (
             "(the same lent machine and commit; one seed: the lease's minutes ran out)",
             "python -m bench peers --job jobs/mnist1d_cnn.yaml --seeds S --variants mwms,bsp,default --target 0.95 "
             "--allocator tcmalloc --add-to F --out G (one seed per quiet call; the fc-v657 host; e3fe8a6, the code of "
-            "ce5517b)"), peers_render,
+            "ce5517b)",
+            "python -m bench peers --job jobs/resnet_synthetic.yaml --seeds S --variants mwms,bsp,default --target 0.9 "
+            "--allocator tcmalloc --add-to F --out G --runs-dir D (one seed per quiet call, D a folder of the cell's "
+            "own; the fc-v657 host; e3fe8a6)"), peers_render,
            headline=peers_headline,
            note=PEERS_NOTE),
     Figure("ray", "The ray backend against the local one (quickstart, 3 nodes, 5 seeds)",
