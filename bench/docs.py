@@ -987,7 +987,10 @@ FIGURES += (
             "scale-sim-vs-real-digits-cnn-4workers-bsp-localsgd-2026-11-27.json",
             "protocols-quickstart-2workers-asp-ssp-dcasgd-fasgd-counted-2026-11-27.json",
             "protocols-quickstart-2workers-bfasgd-specsync-lookahead-counted-2026-11-27.json",
-            "scale-sim-vs-real-quickstart-2workers-counted-2026-11-27.json"),
+            "scale-sim-vs-real-quickstart-2workers-counted-2026-11-27.json",
+            "protocols-digits-cnn-2workers-asp-ssp-dcasgd-fasgd-counted-2026-11-27.json",
+            "protocols-digits-cnn-2workers-bfasgd-specsync-lookahead-counted-2026-11-27.json",
+            "scale-sim-vs-real-digits-cnn-2workers-counted-2026-11-27.json"),
            ("python -m bench scale-vs-real --real <the recorded 4-worker protocols results, see the file's "
             "real_sources> (b-fasgd rows: --real "
             "bench/results/protocols-bfasgd-quickstart-digits-4workers-2026-11-26.json#b-fasgd --protocols b-fasgd; "
@@ -1096,10 +1099,19 @@ FIGURES += (
             "python -m bench scale-vs-real --real bench/results/protocols-quickstart-2workers-asp-ssp-dcasgd-fasgd-"
             "counted-2026-11-27.json --real bench/results/protocols-quickstart-2workers-bfasgd-specsync-lookahead-"
             "counted-2026-11-27.json --jobs quickstart (calibrated to those runs' ASP staleness, 0.59; its rows "
-            "replace the quickstart's 2-worker asynchronous rows)"),
+            "replace the quickstart's 2-worker asynchronous rows)",
+            "python -m bench protocols --job jobs/digits_cnn.yaml --workers 2 --repeats 5 --first-seed 0 --variants "
+            "asp,ssp,dc-asgd,fasgd --set policy.guard.enabled=false (at c5290b0, the code of ce5517b: the counted "
+            "record)",
+            "python -m bench protocols --job jobs/digits_cnn.yaml --workers 2 --repeats 5 --first-seed 0 --variants "
+            "b-fasgd,specsync,lookahead --set policy.guard.enabled=false (the same)",
+            "python -m bench scale-vs-real --real bench/results/protocols-digits-cnn-2workers-asp-ssp-dcasgd-fasgd-"
+            "counted-2026-11-27.json --real bench/results/protocols-digits-cnn-2workers-bfasgd-specsync-lookahead-"
+            "counted-2026-11-27.json --jobs digits-cnn (calibrated to those runs' ASP staleness, 0.60; its rows "
+            "replace the digits CNN's 2-worker asynchronous rows)"),
            sim_vs_real_render, commit="2c8dc16",
-           note="Six cells out, where chance alone leaves six, two with rank-sum p under 0.05 (1.4 expected): five "
-                "of them are the 4-worker rows rerun last on the engines' counted staleness record (below), at "
+           note="Five cells out, where chance alone leaves six, two with rank-sum p under 0.05 (1.4 expected): all "
+                "five are the 4-worker rows rerun last on the engines' counted staleness record (below), at "
                 "which the simulated DC-ASGD on the quickstart and SSP, DC-ASGD and FASGD on the digits CNN lie "
                 "under the real spread, B-FASGD on the digits CNN just over it. The "
                 "quickstart's asp, ssp and specsync at 4 workers sat above the real spread until 2026-11-27 (ASP "
@@ -1148,8 +1160,7 @@ FIGURES += (
                 "(period 2: its average in the same ring order over its one buffer of every copy and its momentum, "
                 "a checkpoint between averages the chief's copy; test_against_real.py at 2 and 4 workers): its "
                 "rows, both jobs at 2 and 4 workers, hold the same five finals on both sides "
-                "(notebooks 2026-11-27-simulator-4 and -5), and the other cell out (the digits CNN's dc-asgd at 2 "
-                "workers) has rank-sum p 0.40. "
+                "(notebooks 2026-11-27-simulator-4 and -5))); every 2-worker cell is within. "
                 "Real: each protocol alone on local workers, guard off, 5 seeds: 4 workers, the quickstart rerun "
                 "2026-11-27 at b2773ef (its rows replacing the older ones; asp, ssp and specsync again at f7ba820, the "
                 "other asynchronous rows at 2688c9f), the digits CNN rerun "
@@ -1161,12 +1172,14 @@ FIGURES += (
                 "job's seed fixes the initial weights, each worker reads its stream from its first batch), their rows "
                 "replacing those of 2026-11-26; both jobs' BSP rows hold the same five finals on both sides; the "
                 "quickstart's seven asynchronous rows rerun at ce5517b on the counted record, all seven within "
-                "(its b-fasgd and specsync were out at the arrival record; notebook 2026-11-27-simulator-8). "
+                "(its b-fasgd and specsync were out at the arrival record; notebook 2026-11-27-simulator-8), and the "
+                "digits CNN's seven at c5290b0 (the code of ce5517b), all seven within (its dc-asgd was out at the "
+                "arrival record; notebook 2026-11-27-coordinator-8). "
                 "Simulated: the same job, protocol and seeds on "
                 "workers sharing one core (the CPU slot a real run holds), time-sliced in the slice at which "
                 "simulated ASP is as stale as the real ASP runs measured (at 4 workers the counted record: 1.76 on the "
-                "quickstart, 1.72 on the digits CNN; at 2 the counted record on the quickstart, 0.59, the arrival "
-                "record on the digits CNN); one calibration per job "
+                "quickstart, 1.72 on the digits CNN; at 2 the counted record, 0.59 on the "
+                "quickstart and 0.60 on the digits CNN); one calibration per job "
                 "and size, the same for every protocol; in the benches' child process "
                 "at one TensorFlow thread. SSP and specsync make a blocking call outside the window between their "
                 "read and their update (SSP polls its clocks after every step; specsync decides apply or drop after "
