@@ -1160,7 +1160,7 @@ FIGURES += (
                 "(period 2: its average in the same ring order over its one buffer of every copy and its momentum, "
                 "a checkpoint between averages the chief's copy; test_against_real.py at 2 and 4 workers): its "
                 "rows, both jobs at 2 and 4 workers, hold the same five finals on both sides "
-                "(notebooks 2026-11-27-simulator-4 and -5))); every 2-worker cell is within. "
+                "(notebooks 2026-11-27-simulator-4 and -5); every 2-worker cell is within. "
                 "Real: each protocol alone on local workers, guard off, 5 seeds: 4 workers, the quickstart rerun "
                 "2026-11-27 at b2773ef (its rows replacing the older ones; asp, ssp and specsync again at f7ba820, the "
                 "other asynchronous rows at 2688c9f), the digits CNN rerun "
