@@ -11,6 +11,8 @@ from syncswitch.node import replica as replicamod
 from syncswitch.node import script as scriptmod
 from syncswitch.node.updates import orphan_updates
 from syncswitch.protocols.engines import ENGINE_STATE, ProtocolEngine, build_engines, needs_replica
+from syncswitch.protocols.engines.synchronous import wants_ps
+from syncswitch.wire import codec
 
 v1 = tf.compat.v1
 
@@ -292,6 +294,14 @@ def _one_batch(launch, protocols) -> int:
     return batches.pop()
 
 
+def _bsp_ps(launch) -> bool:
+    """Whether a BSP phase this launch builds aggregates on the parameter servers. Every phase a run enters has the
+    parameters of one of its launch's phases or the catalog's defaults (a fall-back, greedy's owed share), which
+    take all-reduce; SyncReplicasOptimizer's path (its accumulators, token queue, chief queue runner and warm-up
+    step: a second of a node's start-up on 2 cores) is built only where one asks for it."""
+    return any(p.build and p.protocol == "bsp" and wants_ps(codec.from_struct(p.params)) for p in launch.phases)
+
+
 def build(launch, total: int, module, params: dict, cluster) -> TrainGraph:
     """The worker graph for `launch` (a wire Launch) training `total` samples with the user's `module`."""
     index = launch.task_index
@@ -319,7 +329,8 @@ def build(launch, total: int, module, params: dict, cluster) -> TrainGraph:
             replica = _replica(graph, launch, protocols, model)
             engines = build_engines(protocols, optimizer, model.grads, global_step, samples, batch_by_protocol,
                                     launch.num_workers, index == 0, task_index=index, replica=replica,
-                                    rates=(settings.learning_rate, settings.momentum_now), schedule=settings.schedule)
+                                    rates=(settings.learning_rate, settings.momentum_now), schedule=settings.schedule,
+                                    bsp_ps=_bsp_ps(launch))
             if index == 0:  # the chief's checkpoints: replica engines copy at the step, write beside training
                 saved = checkpointed(graph)
                 for engine in engines.values():

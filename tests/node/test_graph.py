@@ -1,4 +1,4 @@
-"""The worker graph's pieces that hold arithmetic of their own: the momentum ramp."""
+"""The worker graph: the momentum ramp, what a step moves, the seed, and which update paths a launch builds."""
 
 import pathlib
 
@@ -155,3 +155,67 @@ def test_the_jobs_seed_fixes_the_initial_weights(tmp_path):
     first = weights(3)
     assert weights(3) == first
     assert weights(4) != first
+
+
+# -- BSP's parameter-server path is built only where a phase can take it -------------------------------------------
+
+PATHS_DRIVER = '''
+import json, os, sys
+os.environ["TF_USE_LEGACY_KERAS"] = "1"
+import tensorflow as tf
+from syncswitch.node import graph as graphmod
+from syncswitch.node import script as scriptmod
+from syncswitch.wire import agent_pb2 as pb
+
+v1 = tf.compat.v1
+v1.disable_eager_execution()
+path, params = sys.argv[1], json.loads(sys.argv[2])
+ps_hosts, workers = ["127.0.0.1:1"], ["127.0.0.1:2", "127.0.0.1:3"]
+launch = pb.Launch(task_index=0, num_workers=2, ps_hosts=ps_hosts, worker_hosts=workers, script_path=path, seed=1)
+for protocol in ("bsp", "local-sgd"):
+    phase = launch.phases.add(protocol=protocol, build=True, until=1.0)
+    phase.config.per_worker_batch, phase.config.learning_rate, phase.config.momentum = 8, 0.1, 0.9
+    if protocol == "bsp":
+        phase.params.update(params)
+cluster = tf.train.ClusterSpec({"ps": ps_hosts, "worker": workers})
+g = graphmod.build(launch, 1000, scriptmod.load_script(path), {}, cluster)
+bsp = g.engines["bsp"]
+out = {"modes": [type(m).__name__ for m in bsp.modes()],
+       "sync_ops": len([op for op in g.graph.get_operations() if "bsp_sync" in op.name]),
+       "checkpointed": sorted(v.op.name for v in graphmod.checkpointed(g.graph))}
+try:
+    bsp.choose({"aggregate": 1})
+    out["refused"] = None
+except ValueError as exc:
+    out["refused"] = str(exc)
+print("RESULT " + json.dumps(out), flush=True)
+'''
+
+
+def _paths(tmp_path, params: dict) -> dict:
+    import json
+    import subprocess
+    import sys
+
+    (tmp_path / "paths.py").write_text(PATHS_DRIVER)
+    proc = subprocess.run([sys.executable, str(tmp_path / "paths.py"), str(SCRIPT), json.dumps(params)],
+                          capture_output=True, text=True, timeout=240)
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("RESULT ")]
+    assert lines, proc.stderr[-2000:]
+    return json.loads(lines[-1][len("RESULT "):])
+
+
+def test_bsp_builds_its_parameter_server_path_only_where_a_phase_asks_for_it(tmp_path):
+    """SyncReplicasOptimizer's path (accumulators, token queue, the chief's queue runner, its warm-up step) cost a
+    second of every node's start-up while only `aggregate`, `allreduce: false` or a group-shrinking straggler policy
+    (plan.py forces `allreduce: false`) can take it. Without it the checkpoint holds the same variables: the shared
+    momentum slots that all-reduce publishes into are still made."""
+    default = _paths(tmp_path, {"allreduce": True, "aggregate": 0})
+    assert default["modes"] == ["AllReduceEngine"] and default["sync_ops"] == 0
+    assert "parameter-server path" in default["refused"]  # a plan changed under the nodes: said, not hung
+    both = _paths(tmp_path, {"allreduce": True, "aggregate": 1})
+    assert both["modes"] == ["SyncReplicasEngine", "AllReduceEngine"] and both["sync_ops"] > 0
+    assert both["refused"] is None
+    assert _paths(tmp_path, {"allreduce": False})["modes"] == ["SyncReplicasEngine", "AllReduceEngine"]
+    assert default["checkpointed"] == both["checkpointed"]
+    assert [name for name in default["checkpointed"] if name.endswith("/Momentum")]

@@ -299,9 +299,9 @@ def test_ssp_ticks_this_workers_clock_and_holds_it_back():
 def test_bsp_backup_workers_set_the_aggregate():
     rig = Rig("bsp", workers=4)
     rig.engine.enter_chief(rig.session, {"aggregate": 3})
-    assert rig.session.run(rig.engine.aggregate) == 3
+    assert rig.session.run(rig.engine.ps.aggregate) == 3
     rig.engine.enter_chief(rig.session, {"aggregate": 0})
-    assert rig.session.run(rig.engine.aggregate) == 0
+    assert rig.session.run(rig.engine.ps.aggregate) == 0
 
 
 def _train_state():

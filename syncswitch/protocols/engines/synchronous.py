@@ -9,6 +9,12 @@ from .bsp import SyncReplicasEngine
 from .replica_training import supported
 
 
+def wants_ps(params: dict | None) -> bool:
+    """Whether a BSP phase with `params` aggregates on the parameter servers (backup workers, or all-reduce off)."""
+    params = params or {}
+    return not params.get("allreduce", True) or int(params.get("aggregate") or 0) > 0
+
+
 class SynchronousEngine(ProtocolEngine):
     """Both BSP paths in one graph; each phase's entry picks one (`allreduce` and `aggregate` parameters).
 
@@ -20,16 +26,24 @@ class SynchronousEngine(ProtocolEngine):
     needs_replica = True
 
     def __init__(self, optimizer, grads_and_vars, global_step, samples, per_worker_batch: int,
-                 num_workers: int, is_chief: bool, replica=None, schedule=None, **shared):
-        self.ps = SyncReplicasEngine(optimizer, grads_and_vars, global_step, samples, per_worker_batch,
-                                     num_workers, is_chief, **shared)
+                 num_workers: int, is_chief: bool, replica=None, schedule=None, bsp_ps: bool = True, **shared):
+        """`bsp_ps`: whether a phase of this launch may take the parameter-server path (graph.py decides from the
+        phases' parameters); without it only all-reduce is built, where the model allows it."""
+        fits = replica is not None and schedule is not None and num_workers > 1 and supported(replica.pairs)
+        self.ps = None
+        if bsp_ps or not fits:
+            self.ps = SyncReplicasEngine(optimizer, grads_and_vars, global_step, samples, per_worker_batch,
+                                         num_workers, is_chief, **shared)
+        else:
+            # SyncReplicasOptimizer's update made the shared optimizer's momentum slots on the parameter servers:
+            # checkpoints hold them and the all-reduce path publishes its momentum into them. An update op that
+            # never runs makes them here (no accumulators, queues or chief queue runner, nothing to warm up).
+            optimizer.apply_gradients(grads_and_vars, name="bsp_slots_only")
         self.fast = None
-        if replica is not None and schedule is not None and num_workers > 1 and supported(replica.pairs):
+        if fits:
             self.fast = AllReduceEngine(optimizer, global_step, samples, per_worker_batch, num_workers, is_chief,
                                         replica, schedule)
-        self.aggregate = self.ps.aggregate
-        self.group_size = self.ps.group_size
-        self.samples_now = self.ps.samples_now
+        self.samples_now = self.ps.samples_now if self.ps is not None else None
         self.active: ProtocolEngine = self.fast or self.ps
 
     def modes(self) -> list[ProtocolEngine]:
@@ -37,9 +51,12 @@ class SynchronousEngine(ProtocolEngine):
         return [m for m in (self.ps, self.fast) if m is not None]
 
     def choose(self, params: dict | None) -> ProtocolEngine:
-        params = params or {}
-        wants_ps = not params.get("allreduce", True) or int(params.get("aggregate") or 0) > 0
-        return self.ps if wants_ps or self.fast is None else self.fast
+        if self.fast is None or (wants_ps(params) and self.ps is not None):
+            return self.ps
+        if wants_ps(params):  # the launch's phases said no phase would (graph.py): a plan changed under the nodes
+            raise ValueError(f"bsp parameters {params} need the parameter-server path, which this launch did not "
+                             "build (no phase of its plan asked for it)")
+        return self.fast
 
     # What the step loop reads, from the mode the phase entered.
     train_op = property(lambda self: self.active.train_op)
@@ -60,14 +77,18 @@ class SynchronousEngine(ProtocolEngine):
 
     def enter_chief(self, session, params: dict | None = None) -> None:
         self.choose_path(params)
-        self.ps.enter_chief(session, params)  # the parameter-server path's state is reset either way
+        if self.ps is not None:
+            self.ps.enter_chief(session, params)  # the parameter-server path's state is reset either way
+        else:
+            self.active.enter_chief(session, params)
 
     def enter_worker(self, session, params: dict | None = None) -> None:
         self.choose_path(params)
         self.active.enter_worker(session, params)
 
     def release(self, session) -> None:
-        self.ps.release(session)  # a collective step has no waiter to free: its peers stop at the same step
+        if self.ps is not None:  # a collective step has no waiter to free: its peers stop at the same step
+            self.ps.release(session)
 
     def after_step(self, session, state) -> float:
         return self.active.after_step(session, state)
@@ -85,4 +106,6 @@ class SynchronousEngine(ProtocolEngine):
         return {"allreduce": self.active is self.fast, **self.active.stats(session)}
 
     def set_group(self, session, size: int) -> None:
+        if self.ps is None:  # the plan forces the parameter-server path under a group-shrinking policy (plan.py)
+            raise ValueError("the elastic group needs BSP's parameter-server path, which this launch did not build")
         self.ps.set_group(session, size)
