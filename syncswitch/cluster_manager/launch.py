@@ -26,9 +26,10 @@ def launch_message(spec, plan, cluster, run_dir: str, index: int, start_phase: i
                            build=plan.mode is SwitchMode.IN_PLACE or k == start_phase, params=struct(plan.params(p)))
               for k, p in enumerate(plan)]
     # Policies may switch to a protocol the plan lacks: in place, its update op is built too, as a
-    # phase never entered.
+    # phase never entered. On standby: not warmed up before training (a rollback or greedy's interlude pays its
+    # first call, ~1 s on 2 cores, where every run paid it at start-up).
     phases += [pb.PhasePlan(protocol=p, until=1.0, config=phase_config(plan.config_for(p)),
-                            build=plan.mode is SwitchMode.IN_PLACE, params=struct(plan.params(p)))
+                            build=plan.mode is SwitchMode.IN_PLACE, params=struct(plan.params(p)), standby=True)
                for p in plan.extra_protocols()]
     workload = pb.Workload(samples=spec.workload.samples) if spec.workload.samples else \
         pb.Workload(epochs=spec.workload.epochs)

@@ -10,6 +10,13 @@ from syncswitch.wire import agent_pb2 as pb
 from syncswitch.wire import codec
 
 
+def warm_protocols(launch, engines) -> list[str]:
+    """The built protocols warmed up before training, in build order (the same on every worker): every one a phase
+    of the plan runs; one only on standby for a policy (a guard's fallback rung) pays its first call if entered."""
+    planned = {p.protocol for p in launch.phases if not p.standby}
+    return [protocol for protocol in engines if protocol in planned]
+
+
 class PhaseControl:
     """Blocks a paused worker on the command queue until it is told to go (True) or to stop (False).
 
@@ -26,16 +33,17 @@ class PhaseControl:
 
     def at_start(self, session) -> bool:
         task, g, state = self.task, self.task.g, self.task.state
-        for protocol, engine in g.engines.items():
+        warmed = warm_protocols(task.launch, g.engines)
+        for protocol in warmed:
             state.protocol = protocol
-            task.runner.warm_up(engine)
+            task.runner.warm_up(g.engines[protocol])
         state.protocol = None
         # The warm-up steps drew batches, one or two per protocol built: without this, a run that builds every
         # protocol (a switch in place) would train on a stream shifted from the one a BSP-only run reads, and
         # differ from it although it never left BSP. Re-initializing the iterator replays the same stream.
         session.run(g.input_start)
         if task.is_chief and (task.eval_points or task.durable_points or task.checkpoint_every_s):
-            background_save.warm_up(session, g.saver, [e.snapshot for e in g.engines.values() if e.snapshot])
+            background_save.warm_up(session, g.saver, [g.engines[p].snapshot for p in warmed if g.engines[p].snapshot])
         samples, step = session.run([g.samples, g.global_step])
         startup.mark("warm_up")
         print(startup.line(), file=sys.stderr, flush=True)
