@@ -60,6 +60,20 @@ def test_a_diverging_asp_phase_is_rolled_back_in_place(write_spec, tmp_path, no_
     assert event["reason"] == "diverged"
 
 
+def test_a_rollback_onto_a_rung_on_standby_trains_on(write_spec, tmp_path, no_leftovers):
+    """A fallback rung no phase of the schedule runs (local SGD here) is built on standby, not warmed up before
+    training (launch.py): the rollback's phase pays its first calls when entered, its group's first average (a
+    collective) included, and trains the model back."""
+    result, summary = _submit(write_spec, tmp_path, "1.0e+30", "--set", "policy.fallback=[local-sgd]")
+    assert result.exit_code == 0, result.output
+    assert summary["status"] == "completed", summary["message"]
+    (event,) = summary["guard_events"]
+    assert event["reason"] == "diverged" and event["mode"] == "in-place"
+    assert event["action"].endswith("continue with local-sgd")
+    assert [p["protocol"] for p in summary["schedule"]] == ["bsp", "asp", "local-sgd"]
+    assert summary["schedule"][-1]["end_fraction"] >= 1.0 and summary["final_accuracy"] > 0.5
+
+
 def test_an_asp_rate_100x_too_high_is_rolled_back_by_relaunch(write_spec, tmp_path, no_leftovers):
     # 100x the ASP phase's rate (0.05 per worker): the loss rises or overflows soon after the switch.
     result, summary = _submit(write_spec, tmp_path, "5.0", "--set", "policy.switch_mode=relaunch")
