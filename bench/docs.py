@@ -686,7 +686,11 @@ PEERS_NOTE = (
     "MWMS time to accuracy (0.67x median to median; 0.82x in the staged cell), accuracy 0.961 against 0.9625. "
     "The ResNet the same way: BSP at 0.85-1.10x MWMS's throughput seed by seed (0.97x median to median; 0.89x in "
     "the staged cell), the default on BSP without a trial in every run at 1.02-1.23x its seed's MWMS time to "
-    "accuracy (1.08x), accuracy 0.930 against 0.926.")
+    "accuracy (1.08x), accuracy 0.930 against 0.926. The ResNet at 0.4 CPU per node again at 10a5d37 (2026-11-27, "
+    "fc-v657, tcmalloc, five seeds, one per quiet call; the code of d570218's boundary warm-up, which the cell at "
+    "f229f1c predates): BSP at 0.94-1.17x MWMS's throughput seed by seed (1.07x median to median; 0.88x at "
+    "f229f1c), the default on BSP without a trial in every run at 0.88-1.14x its seed's MWMS time to accuracy "
+    "(1.02x), accuracy 0.930 against 0.926 (bench/notebook/2026-11-27-coordinator-9.md).")
 
 
 def peers_kernel(doc: dict) -> str:
@@ -826,7 +830,8 @@ FIGURES += (
             "peers-resnet-unbudgeted-xeon16-ce5517b-2026-11-27.json",
             "peers-mnist1d-unbudgeted-xeon16-ce5517b-2026-11-27.json",
             "peers-mnist1d-unbudgeted-tcmalloc-main-2026-11-27.json",
-            "peers-resnet-unbudgeted-tcmalloc-main-2026-11-27.json"),
+            "peers-resnet-unbudgeted-tcmalloc-main-2026-11-27.json",
+            "peers-resnet-cpu040-tcmalloc-main-2026-11-27.json"),
            ("python -m bench peers --job jobs/mnist1d_cnn.yaml --seeds S --variants single,mwms,bsp,default "
             "--target 0.95 --add-to F (seeds 1,2,3 then 4,5 per call, nothing else running)",
             "python -m bench peers --job jobs/mnist1d_cnn.yaml --cpus-per-node 0.4 --seeds S --variants "
