@@ -881,7 +881,10 @@ FIGURES += (
             "ce5517b)",
             "python -m bench peers --job jobs/resnet_synthetic.yaml --seeds S --variants mwms,bsp,default --target 0.9 "
             "--allocator tcmalloc --add-to F --out G --runs-dir D (one seed per quiet call, D a folder of the cell's "
-            "own; the fc-v657 host; e3fe8a6)"), peers_render,
+            "own; the fc-v657 host; e3fe8a6)",
+            "python -m bench peers --job jobs/resnet_synthetic.yaml --cpus-per-node 0.4 --seeds S --variants "
+            "mwms,bsp,default --target 0.9 --allocator tcmalloc --add-to F --out G --runs-dir D (one seed per quiet "
+            "call, D a folder of the seed's own; the fc-v657 host; 10a5d37)"), peers_render,
            headline=peers_headline,
            note=PEERS_NOTE),
     Figure("ray", "The ray backend against the local one (quickstart, 3 nodes, 5 seeds)",
