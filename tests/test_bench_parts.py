@@ -74,10 +74,12 @@ def test_the_run_loop_takes_turns_and_seeds_each_repeat(monkeypatch, tmp_path):
     assert [len(v) for v in runs.values()] == [2, 2]
 
 
-def test_the_switch_overhead_job_switches_whatever_the_speed_rule_would_judge(tmp_path):
+def test_the_switch_overhead_job_switches_whatever_the_rules_would_judge(tmp_path):
     # With the speed rule on, its 4-worker runs stayed on BSP ("not trying ..."): no switch, no overhead to
     # measure, and the part failed with "no switch-overhead run completed".
     from bench import switch_overhead
 
     spec = common.load_spec(switch_overhead.job_file(str(tmp_path)))
     assert spec.policy.switch_speed.rule == "off"
+    # Nor what the loss rule reads: a 1.5 s run's first loss report came past its latest point (no switch).
+    assert spec.policy.switch_rule.rule == "fixed"
