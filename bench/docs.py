@@ -383,14 +383,28 @@ def overhead_render(docs: list[dict]) -> list[str]:
               [[r[0]] + [x(v) for v in r[1:]] for r in rows])
 
 
+RUNTIME_NOTE = (
+    "Against 2026-11-21 (5322d17: in place 0.06/0.14/0.23 s, relaunch 1.75/3.16/7.29 s at 2/4/8 workers, submit to "
+    "first step 8.7 s): a node's graph now holds BSP by all-reduce and local SGD on a worker-side replica, each "
+    "warmed up before training so that an in-place switch pays no registration; a relaunch builds and warms its "
+    "protocol's graph again, and start-up pays it once. Against 255d372 (2026-11-25, before the "
+    "all-reduce engines; bench/notebook/2026-11-27-coordinator-8.md section 5 and -9 section 1): in place and relaunch within noise; "
+    "start-up 1.18x in the notebook's interleaved rounds (10.1 s against 8.5 s median to median; 1.44x before a fallback rung outside the schedule "
+    "stopped being warmed up and BSP's parameter-server path stopped being built where no phase takes it); the "
+    "quickstart's own schedule (BSP then local SGD, 4 workers) 1.34x. The switch-overhead job pins its switch "
+    "(`switch_rule: fixed`) since 7faa3bc: the loss rule had kept 2 of 3 in-place runs at 2 workers on BSP.")
+
+
 def runtime_render(docs: list[dict]) -> list[str]:
-    full, hook = docs[0]["results"], docs[1]["results"]["hook_overhead_ratio"]
+    """One suite file (`--only switch_overhead,init_time,hook_overhead`); older figures kept the hook part apart."""
+    full = docs[0]["results"]
+    hook = full["hook_overhead"] if "hook_overhead" in full else docs[1]["results"]["hook_overhead_ratio"]
     sizes = full["switch_overhead"]["sizes"]
     rows = [[f"in-place switch, {n} workers, s", spread_text(full["switch_overhead"][str(n)]["in_place_s"], 2)]
             for n in sizes]
     rows += [[f"relaunch switch, {n} workers, s", spread_text(full["switch_overhead"][str(n)]["relaunch_s"], 2)]
              for n in sizes]
-    init = full["init_time_s"]
+    init = full["init_time"] if "init_time" in full else full["init_time_s"]
     rows.append([f"submit to first step, {init['workers']} workers, s",
                  f"{init['init_time_s']:.1f} [{init['min']:.1f}, {init['max']:.1f}]"])
     rows.append(["training loop with hooks / plain `session.run`",
@@ -572,8 +586,9 @@ FIGURES = (
            ("framework-overhead-ps1-4workers-onecall-2026-11-23.json",),
            "python -m bench framework-overhead --full --layouts 1 --repeats 3", overhead_render, commit="b9ac715"),
     Figure("runtime", "Runtime costs: switch, start-up, hooks",
-           ("full-2026-11-21.json", "hook-2026-11-21.json"),
-           ("python -m bench suite --only switch_overhead,init_time", "python -m bench hook-overhead"), runtime_render),
+           ("runtime-2026-11-27.json",),
+           "python -m bench suite --only switch_overhead,init_time,hook_overhead (nothing else running)",
+           runtime_render, note=RUNTIME_NOTE),
 )
 PEER_NAMES = {"single": "one process alone", "mwms": "TensorFlow's MultiWorkerMirroredStrategy",
               "ps-strategy": "TensorFlow's ParameterServerStrategy with a ClusterCoordinator (asynchronous)",
