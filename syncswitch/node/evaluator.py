@@ -65,8 +65,11 @@ def _build(config, tf) -> _Scorer:
     module = scriptmod.load_script(path)
     graph = tf.Graph()
     threads = config.threads or 1
+    # Thread pools of its own: by default a process's sessions share one inter-op pool, sized by the first, so the
+    # extra scorers' ops would queue behind the first scorer's on its one thread (measured on the synthetic ResNet,
+    # 2 cores: two scorers took 0.87x one scorer's time for a backlog of 10 checkpoints, with pools of their own 0.63x).
     session = v1.Session(graph=graph, config=v1.ConfigProto(
-        intra_op_parallelism_threads=threads, inter_op_parallelism_threads=threads))
+        intra_op_parallelism_threads=threads, inter_op_parallelism_threads=threads, use_per_session_threads=True))
     with graph.as_default():
         ds = scriptmod.call_input_fn(module, path, "test", config.batch_size, params)
         if session.run(tf.data.experimental.cardinality(ds)) == tf.data.experimental.INFINITE_CARDINALITY:

@@ -7,32 +7,48 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from syncswitch.wire import agent_pb2 as pb
 from syncswitch.wire import codec
 
-# Each scoring reads the test split through a generator that marks itself in progress (a file in MEET) and, until
-# two scorings were seen in progress at once, waits for a second one (at most 30 s): with one scorer they never meet.
+# A scoring marks itself in progress (a file in MEET) and, until two scorings were seen in progress at once, waits
+# for a second one (30 s at most, in all): with one scorer at a time they never meet. The meeting is in the test split's
+# generator (the input pipeline) or in an op of the model (the scorer's session runs it on its inter-op threads).
 SCRIPT = """
 import os, time, uuid
 import numpy as np
 import tensorflow as tf
 
-MEET = os.environ["MEET"]
+MEET, WHERE = os.environ["MEET"], os.environ["MEET_IN"]
 
 
-def _examples():
+def _meet():
     mine = os.path.join(MEET, "scoring-" + uuid.uuid4().hex)
     open(mine, "w").close()
     deadline = time.time() + 30
-    while not os.path.exists(os.path.join(MEET, "met")) and time.time() < deadline:
+    while not any(os.path.exists(os.path.join(MEET, end)) for end in ("met", "gave-up")):
         if sum(name.startswith("scoring-") for name in os.listdir(MEET)) >= 2:
             open(os.path.join(MEET, "met"), "w").close()
+        elif time.time() > deadline:  # once: the later scorings (a model op runs once a batch) need not wait
+            open(os.path.join(MEET, "gave-up"), "w").close()
         time.sleep(0.01)
+    return mine
+
+
+def _examples():
+    mine = _meet() if WHERE == "input" else None
     rng = np.random.default_rng(0)
     for _ in range(200):
         x = rng.normal(size=4).astype("float32")
         yield x, int(x[0] > 0)
-    os.unlink(mine)
+    if mine:
+        os.unlink(mine)
+
+
+def _meet_op(x):
+    os.unlink(_meet())
+    return x
 
 
 def input_fn(split, batch_size, params):
@@ -41,6 +57,8 @@ def input_fn(split, batch_size, params):
 
 
 def model_fn(features, labels, params, training):
+    if WHERE == "model" and not training:
+        features = tf.reshape(tf.py_function(_meet_op, [features], tf.float32), [-1, 4])
     logits = tf.keras.layers.Dense(2, name="out")(features)
     loss = tf.keras.losses.sparse_categorical_crossentropy(labels, logits, from_logits=True)
     return {"loss": tf.reduce_mean(loss), "logits": logits}
@@ -65,17 +83,20 @@ with v1.Session() as s:
                       for i in range({n})]))
 """
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
-                         env=dict(os.environ, MEET=folder))
+                         env=dict(os.environ, MEET=folder, MEET_IN="input"))
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def test_more_scorers_score_the_backlog_at_once_each_checkpoint_once(tmp_path):
+@pytest.mark.parametrize("meet_in", ["input", "model"])
+def test_more_scorers_score_the_backlog_at_once_each_checkpoint_once(tmp_path, meet_in):
+    """Also the model's ops: two scorers run them at once, not one after the other on a shared thread pool."""
     script = tmp_path / "script.py"
     script.write_text(SCRIPT)
     paths = _checkpoints(str(script), str(tmp_path), 8)
     meet = tmp_path / "meet"
     meet.mkdir()
-    env = dict(os.environ, PYTHONPATH=os.getcwd(), TF_CPP_MIN_LOG_LEVEL="2", MEET=str(meet))
+    env = dict(os.environ, PYTHONPATH=os.getcwd(), TF_CPP_MIN_LOG_LEVEL="2", MEET=str(meet),
+               MEET_IN=meet_in)
     log = open(tmp_path / "evaluator.log", "w")
     proc = subprocess.Popen([sys.executable, "-u", "-m", "syncswitch.node.evaluator"], stdin=subprocess.PIPE,
                             stdout=subprocess.PIPE, stderr=log, text=True, bufsize=1, env=env)
