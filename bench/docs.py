@@ -387,12 +387,13 @@ RUNTIME_NOTE = (
     "Against 2026-11-21 (5322d17: in place 0.06/0.14/0.23 s, relaunch 1.75/3.16/7.29 s at 2/4/8 workers, submit to "
     "first step 8.7 s): a node's graph now holds BSP by all-reduce and local SGD on a worker-side replica, each "
     "warmed up before training so that an in-place switch pays no registration; a relaunch builds and warms its "
-    "protocol's graph again, and start-up pays it once. Against 255d372 (2026-11-25, before the "
-    "all-reduce engines; bench/notebook/2026-11-27-coordinator-8.md section 5 and -9 section 1): in place and relaunch within noise; "
-    "start-up 1.18x in the notebook's interleaved rounds (10.1 s against 8.5 s median to median; 1.44x before a fallback rung outside the schedule "
-    "stopped being warmed up and BSP's parameter-server path stopped being built where no phase takes it); the "
-    "quickstart's own schedule (BSP then local SGD, 4 workers) 1.34x. The switch-overhead job pins its switch "
-    "(`switch_rule: fixed`) since 7faa3bc: the loss rule had kept 2 of 3 in-place runs at 2 workers on BSP.")
+    "protocol's graph again, and start-up pays it once. Against 255d372 (2026-11-25, before the all-reduce "
+    "engines; bench/notebook/2026-11-27-coordinator-8.md section 5 and -9 section 1): in place and relaunch within "
+    "noise; start-up 1.18x in the notebook's interleaved rounds (10.1 s against 8.5 s median to median; 1.44x "
+    "before a fallback rung outside the schedule stopped being warmed up and BSP's parameter-server path stopped "
+    "being built where no phase takes it); the quickstart's own schedule (BSP then local SGD, 4 workers) 1.34x. "
+    "The switch-overhead job pins its switch (`switch_rule: fixed`) since 7faa3bc: the loss rule had kept 2 of 3 "
+    "in-place runs at 2 workers on BSP.")
 
 
 def runtime_render(docs: list[dict]) -> list[str]:
