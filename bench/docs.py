@@ -706,7 +706,10 @@ PEERS_NOTE = (
     "fc-v657, tcmalloc, five seeds, one per quiet call; the code of d570218's boundary warm-up, which the cell at "
     "f229f1c predates): BSP at 0.94-1.17x MWMS's throughput seed by seed (1.07x median to median; 0.88x at "
     "f229f1c), the default on BSP without a trial in every run at 0.88-1.14x its seed's MWMS time to accuracy "
-    "(1.02x), accuracy 0.930 against 0.926 (bench/notebook/2026-11-27-coordinator-9.md).")
+    "(1.02x), accuracy 0.930 against 0.926 (bench/notebook/2026-11-27-coordinator-9.md). MNIST-1D at 0.4 CPU per "
+    "node the same way at 10a5d37: BSP at 1.38-1.66x MWMS's throughput seed by seed (1.46x median to median), the "
+    "default (BSP then local SGD in every run) at 0.42-0.73x its seed's MWMS time to accuracy (0.55x median to "
+    "median; 0.74x at d4373f4), accuracy 0.961 against 0.9625.")
 
 
 def peers_kernel(doc: dict) -> str:
@@ -847,7 +850,8 @@ FIGURES += (
             "peers-mnist1d-unbudgeted-xeon16-ce5517b-2026-11-27.json",
             "peers-mnist1d-unbudgeted-tcmalloc-main-2026-11-27.json",
             "peers-resnet-unbudgeted-tcmalloc-main-2026-11-27.json",
-            "peers-resnet-cpu040-tcmalloc-main-2026-11-27.json"),
+            "peers-resnet-cpu040-tcmalloc-main-2026-11-27.json",
+            "peers-mnist1d-cpu040-tcmalloc-main-2026-11-27.json"),
            ("python -m bench peers --job jobs/mnist1d_cnn.yaml --seeds S --variants single,mwms,bsp,default "
             "--target 0.95 --add-to F (seeds 1,2,3 then 4,5 per call, nothing else running)",
             "python -m bench peers --job jobs/mnist1d_cnn.yaml --cpus-per-node 0.4 --seeds S --variants "
@@ -900,6 +904,9 @@ FIGURES += (
             "own; the fc-v657 host; e3fe8a6)",
             "python -m bench peers --job jobs/resnet_synthetic.yaml --cpus-per-node 0.4 --seeds S --variants "
             "mwms,bsp,default --target 0.9 --allocator tcmalloc --add-to F --out G --runs-dir D (one seed per quiet "
+            "call, D a folder of the seed's own; the fc-v657 host; 10a5d37)",
+            "python -m bench peers --job jobs/mnist1d_cnn.yaml --cpus-per-node 0.4 --seeds S --variants "
+            "mwms,bsp,default --target 0.95 --allocator tcmalloc --add-to F --out G --runs-dir D (one seed per quiet "
             "call, D a folder of the seed's own; the fc-v657 host; 10a5d37)"), peers_render,
            headline=peers_headline,
            note=PEERS_NOTE),
