@@ -16,7 +16,8 @@ def wants_ps(params: dict | None) -> bool:
 
 
 class SynchronousEngine(ProtocolEngine):
-    """Both BSP paths in one graph; each phase's entry picks one (`allreduce` and `aggregate` parameters).
+    """BSP's paths in one graph, the parameter-server one only where a phase of the launch can take it; each
+    phase's entry picks one (`allreduce` and `aggregate` parameters).
 
     All-reduce cannot drop a late gradient (backup workers) nor leave a worker out mid-phase (the elastic
     policy's shrink): the parameter-server path keeps both. Everything the step loop reads is the mode's.
