@@ -397,15 +397,15 @@ RUNTIME_NOTE = (
 
 
 def runtime_render(docs: list[dict]) -> list[str]:
-    """One suite file (`--only switch_overhead,init_time,hook_overhead`); older figures kept the hook part apart."""
+    """One suite file (`--only switch_overhead,init_time,hook_overhead`)."""
     full = docs[0]["results"]
-    hook = full["hook_overhead"] if "hook_overhead" in full else docs[1]["results"]["hook_overhead_ratio"]
+    hook = full["hook_overhead"]
     sizes = full["switch_overhead"]["sizes"]
     rows = [[f"in-place switch, {n} workers, s", spread_text(full["switch_overhead"][str(n)]["in_place_s"], 2)]
             for n in sizes]
     rows += [[f"relaunch switch, {n} workers, s", spread_text(full["switch_overhead"][str(n)]["relaunch_s"], 2)]
              for n in sizes]
-    init = full["init_time"] if "init_time" in full else full["init_time_s"]
+    init = full["init_time"]
     rows.append([f"submit to first step, {init['workers']} workers, s",
                  f"{init['init_time_s']:.1f} [{init['min']:.1f}, {init['max']:.1f}]"])
     rows.append(["training loop with hooks / plain `session.run`",
