@@ -52,12 +52,14 @@ class SynchronousEngine(ProtocolEngine):
         return [m for m in (self.ps, self.fast) if m is not None]
 
     def choose(self, params: dict | None) -> ProtocolEngine:
-        if self.fast is None or (wants_ps(params) and self.ps is not None):
+        if self.fast is None:
             return self.ps
-        if wants_ps(params):  # the launch's phases said no phase would (graph.py): a plan changed under the nodes
+        if not wants_ps(params):
+            return self.fast
+        if self.ps is None:  # the launch's phases said no phase would (graph.py): a plan changed under the nodes
             raise ValueError(f"bsp parameters {params} need the parameter-server path, which this launch did not "
                              "build (no phase of its plan asked for it)")
-        return self.fast
+        return self.ps
 
     # What the step loop reads, from the mode the phase entered.
     train_op = property(lambda self: self.active.train_op)
