@@ -222,6 +222,10 @@ def _model(graph, launch, module, params: dict, batch: int, optimizer) -> Model:
     # Each worker reads every n-th batch. The workload's length is syncswitch's (epochs x examples), so
     # the training set is repeated here: a script that does not repeat it would end its workers early.
     ds = ds.shard(n, index).repeat()
+    # One batch read ahead on the pipeline's own thread, as TF's input guide ends every pipeline: the next step's
+    # batch is made while this step computes and while it waits for its peers (an all-reduce's wait leaves the
+    # core idle). The same batches in the same order; a restart of the iterator empties the buffer.
+    ds = ds.prefetch(1)
     options = tf.data.Options()
     options.threading.private_threadpool_size = max(1, launch.intra_threads or 1)
     ds = ds.with_options(options)
