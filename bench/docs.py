@@ -594,6 +594,8 @@ FIGURES = (
 PEER_NAMES = {"single": "one process alone", "mwms": "TensorFlow's MultiWorkerMirroredStrategy",
               "ps-strategy": "TensorFlow's ParameterServerStrategy with a ClusterCoordinator (asynchronous)",
               "bsp": "syncswitch BSP by all-reduce", "asp": "syncswitch ASP",
+              "bsp-prefetch": "syncswitch BSP by all-reduce with one batch read ahead at the end of each worker's input "
+                              "(30a9ec4; `bsp` in the same cell is the tree before it)",
               "default": "syncswitch's default switch (BSP by all-reduce until the switch rule's point, 0.25 at the "
                          "earliest, then `local-sgd` averaging by all-reduce every 2 steps)",
               "no-sync": "syncswitch's workers on their own copies, averaged once at the end (no communication: the "
@@ -851,7 +853,8 @@ FIGURES += (
             "peers-mnist1d-unbudgeted-tcmalloc-main-2026-11-27.json",
             "peers-resnet-unbudgeted-tcmalloc-main-2026-11-27.json",
             "peers-resnet-cpu040-tcmalloc-main-2026-11-27.json",
-            "peers-mnist1d-cpu040-tcmalloc-main-2026-11-27.json"),
+            "peers-mnist1d-cpu040-tcmalloc-main-2026-11-27.json",
+            "peers-resnet-unbudgeted-xeon16-prefetch-2026-11-27.json"),
            ("python -m bench peers --job jobs/mnist1d_cnn.yaml --seeds S --variants single,mwms,bsp,default "
             "--target 0.95 --add-to F (seeds 1,2,3 then 4,5 per call, nothing else running)",
             "python -m bench peers --job jobs/mnist1d_cnn.yaml --cpus-per-node 0.4 --seeds S --variants "
@@ -907,7 +910,11 @@ FIGURES += (
             "call, D a folder of the seed's own; the fc-v657 host; 10a5d37)",
             "python -m bench peers --job jobs/mnist1d_cnn.yaml --cpus-per-node 0.4 --seeds S --variants "
             "mwms,bsp,default --target 0.95 --allocator tcmalloc --add-to F --out G --runs-dir D (one seed per quiet "
-            "call, D a folder of the seed's own; the fc-v657 host; 10a5d37)"), peers_render,
+            "call, D a folder of the seed's own; the fc-v657 host; 10a5d37)",
+            "python -m bench peers --job jobs/resnet_synthetic.yaml --seeds S --variants mwms,bsp --target 0.9 "
+            "--add-to F, then --variants bsp on the tree with the prefetch (a lent 16-core machine, nothing else "
+            "running, a8ec623 and 30a9ec4's change, order alternating by seed; the two files joined by "
+            "bench.peers.summarize)"), peers_render,
            headline=peers_headline,
            note=PEERS_NOTE),
     Figure("ray", "The ray backend against the local one (quickstart, 3 nodes, 5 seeds)",
