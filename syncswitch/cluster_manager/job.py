@@ -30,7 +30,7 @@ from syncswitch.cluster_manager.restart import Restart
 from syncswitch.cluster_manager.resume import Resumer
 from syncswitch.cluster_manager.stragglers import StragglerController, StragglerResponder
 from syncswitch.cluster_manager.summary import build_summary
-from syncswitch.cluster_manager.switch_timing import SwitchTiming
+from syncswitch.cluster_manager.switch_timing import SwitchTiming, decided_as_it_goes
 from syncswitch.errors import DivergedError, SyncSwitchError
 from syncswitch.policies.guard import GuardSettings
 from syncswitch.policies.speed import RunCosts
@@ -90,7 +90,7 @@ class JobRun:
         self.responder = StragglerResponder(self.stragglers, ctx, nodes, lambda: self.guard.rollbacks > 0)
         # Greedy moves the switch itself; otherwise the switch rule times each switch out of BSP.
         self.timing = SwitchTiming(spec.policy.switch_rule, ctx.bar.message,
-                                   enabled=spec.stragglers.policy != "greedy", speed_spec=spec.policy.switch_speed,
+                                   enabled=decided_as_it_goes(spec), speed_spec=spec.policy.switch_speed,
                                    total_samples=lambda: ctx.record.total_samples,
                                    switch_mode=spec.policy.switch_mode, costs=run_costs(spec, plan))
         evaluator_args = {} if start_evaluator is None else {"start_process": start_evaluator}

@@ -8,6 +8,7 @@ import os
 
 from syncswitch.cluster_manager.checkpoints import checkpoint_folder
 from syncswitch.cluster_manager.plan import SwitchMode
+from syncswitch.cluster_manager.switch_timing import decided_as_it_goes, judged_switch
 from syncswitch.policies.speed import REPORT_INTERVAL_S, REPORT_WINDOW
 from syncswitch.wire import agent_pb2 as pb
 from syncswitch.wire.codec import struct
@@ -22,8 +23,14 @@ def launch_message(spec, plan, cluster, run_dir: str, index: int, start_phase: i
                    checkpoint_name: str = "model.ckpt") -> pb.Launch:
     """What node `index` needs to start the plan's phase `start_phase` (restoring `restore_from`, if given)."""
     hp = spec.hyperparameters
+    # A switch target the rules may never enter (the loss rule may stay past its latest point, the speed rule where a
+    # trial cannot pay) is built but on standby: its first call is paid at the switch, where the speed rule's measure
+    # leaves the trial's first step out. Warming it up before training cost the ResNet 13-22 s of start-up a node on
+    # 2 cores in runs that never left BSP (bench/notebook/2026-11-27-coordinator-9.md, section 6).
+    live = decided_as_it_goes(spec)
     phases = [pb.PhasePlan(protocol=p.protocol, until=p.until, config=phase_config(p.config),
-                           build=plan.mode is SwitchMode.IN_PLACE or k == start_phase, params=struct(plan.params(p)))
+                           build=plan.mode is SwitchMode.IN_PLACE or k == start_phase, params=struct(plan.params(p)),
+                           standby=live and k != start_phase and judged_switch(plan.phases, k))
               for k, p in enumerate(plan)]
     # Policies may switch to a protocol the plan lacks: in place, its update op is built too, as a
     # phase never entered. On standby: not warmed up before training (a rollback or greedy's interlude pays its

@@ -30,6 +30,18 @@ from syncswitch.protocols.catalog import synchronous
 REPEAT_EVERY = 0.1
 
 
+def decided_as_it_goes(spec) -> bool:
+    """Whether the run's switches out of BSP are decided as it goes (the switch rule, then the speed rule), so a
+    scheduled switch target may never run: not under a fixed rule (the schedule as written) or a greedy straggler
+    policy (which moves the switch itself)."""
+    return spec.stragglers.policy != "greedy" and spec.policy.switch_rule.rule != "fixed"
+
+
+def judged_switch(phases, k: int) -> bool:
+    """Whether phase k is a switch out of BSP that the rules judge: a synchronous phase before it, it not one."""
+    return 0 < k < len(phases) and synchronous(phases[k - 1].protocol) and not synchronous(phases[k].protocol)
+
+
 class SwitchTiming:
     """Moves the plan's BSP -> asynchronous boundaries as the switch rule decides; records what it saw."""
 
@@ -69,9 +81,7 @@ class SwitchTiming:
             self.trial, self.measuring_on = None, False
         if self.trial is not None:
             self.speed.start_trial()
-        if not self.enabled or k + 1 >= len(phases) or not synchronous(phases[k].protocol):
-            return
-        if synchronous(phases[k + 1].protocol):
+        if not self.enabled or not judged_switch(phases, k + 1):
             return
         self.earliest = phases[k].until
         self.phase, self.held = k, plan.hold_after(k)

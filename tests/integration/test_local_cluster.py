@@ -207,9 +207,9 @@ def _final_variables(tmp_path):
 
 
 def test_an_in_place_run_that_stays_synchronous_is_bsps_run(write_spec, tmp_path, no_leftovers, monkeypatch):
-    # An in-place run builds every protocol of its schedule into one graph and warms each up before training, one
-    # or two steps apiece; were those batches not given back, it would train on another stream than a BSP-only run
-    # of the same seed, and end elsewhere although it never left BSP.
+    # An in-place run builds every protocol of its schedule into one graph and warms up before training those it
+    # starts in or surely enters, one or two steps apiece; were those batches not given back, it would train on
+    # another stream than a BSP-only run of the same seed, and end elsewhere although it never left BSP.
     monkeypatch.setenv("SYNCSWITCH_REPORT_VARIABLES", "1")
     bsp = _run(write_spec, tmp_path, ["policy.schedule=[{protocol: bsp}]"])
     _check_common(bsp, tmp_path)
