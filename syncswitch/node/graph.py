@@ -256,8 +256,7 @@ def _replica(graph, launch, protocols, model: Model):
     """The worker's copy of the model, where a protocol steps on one; None where none does. BSP alone only
     prefers one (its all-reduce path): a model the replica cannot copy trains through the parameter servers."""
     # BSP steps on a replica only where a phase asks for its all-reduce path (the `allreduce` parameter).
-    allreduce = any(p.protocol == "bsp" and p.params.fields.get("allreduce") is not None
-                    and p.params.fields["allreduce"].bool_value for p in launch.phases)
+    allreduce = any(params.get("allreduce") for params in _bsp_params(launch))
     protocols = [p for p in protocols if p != "bsp" or allreduce]
     if not needs_replica(protocols):
         return None
@@ -303,7 +302,12 @@ def _bsp_ps(launch) -> bool:
     parameters of one of its launch's phases or the catalog's defaults (a fall-back, greedy's owed share), which
     take all-reduce; SyncReplicasOptimizer's path (its accumulators, token queue, chief queue runner and warm-up
     step: a second of a node's start-up on 2 cores) is built only where one asks for it."""
-    return any(p.build and p.protocol == "bsp" and wants_ps(codec.from_struct(p.params)) for p in launch.phases)
+    return any(wants_ps(params) for params in _bsp_params(launch, built=True))
+
+
+def _bsp_params(launch, built: bool = False) -> list[dict]:
+    """The parameters of the launch's BSP phases (with `built`, of those it builds), read from the wire one way."""
+    return [codec.from_struct(p.params) for p in launch.phases if p.protocol == "bsp" and (p.build or not built)]
 
 
 def build(launch, total: int, module, params: dict, cluster) -> TrainGraph:
