@@ -29,6 +29,8 @@ class TrainState:
         self.local_steps = 0
         self.phase_steps = 0
         self.last_wait_s = 0.0  # the last step's wait for the synchronous group (0 under ASP)
+        # The last step ran a call signature for the first time (graph partitions registered on every task).
+        self.first_call = False
         # Under ASP the global count is read every READ_EVERY steps and estimated in between
         # (`stride` samples per local step across the cluster), exactly wherever it matters.
         self.stride = 0            # 0: read it every step

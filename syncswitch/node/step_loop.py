@@ -125,6 +125,7 @@ class StepRunner:
         self.state = state
         self.deadline = StepDeadline(step_timeout_s)
         self._callables: dict[tuple, object] = {}
+        self._runs: set[tuple] = set()  # the signatures of session.run calls made (a feed makes one)
 
     def _callable(self, *fetches):
         key = _leaves(fetches)
@@ -133,7 +134,16 @@ class StepRunner:
             check_collective_call(fetches)
             fn = self.session.make_callable(list(fetches), accept_options=True)
             self._callables[key] = fn
+            self.state.first_call = True
         return fn
+
+    def _run(self, fetches, feed):
+        """session.run, noting a signature's first call as `_callable` does."""
+        key = (_leaves(fetches), _leaves(sorted(feed, key=id)))
+        if key not in self._runs:
+            self._runs.add(key)
+            self.state.first_call = True
+        return lambda options=None: self.session.run(fetches, feed_dict=feed, options=options)
 
     def _fn(self, engine, hook_fetches, exact: bool = True):
         if not exact:
@@ -187,9 +197,8 @@ class StepRunner:
         run is a new signature, whose graph partitions every task registers then: at the phase's end, where the
         last worker to reach the boundary's average took 0.6-0.9 s more than a step on 2 cores
         (bench/notebook/2026-11-27-engine-6.md)."""
-        return self.session.run(
-            [engine.train_op, engine.samples_after, engine.agreed_stop, engine.collective_wait_s, fetches],
-            feed_dict=feed, options=options)
+        return self._run([engine.train_op, engine.samples_after, engine.agreed_stop, engine.collective_wait_s, fetches],
+                         feed)(options=options)
 
     def _collective_step(self, engine, args, fetches, options=None):
         """A step every worker takes together: (samples, seconds waited for the group, results). A worker past its
@@ -218,8 +227,8 @@ class StepRunner:
         elif engine.step_op is not None:
             # Feeds go through the general path; a duplicated request must not take a second token.
             if feed:
-                run = lambda: self.session.run([engine.step_op, engine.step_samples, engine.step_wait_s,  # noqa: E731
-                                                fetches], feed_dict=feed, options=options)
+                call = self._run([engine.step_op, engine.step_samples, engine.step_wait_s, fetches], feed)
+                run = lambda: call(options=options)  # noqa: E731
             else:
                 one = self._one_call(engine, fetches)
                 run = lambda: one(options=options)  # noqa: E731
@@ -230,8 +239,7 @@ class StepRunner:
             samples, wait_s, results = self._collective_step(engine, args, fetches, options)
         elif feed:
             # Feeds change per step, so they go through the general path.
-            _, samples, results = self.session.run([engine.train_op, engine.samples_after, fetches],
-                                                   feed_dict=feed, options=options)
+            _, samples, results = self._run([engine.train_op, engine.samples_after, fetches], feed)(options=options)
         else:
             exact = self.state.needs_exact_samples()
             first = self._fn(engine, fetches, exact)
@@ -262,6 +270,7 @@ class StepRunner:
         fetches = (args.fetches if args is not None else None) or {}
         options = self.deadline.options(engine, args.options if args is not None else None)
         started = time.monotonic()
+        self.state.first_call = False
         try:
             samples, wait_s, results, exact = self._run_step(engine, args, fetches, options)
         except tf.errors.DeadlineExceededError as exc:

@@ -197,3 +197,35 @@ def test_the_step_that_reaches_the_boundary_runs_a_signature_the_warm_up_ran():
         assert session.signatures == [("stop_in:0",)] and set(session.signatures) <= warmed
         assert runner._callables == made
         assert state.samples == 512 and agreed == [False, False, False, True]
+
+
+def test_a_step_that_runs_a_signature_for_the_first_time_is_left_out_of_the_step_times():
+    """A protocol on standby (not warmed up) registers its signatures' graph partitions inside its first phase: the
+    first call of each (a callable, and the flagged step's session.run) is not the protocol's speed, and a trial
+    judged on it sent local SGD back at 0.54x BSP's throughput. Only repeated signatures are timed."""
+    from syncswitch.node.hooks.metrics import MetricsHook
+
+    graph = tf.Graph()
+    with graph.as_default():
+        engine = _FlaggedStep(batch=128)
+        session = _RecordingSession(graph=graph)
+        session.run(v1.global_variables_initializer())
+        state = TrainState(total_samples=2048, worker=0)
+        state.boundary, state.phase, state.phase_steps, state.protocol = 0.25, 1, 1, "flagged"
+        hook = MetricsHook(state, loss=engine.samples_after, emit=lambda event: None, window=8, interval_s=1e9,
+                           batch_by_protocol={"flagged": 128})
+        runner = StepRunner(session, HookList([hook]), state)
+        firsts = []
+        for _ in range(4):
+            runner.step(engine)
+            firsts.append(state.first_call)
+        # Step 1 makes the callable; steps 2-3 repeat it; step 4 reaches the boundary through the flagged run.
+        assert firsts == [True, False, False, True]
+        timed = [t for t, _ in hook.window]
+        assert [t is None for t in timed] == [True, False, False, True]
+        state.boundary = 0.5
+        runner.step(engine)
+        runner.step(engine)
+        runner.step(engine)
+        runner.step(engine)  # the flagged run again: a signature already registered
+        assert not state.first_call and hook.window[-1][0] is not None

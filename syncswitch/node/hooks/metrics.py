@@ -61,9 +61,12 @@ class MetricsHook(v1.train.SessionRunHook):
             # A phase's metrics are its own: a rollback's restore must not report the condemned branch's
             # NaN losses, nor one protocol's step times another's.
             self.window.clear()
-        # A phase's first step enters its graph (and, after a switch, fetches what the protocol keeps): its time is
-        # not the protocol's speed, so only its loss is kept; every report of the phase measures steps alone.
-        self.window.append((None if state.phase_steps == 1 else now - self._t0, float(run_values.results)))
+        # A phase's first step enters its graph (and, after a switch, fetches what the protocol keeps), and a step
+        # that ran a call signature for the first time registered its graph partitions on every task (a protocol on
+        # standby pays these inside its first phase: a trial judged local SGD at 0.54x BSP on them): their times
+        # are not the protocol's speed, so only their losses are kept; every report measures steps alone.
+        untimed = state.phase_steps == 1 or state.first_call
+        self.window.append((None if untimed else now - self._t0, float(run_values.results)))
         if state.phase_steps == 1:
             self.emit(codec.event(first_step=pb.FirstStep(phase=state.phase, protocol=state.protocol,
                                                           fraction=state.fraction)))
