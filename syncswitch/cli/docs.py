@@ -81,8 +81,9 @@ FIELDS: tuple[Section, ...] = (
         "margin": "a fixed least target/BSP throughput ratio; null: derived at each decision, so that the switch's "
                   "pause is won back on the work left, never below 1.1 (throughputs scatter about 10%)",
         "trial_reports": "metrics reports from each worker a trial judges the target on (workers report each of a "
-                         "phase's first windows of 20 steps, its first step out of their times; once a worker's "
-                         "second report is in, its first, the phase warming up, is left out of the measure)",
+                         "phase's first windows of 20 steps, its first step and any step's first call of a signature "
+                         "out of their times; once a worker's second report is in, its first, the phase warming up, "
+                         "is left out of the measure)",
     }),
     ("policy.guard", "policy.guard", model.GuardSpec, (), {
         "enabled": "watch asynchronous phases after a synchronous one (`--no-guard` turns it off)",
