@@ -391,7 +391,10 @@ RUNTIME_NOTE = (
     "engines; bench/notebook/2026-11-27-coordinator-8.md section 5 and -9 section 1): in place and relaunch within "
     "noise; start-up 1.18x in the notebook's interleaved rounds (10.1 s against 8.5 s median to median; 1.44x "
     "before a fallback rung outside the schedule stopped being warmed up and BSP's parameter-server path stopped "
-    "being built where no phase takes it); the quickstart's own schedule (BSP then local SGD, 4 workers) 1.34x. "
+    "being built where no phase takes it); the quickstart's own schedule (BSP then local SGD, 4 workers) 1.34x, "
+    "and 0.98x since its switch target, which the rules may never enter, stopped being warmed up before training "
+    "(11.35 s against 11.63 s, median of three interleaved rounds; 2 workers, BSP then lookahead: 1.09x; "
+    "bench/notebook/2026-11-27-coordinator-10.md). "
     "The switch-overhead job pins its switch (`switch_rule: fixed`) since 7faa3bc: the loss rule had kept 2 of 3 "
     "in-place runs at 2 workers on BSP.")
 
@@ -594,8 +597,8 @@ FIGURES = (
 PEER_NAMES = {"single": "one process alone", "mwms": "TensorFlow's MultiWorkerMirroredStrategy",
               "ps-strategy": "TensorFlow's ParameterServerStrategy with a ClusterCoordinator (asynchronous)",
               "bsp": "syncswitch BSP by all-reduce", "asp": "syncswitch ASP",
-              "bsp-prefetch": "syncswitch BSP by all-reduce with one batch read ahead at the end of each worker's input "
-                              "(30a9ec4; `bsp` in the same cell is the tree before it)",
+              "bsp-prefetch": "syncswitch BSP by all-reduce with one batch read ahead at the end of each worker's "
+                              "input (30a9ec4; `bsp` in the same cell is the tree before it)",
               "default": "syncswitch's default switch (BSP by all-reduce until the switch rule's point, 0.25 at the "
                          "earliest, then `local-sgd` averaging by all-reduce every 2 steps)",
               "no-sync": "syncswitch's workers on their own copies, averaged once at the end (no communication: the "
@@ -711,7 +714,12 @@ PEERS_NOTE = (
     "(1.02x), accuracy 0.930 against 0.926 (bench/notebook/2026-11-27-coordinator-9.md). MNIST-1D at 0.4 CPU per "
     "node the same way at 10a5d37: BSP at 1.38-1.66x MWMS's throughput seed by seed (1.46x median to median), the "
     "default (BSP then local SGD in every run) at 0.42-0.73x its seed's MWMS time to accuracy (0.55x median to "
-    "median; 0.74x at d4373f4), accuracy 0.961 against 0.9625.")
+    "median; 0.74x at d4373f4), accuracy 0.961 against 0.9625. The ResNet on a lent 16-core Xeon again (2026-11-27, "
+    "a8ec623, glibc, six seeds, order alternating by seed), BSP with and without one batch read ahead at the end of "
+    "each worker's input (30a9ec4, `bsp-prefetch`): 0.98x MWMS's throughput median to median with it, 0.92x without; "
+    "seed by seed 0.94-1.19x its own throughput without (1.08x median), the same accuracy to the last digit; on the "
+    "2-core host at 0.4 CPU per node the same change gave 0.89-1.05x BSP's training time (three seeds a job, "
+    "bench/notebook/2026-11-27-coordinator-10.md).")
 
 
 def peers_kernel(doc: dict) -> str:
