@@ -55,5 +55,7 @@ def launch_message(spec, plan, cluster, run_dir: str, index: int, start_phase: i
         checkpoint_every=spec.checkpoint.every or 0.0, checkpoint_every_s=spec.checkpoint.every_s or 0.0,
         step_timeout_s=spec.recovery.step_timeout_s,
         # Verification mode: the chief reports variable digests at save and restore.
-        report_variables=os.environ.get("SYNCSWITCH_REPORT_VARIABLES") == "1")
+        report_variables=os.environ.get("SYNCSWITCH_REPORT_VARIABLES") == "1",
+        # Measurement mode: every asynchronous update's staleness row in its phase's record (update_log.py).
+        update_log=os.environ.get("SYNCSWITCH_UPDATE_LOG") == "1")
 

@@ -62,6 +62,7 @@ def check_conformance(summary, tmp_path, protocols):
         assert phase["params"] == expected, phase
         if phase["protocol"] in MEASURES_STALENESS:
             assert phase["measured"]["updates"] > 0 and phase["measured"]["staleness_mean"] >= 0
+            assert "update_log" not in phase["measured"]  # per-update rows only when asked (SYNCSWITCH_UPDATE_LOG)
         if phase["protocol"] == "local-sgd":
             # Every worker averaged its copy at least once per `period` of its steps.
             assert phase["measured"]["averages"] >= phase["steps"] // (2 * phase["params"]["period"]) - 1

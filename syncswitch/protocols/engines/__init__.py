@@ -15,6 +15,7 @@ from .replica_training import supported
 from .specsync import SpeculativeEngine
 from .ssp import StaleSyncEngine
 from .synchronous import SynchronousEngine
+from .update_log import LogPlace
 
 # Catalog name (syncswitch/protocols/catalog.py) -> engine class.
 ENGINES: dict[str, type[ProtocolEngine]] = {
@@ -40,10 +41,13 @@ def engine_class(protocol: str, num_workers: int, replica=None, schedule=None) -
 
 
 def build_engines(protocols, optimizer, grads_and_vars, global_step, samples, batch_by_protocol,
-                  num_workers: int, is_chief: bool, task_index: int = 0, **shared) -> dict[str, ProtocolEngine]:
+                  num_workers: int, is_chief: bool, task_index: int = 0, update_log: bool = False,
+                  **shared) -> dict[str, ProtocolEngine]:
     """Build the update path of every protocol the schedule uses, sharing one optimizer; `shared`: what some
-    engines also need (the model replica, the rate tensors), passed to every one."""
+    engines also need (the model replica, the rate tensors), passed to every one. `update_log`: the engines that
+    count staleness at their own update keep every update's row (update_log.py), else only the phase's mean."""
     engines: dict[str, ProtocolEngine] = {}
+    shared["update_log"] = LogPlace(num_workers, task_index) if update_log else None
     for protocol in protocols:
         if protocol not in ENGINES:  # validated at spec load
             raise ValueError(f"unknown protocol {protocol!r}; valid: {', '.join(sorted(ENGINES))}")

@@ -13,8 +13,8 @@ class AsyncEngine(ProtocolEngine):
     name = "asp"
     counts_every_step = True
 
-    def __init__(self, optimizer, grads_and_vars, global_step, samples, per_worker_batch: int, **_):
-        self.meter = StalenessMeter(global_step, self.name)
+    def __init__(self, optimizer, grads_and_vars, global_step, samples, per_worker_batch: int, update_log=None, **_):
+        self.meter = StalenessMeter(global_step, self.name, update_log)
         staleness = self.meter.at_apply([g for g, _ in grads_and_vars])
         counting = CountingOptimizer(optimizer, samples, per_worker_batch, self.name)
         update = counting.apply_gradients(grads_and_vars, global_step, after=[staleness])

@@ -7,6 +7,8 @@ import dataclasses
 
 import tensorflow as tf
 
+from .update_log import LogPlace, UpdateLog
+
 v1 = tf.compat.v1
 
 # Protocol state (clocks, counters, mean squares) is rebuilt per graph and re-initialized at phase
@@ -107,13 +109,16 @@ class StalenessMeter:
     2026-11-27-simulator-6), and the simulator, whose updates land one at a time, calibrates to the latter.
     """
 
-    def __init__(self, global_step, name: str):
+    def __init__(self, global_step, name: str, log: LogPlace | None = None):
+        """`log`: where this worker sits, to keep every update's row as well (update_log.py); None: the sums only."""
         self._global_step = global_step
         with tf.device(global_step.device):
             self.step_at_read = tf.identity(global_step.read_value(), name=f"{name}_step_at_read")
         self.total = state_variable(f"syncswitch/{name}_staleness_sum", [], tf.int64, colocate=global_step)
         self.count = state_variable(f"syncswitch/{name}_staleness_count", [], tf.int64, colocate=global_step)
-        self.reset_op = tf.group(self.total.assign(0), self.count.assign(0))
+        self.log = UpdateLog(state_variable, global_step, name, log) if log is not None else None
+        resets = [self.total.assign(0), self.count.assign(0)] + ([self.log.reset_op] if self.log else [])
+        self.reset_op = tf.group(*resets)
 
     def at_apply(self, ready) -> tf.Tensor:
         """The staleness, read once the tensors in `ready` (this step's gradients) exist."""
@@ -124,9 +129,18 @@ class StalenessMeter:
         """Add one update's staleness; `counted`: the global step its update counted itself at, when the record
         is the updates counted between the read and it (else `staleness` as given)."""
         with tf.device(self._global_step.device):
+            logged = []
+            if counted is not None and self.log is not None:
+                logged.append(self.log.write(self.step_at_read, self.step_at_read + staleness, counted - 1))
             if counted is not None:
                 staleness = tf.maximum(counted - 1 - self.step_at_read, 0)
-            return tf.group(self.total.assign_add(staleness), self.count.assign_add(1))
+            return tf.group(self.total.assign_add(staleness), self.count.assign_add(1), *logged)
+
+    def stats(self, session) -> dict:
+        """The phase's mean staleness and update count, and the per-update rows where they are kept."""
+        total, count = session.run([self.total, self.count])
+        out = {"staleness_mean": float(total) / count if count else None, "updates": int(count)}
+        return {**out, **self.log.stats(session)} if self.log is not None else out
 
 
 @dataclasses.dataclass(frozen=True)
@@ -228,7 +242,4 @@ class ProtocolEngine(abc.ABC):
 
     def stats(self, session) -> dict:
         """What the phase measured (mean staleness, aborted steps), for the run's summary."""
-        if self.meter is None:
-            return {}
-        total, count = session.run([self.meter.total, self.meter.count])
-        return {"staleness_mean": float(total) / count if count else None, "updates": int(count)}
+        return {} if self.meter is None else self.meter.stats(session)

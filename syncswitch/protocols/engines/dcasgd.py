@@ -28,8 +28,8 @@ class DelayCompensatedEngine(ProtocolEngine):
     name = "dc-asgd"
     counts_every_step = True
 
-    def __init__(self, optimizer, grads_and_vars, global_step, samples, per_worker_batch: int, **_):
-        self.meter = StalenessMeter(global_step, "dc_asgd")
+    def __init__(self, optimizer, grads_and_vars, global_step, samples, per_worker_batch: int, update_log=None, **_):
+        self.meter = StalenessMeter(global_step, "dc_asgd", update_log)
         staleness = self.meter.at_apply([g for g, _ in grads_and_vars])
         self._params_in = v1.placeholder(tf.float32, [3], name="dc_asgd_params_in")
         compensated, squares, setters, self.reads = [], [], [], []

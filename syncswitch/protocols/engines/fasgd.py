@@ -24,8 +24,8 @@ class StalenessAwareEngine(ProtocolEngine):
     name = "fasgd"
     counts_every_step = True
 
-    def __init__(self, optimizer, grads_and_vars, global_step, samples, per_worker_batch: int, **_):
-        self.meter = StalenessMeter(global_step, self.name)
+    def __init__(self, optimizer, grads_and_vars, global_step, samples, per_worker_batch: int, update_log=None, **_):
+        self.meter = StalenessMeter(global_step, self.name, update_log)
         staleness = self.meter.at_apply([g for g, _ in grads_and_vars])
         self.power = state_variable("syncswitch/fasgd_power", [], tf.float32, 1.0, colocate=global_step)
         self._power_in = v1.placeholder(tf.float32, [], name="fasgd_power_in")

@@ -30,10 +30,10 @@ class StaleSyncEngine(ProtocolEngine):
     poll_s = 0.002
 
     def __init__(self, optimizer, grads_and_vars, global_step, samples, per_worker_batch: int,
-                 num_workers: int, task_index: int, **_):
+                 num_workers: int, task_index: int, update_log=None, **_):
         self.worker = task_index
         self.staleness = 3
-        self.meter = StalenessMeter(global_step, self.name)
+        self.meter = StalenessMeter(global_step, self.name, update_log)
         staleness = self.meter.at_apply([g for g, _ in grads_and_vars])
         counting = CountingOptimizer(optimizer, samples, per_worker_batch, self.name)
         update = counting.apply_gradients(grads_and_vars, global_step, after=[staleness])
