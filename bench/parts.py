@@ -40,6 +40,7 @@ TOOLS = {
     "switch-replay": ("bench.switch_replay", "replay the switch rule over stored runs' loss reports"),
     "speed-replay": ("bench.speed_replay", "replay the speed rule's trial over stored switched runs' throughputs"),
     "scale-vs-real": ("bench.scale_vs_real", "simulated accuracy (a scale result) against real runs' spread"),
+    "staleness-fit": ("bench.staleness_fit", "arrival models against real runs' per-update staleness (chi-square)"),
 }
 
 

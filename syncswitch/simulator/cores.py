@@ -110,23 +110,30 @@ class Cores:
         return out
 
 
-def simulated_staleness(arrivals, workers: int, cores: int | None, quantum: float, pushes: int = 4000) -> float:
-    """ASP's mean staleness under `arrivals` on `cores` shared cores (no gradients: the arrivals alone)."""
+def asp_staleness(arrivals, workers: int, cores: int | None, quantum: float, pushes: int = 4000) -> list[int]:
+    """The staleness of each of ASP's first `pushes` updates under `arrivals` on `cores` shared cores (no gradients:
+    the arrivals alone), in the order they land."""
     cpu = Cores(cores, quantum, arrivals.unit, arrivals.stall)
-    step, read_at, stale, count = 0, {}, 0, 0
+    step, read_at, out = 0, {}, []
     steps = [0] * workers
     for w in range(workers):
         cpu.start(0.0, w, arrivals.step_time(w, 0))
-    while count < pushes:
+    while len(out) < pushes:
         kind, t, w = cpu.next()
         if kind == "read":
             read_at[w] = step
             continue
-        stale += step - read_at[w]
-        step, count = step + 1, count + 1
+        out.append(step - read_at[w])
+        step += 1
         steps[w] += 1
         cpu.start(t, w, arrivals.step_time(w, steps[w]))
-    return stale / count
+    return out
+
+
+def simulated_staleness(arrivals, workers: int, cores: int | None, quantum: float, pushes: int = 4000) -> float:
+    """ASP's mean staleness under `arrivals` on `cores` shared cores."""
+    stale = asp_staleness(arrivals, workers, cores, quantum, pushes)
+    return sum(stale) / len(stale)
 
 
 def calibrate_quantum(arrivals, workers: int, cores: int, staleness: float) -> float:
