@@ -28,16 +28,19 @@ from syncswitch.simulator.staleness_fit import chi_square, counted_staleness, mo
 STALLS = "0.05/5,0.08/3,0.12/2,0.16/1.5,0.16/2,0.24/1.5"
 
 
-def real_staleness(doc: dict, variant: str) -> dict:
-    """Per job of a protocols result: its workers, each run's per-update counted staleness (one array a run)."""
-    out = {}
+def real_staleness(doc: dict, variant: str, into: dict) -> None:
+    """Add each job's runs of a protocols result to `into` (job -> its workers and each run's per-update counted
+    staleness, one array a run): several results of one job pool, at one worker count."""
     for job, entry in doc["jobs"].items():
         runs = entry["variants"].get(variant, {}).get("runs") or []
         logged = [counted_staleness(r.get("measured") or {}) for r in runs if (r.get("measured") or {}).get(
             "update_log")]
-        if logged:
-            out[job] = {"workers": doc["workers"], "runs": logged}
-    return out
+        if not logged:
+            continue
+        pooled = into.setdefault(job, {"workers": doc["workers"], "runs": []})
+        if pooled["workers"] != doc["workers"]:
+            raise ValueError(f"{job} at {pooled['workers']} and {doc['workers']} workers; give one worker count")
+        pooled["runs"].extend(logged)
 
 
 def fit_job(real_runs: list, workers: int, speeds: str, stalls: list[str], seeds: int) -> dict:
@@ -74,7 +77,8 @@ def markdown(jobs: dict) -> list[str]:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--real", action="append", required=True,
-                        help="a bench protocols result run with SYNCSWITCH_UPDATE_LOG=1 (repeatable)")
+                        help="a bench protocols result run with SYNCSWITCH_UPDATE_LOG=1 (repeatable: one job's runs "
+                             "in several results pool)")
     parser.add_argument("--variant", default="asp", help="the variant whose updates are fitted (default asp)")
     parser.add_argument("--stalls", default=STALLS, help=f"stall models P/M, comma-separated (default {STALLS})")
     parser.add_argument("--speeds", default=SIGMA, help=f"the workers' speeds before the shared core (default {SIGMA})")
@@ -88,7 +92,7 @@ def main(argv=None) -> int:
         real = {}
         for path in args.real:
             with open(path, encoding="utf-8") as fh:
-                real.update(real_staleness(json.load(fh), args.variant))
+                real_staleness(json.load(fh), args.variant, real)
     except SpecError as exc:
         parser.exit(2, f"staleness-fit: {exc}\n")
     except (OSError, ValueError, KeyError) as exc:

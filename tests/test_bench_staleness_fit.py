@@ -11,7 +11,7 @@ from bench import staleness_fit
 from tests.conftest import ROOT
 
 
-def _result(tmp_path, logged: bool = True):
+def _result(tmp_path, logged: bool = True, workers: int = 4, name: str = "real.json"):
     runs = []
     for seed in range(2):
         read = list(range(0, 400))
@@ -20,8 +20,8 @@ def _result(tmp_path, logged: bool = True):
         if logged:
             measured["update_log"] = {"read": read, "arrival": read, "landed": landed, "worker": [r % 4 for r in read]}
         runs.append({"seed": seed, "measured": measured})
-    doc = {"workers": 4, "jobs": {"quickstart": {"variants": {"asp": {"runs": runs}}}}}
-    path = tmp_path / "real.json"
+    doc = {"workers": workers, "jobs": {"quickstart": {"variants": {"asp": {"runs": runs}}}}}
+    path = tmp_path / name
     path.write_text(json.dumps(doc))
     return str(path)
 
@@ -52,3 +52,13 @@ def test_a_missing_file_and_a_bad_stall_are_one_line_errors(tmp_path):
     assert proc.returncode == 2 and "--real" in proc.stderr and "Traceback" not in proc.stderr
     proc = _cli("--real", _result(tmp_path), "--stalls", "2/1")
     assert proc.returncode == 2 and "stall=P/M" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_one_jobs_results_pool_at_one_worker_count(tmp_path):
+    out = tmp_path / "fit.json"
+    first, second = _result(tmp_path), _result(tmp_path, name="again.json")
+    assert staleness_fit.main(["--real", first, "--real", second, "--stalls", "", "--seeds", "1",
+                               "--out", str(out)]) == 0
+    assert json.loads(out.read_text())["jobs"]["quickstart"]["real"]["updates"] == 1600
+    proc = _cli("--real", first, "--real", _result(tmp_path, workers=2, name="two.json"), "--stalls", "")
+    assert proc.returncode == 2 and "one worker count" in proc.stderr and "Traceback" not in proc.stderr
