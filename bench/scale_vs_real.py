@@ -4,10 +4,12 @@ The real side is a `bench protocols` result (each protocol alone, 5 seeds, local
 side runs here: the same job, protocol, worker count and seeds, guard off, in the simulator. The real workers
 share this machine's cores (2, and one CPU slot of them under `heavy`), so they are less stale than as many
 machines would be: the simulated workers share `--cores` cores, time-sliced in the slice at which simulated ASP
-is as stale as the real ASP runs measured (median); one calibration per job and worker count, the same for every
-protocol. SSP's clock poll and specsync's cond after the count are calls outside the read-to-update window, priced
-at `--call` of a step (`+call:F`; measured: their steps take 1.23x ASP's, median of 20 runs paired by seed, so the
-call is 0.19 of their step). A protocol agrees when the simulated median lies within the real runs' [min, max].
+is as stale as the real ASP runs measured (median), a step now and then held off the core after its read (`--stall`,
+the long holds that give a shared machine's staleness its tail; the default fitted on real runs' per-update
+staleness, `bench staleness-fit`); one calibration per job and worker count, the same for every protocol. SSP's
+clock poll and specsync's cond after the count are calls outside the read-to-update window, priced at `--call` of
+a step (`+call:F`; measured: their steps take 1.23x ASP's, median of 20 runs paired by seed, so the call is 0.19 of
+their step). A protocol agrees when the simulated median lies within the real runs' [min, max].
 That test misses cells by chance: were the simulated runs drawn from the real runs' own distribution, the median of
 5 would fall outside the [min, max] of 5 others once in 6 cells (`chance_miss`), 3 of 18. Each row also carries
 the exact two-sided rank-sum (Mann-Whitney) p of the two samples (`rank_p`), which weighs every run, not the median
@@ -36,7 +38,11 @@ from syncswitch.simulator.arrivals import arrival_model
 
 SIGMA = "speeds:0.2"
 CALL = 0.19  # 1 - 1/1.23: SSP's and specsync's steps against ASP's, same seed and job, 2 workers (20 pairs)
-STALL = ""  # the shared cores' long holds after a read (P/M); "" none
+# The shared cores' long holds after a read (P/M; "" none): fitted on instrumented real ASP runs' per-update
+# staleness at 4 workers, two batches of 5 seeds on each of the quickstart and the digits CNN (bench staleness-fit,
+# notebook 2026-11-27-simulator-10): the best of the grid on both jobs pooled. Without stalls the model has the real
+# mean and a tenth of the real share of updates 6 or more steps stale (chi-square 130-185x the fit's).
+STALL = "0.16/2"
 
 
 def _midranks(values: list[float]) -> list[float]:
@@ -157,15 +163,21 @@ def compare(cells: list[dict], runs_dir: str, cores: int, own_cores: bool, only=
         return _compare(pool, cells, runs_dir, cores, own_cores, only, call, speeds, stall)
 
 
+def shared_model(speeds: str, cores: int, staleness: float, stall: str = STALL, call: float = CALL) -> str:
+    """The arrival model of a cell's simulated workers on `cores` shared cores, calibrated to the real ASP runs'
+    `staleness`, with the cores' stalls and the protocol's call priced."""
+    held = f":stall={stall}" if stall else ""
+    priced = f"+call:{call:g}" if call else ""
+    return f"{speeds}+cores:{cores}:staleness={staleness:.4f}{held}{priced}"
+
+
 def _compare(pool, cells, runs_dir, cores, own_cores, only, call, speeds=SIGMA, stall=STALL) -> list[dict]:
     rows = []
     asp = {(c["job"], c["workers"]): statistics.median(c["staleness"]) for c in cells
            if c["protocol"] == "asp" and c["staleness"]}
     for cell in [c for c in cells if not only or c["protocol"] in only]:
         target = asp.get((cell["job"], cell["workers"]))
-        priced = f"+call:{call:g}" if call else ""
-        held = f":stall={stall}" if stall else ""
-        models = {"shared": f"{speeds}+cores:{cores}:staleness={target:.4f}{held}{priced}"} if target else {}
+        models = {"shared": shared_model(speeds, cores, target, stall, call)} if target else {}
         if own_cores:
             models["own"] = speeds
         real = spread(cell["accuracy"])
@@ -219,7 +231,8 @@ def main(argv=None) -> int:
                         help=f"the workers' speeds before the shared cores and the call (default {SIGMA})")
     parser.add_argument("--stall", default=STALL, metavar="P/M",
                         help="the shared cores hold a step off after its read with probability P for an exponential "
-                             "time of mean M steps (+cores:C:stall=P/M); default none")
+                             f"time of mean M steps (+cores:C:stall=P/M; default {STALL}, fitted on real runs' "
+                             "per-update staleness; '' none)")
     parser.add_argument("--jobs", help="only these jobs (names as in the real result, comma-separated)")
     parser.add_argument("--protocols", help="simulate only these (comma-separated; the real ASP runs still calibrate)")
     parser.add_argument("--runs-dir", default="/tmp/scale-vs-real")
@@ -241,7 +254,9 @@ def main(argv=None) -> int:
     if not args.real:
         parser.error("--real is required (or --restat FILE)")
     try:
-        arrival_model(args.arrivals + (f"+cores:1:stall={args.stall}" if args.stall else ""), 2, 0)
+        arrival_model(args.arrivals, 2, 0)  # each alone first: the error names the option given
+        if args.stall:
+            arrival_model(f"{args.arrivals}+cores:1:stall={args.stall}", 2, 0)
     except SpecError as exc:
         parser.exit(2, f"scale-vs-real: {exc}\n")
     cells = [c for path in args.real for c in real_side(path)

@@ -147,3 +147,17 @@ def test_a_run_that_would_end_past_the_budget_is_left_for_the_next_call(tmp_path
     assert not scale.fits(300, 0, runs, "bsp", 2) and scale.fits(300, 0, runs, "switch", 2)
     assert not scale.fits(300, 270, runs, "switch", 2)  # 270 + 20 + a child's start is past 300
     assert scale.fits(300, 0, runs, "asp", 2) and scale.fits(0, 1e9, runs, "bsp", 2)
+
+
+def test_the_comparisons_default_model_has_the_real_runs_tail():
+    # Two instrumented batches of real 4-worker ASP runs (quickstart and digits CNN, 5 seeds each) put 2-4% of their
+    # updates 6 or more steps stale at mean 1.72-1.76 (notebook 2026-11-27-simulator-10); the cores alone, 0.3%.
+    from syncswitch.simulator.staleness_fit import model_staleness, shape
+
+    model = scale_vs_real.shared_model(scale_vs_real.SIGMA, 1, 1.74)
+    assert model == f"speeds:0.2+cores:1:staleness=1.7400:stall={scale_vs_real.STALL}+call:0.19"
+    fitted = shape(model_staleness(model, 4, range(2), 1250))
+    plain = shape(model_staleness(scale_vs_real.shared_model(scale_vs_real.SIGMA, 1, 1.74, stall=""), 4, range(2),
+                                  1250))
+    assert fitted["mean"] == pytest.approx(1.74, abs=0.05) and plain["mean"] == pytest.approx(1.74, abs=0.05)
+    assert 0.019 <= fitted["p_ge6"] <= 0.044 and plain["p_ge6"] < 0.01
