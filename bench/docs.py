@@ -1036,7 +1036,11 @@ FIGURES += (
             "scale-sim-vs-real-quickstart-2workers-counted-2026-11-27.json",
             "protocols-digits-cnn-2workers-asp-ssp-dcasgd-fasgd-counted-2026-11-27.json",
             "protocols-digits-cnn-2workers-bfasgd-specsync-lookahead-counted-2026-11-27.json",
-            "scale-sim-vs-real-digits-cnn-2workers-counted-2026-11-27.json"),
+            "scale-sim-vs-real-digits-cnn-2workers-counted-2026-11-27.json",
+            "scale-sim-vs-real-quickstart-4workers-stall-2026-11-27.json",
+            "scale-sim-vs-real-digits-cnn-4workers-stall-2026-11-27.json",
+            "scale-sim-vs-real-quickstart-2workers-stall-2026-11-27.json",
+            "scale-sim-vs-real-digits-cnn-2workers-stall-2026-11-27.json"),
            ("python -m bench scale-vs-real --real <the recorded 4-worker protocols results, see the file's "
             "real_sources> (b-fasgd rows: --real "
             "bench/results/protocols-bfasgd-quickstart-digits-4workers-2026-11-26.json#b-fasgd --protocols b-fasgd; "
@@ -1154,9 +1158,37 @@ FIGURES += (
             "python -m bench scale-vs-real --real bench/results/protocols-digits-cnn-2workers-asp-ssp-dcasgd-fasgd-"
             "counted-2026-11-27.json --real bench/results/protocols-digits-cnn-2workers-bfasgd-specsync-lookahead-"
             "counted-2026-11-27.json --jobs digits-cnn (calibrated to those runs' ASP staleness, 0.60; its rows "
-            "replace the digits CNN's 2-worker asynchronous rows)"),
+            "replace the digits CNN's 2-worker asynchronous rows)",
+            "python -m bench scale-vs-real --real bench/results/protocols-quickstart-4workers-asp-ssp-specsync-counted-"
+            "2026-11-27.json --real bench/results/protocols-quickstart-4workers-dcasgd-fasgd-bfasgd-lookahead-counted-"
+            "2026-11-27.json --jobs quickstart (at b3cc035: the shared core's stalls at their new default, 0.16/2; its "
+            "rows replace the quickstart's 4-worker asynchronous rows)",
+            "python -m bench scale-vs-real --real bench/results/protocols-digits-cnn-4workers-asp-ssp-dcasgd-fasgd-"
+            "counted-2026-11-27.json --real bench/results/protocols-digits-cnn-4workers-bfasgd-specsync-lookahead-"
+            "counted-2026-11-27.json --jobs digits-cnn (the same, the digits CNN's 4-worker asynchronous rows)",
+            "python -m bench scale-vs-real --real bench/results/protocols-quickstart-2workers-asp-ssp-dcasgd-fasgd-"
+            "counted-2026-11-27.json --real bench/results/protocols-quickstart-2workers-bfasgd-specsync-lookahead-"
+            "counted-2026-11-27.json --jobs quickstart (the same, the quickstart's 2-worker asynchronous rows)",
+            "python -m bench scale-vs-real --real bench/results/protocols-digits-cnn-2workers-asp-ssp-dcasgd-fasgd-"
+            "counted-2026-11-27.json --real bench/results/protocols-digits-cnn-2workers-bfasgd-specsync-lookahead-"
+            "counted-2026-11-27.json --jobs digits-cnn (the same, the digits CNN's 2-worker asynchronous rows)"),
            sim_vs_real_render, commit="2c8dc16",
-           note="Five cells out, where chance alone leaves six, two with rank-sum p under 0.05 (1.4 expected): all "
+           note="Every asynchronous row (7 protocols, 2 jobs, 2 and 4 workers) is simulated with the shared core's "
+                "stalls at their default since b3cc035, 0.16/2: fitted with `python -m bench staleness-fit` on the "
+                "per-update staleness of two batches of real 4-worker ASP runs of both jobs (SYNCSWITCH_UPDATE_LOG=1), "
+                "130-185x closer in chi-square than no stall, which has the real mean with a tenth of the real share "
+                "of updates 6 or more steps stale (notebook 2026-11-27-simulator-10). With it 11 of the 14 "
+                "asynchronous 4-worker cells are within, against 9 without; out: the quickstart's specsync (0.723 "
+                "against [0.417-0.702]) and the digits CNN's fasgd (0.925 against [0.928-0.961]) and b-fasgd (0.961 "
+                "against [0.875-0.947]). At 2 workers 12 of the 14, against 14 without; out above: the quickstart's "
+                "b-fasgd (0.784 against [0.708-0.773]) and specsync (0.816 against [0.743-0.797]). The stalls were "
+                "not fitted at 2 workers: one real 2-worker batch's per-update staleness is fitted better by 0.12/2 "
+                "or 0.16/1.5 than by 0.16/2, and 37x better by any of them than by none. Against a second real "
+                "4-worker batch (quickstart asp and dc-asgd, digits CNN asp and ssp) the stall rows are within in 4 "
+                "of 4 cells, the rows without stalls in 1. The text below is the rows' history at the model "
+                "without stalls. "
+                "Before the stalls: five cells out, where chance alone leaves six, two with rank-sum p under 0.05 "
+                "(1.4 expected): all "
                 "five are the 4-worker rows rerun last on the engines' counted staleness record (below), at "
                 "which the simulated DC-ASGD on the quickstart and SSP, DC-ASGD and FASGD on the digits CNN lie "
                 "under the real spread, B-FASGD on the digits CNN just over it. The "
