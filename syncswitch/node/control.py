@@ -12,7 +12,8 @@ from syncswitch.wire import codec
 
 def warm_protocols(launch, engines) -> list[str]:
     """The built protocols warmed up before training, in build order (the same on every worker): every one a phase
-    of the plan runs; one only on standby for a policy (a guard's fallback rung) pays its first call if entered."""
+    of the plan surely runs; one on standby (a guard's fallback rung, a switch target the rules may never enter) pays
+    its first calls if entered."""
     planned = {p.protocol for p in launch.phases if not p.standby}
     return [protocol for protocol in engines if protocol in planned]
 

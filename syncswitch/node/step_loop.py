@@ -111,8 +111,9 @@ class StepRunner:
 
     MonitoredSession.run rebuilds the fetch structure in Python on every step, and the first run
     of a new signature registers fresh graph partitions on every task. Callables made once per
-    protocol shrink the per-step Python work, and `warm_up()` pays the registration for every
-    protocol before training starts, so a switch does not.
+    protocol shrink the per-step Python work, and `warm_up()` pays the registration before training
+    for every protocol the run starts in or surely enters, so such a switch does not (a target on
+    standby pays it in its first steps, which `state.first_call` leaves out of the step times).
 
     The runner also reads the global sample counter with the step and, for a synchronous step, the wait
     for the group timed inside the graph (one call, see ProtocolEngine.step_op); both go to `state`
@@ -155,9 +156,10 @@ class StepRunner:
 
         Making a callable is lazy: the graph partitions are registered on every task at its first
         call, which costs up to a second on a busy machine. Paying that before training, for every
-        protocol, keeps it out of the switch. ASP's warm-up step does update the model: the chief
-        resets the variables before training starts (`Task.reset_after_warm_up`); and every warm-up step
-        draws a batch: each worker restarts its input after them (`PhaseControl.at_start`).
+        protocol warmed up (control.warm_protocols), keeps it out of the switch. ASP's warm-up step does
+        update the model: the chief resets the variables before training starts
+        (`Task.reset_after_warm_up`); and every warm-up step draws a batch: each worker restarts its input
+        after them (`PhaseControl.at_start`).
         """
         if hasattr(engine, "modes"):  # an engine with several paths: each one is warmed up
             for mode in engine.modes():
