@@ -175,14 +175,19 @@ class _FlaggedStep(ProtocolEngine):
         self.collective_wait_s = tf.constant(0.0)
 
 
+def _flagged_session(total_samples: int, boundary: float):
+    """(engine, session, state) on a fresh graph, left as its default graph: a flagged step of 128 samples."""
+    engine = _FlaggedStep(batch=128)
+    session = _RecordingSession(graph=tf.compat.v1.get_default_graph())
+    session.run(v1.global_variables_initializer())
+    state = TrainState(total_samples=total_samples, worker=0)
+    state.boundary = boundary
+    return engine, session, state
+
+
 def test_the_step_that_reaches_the_boundary_runs_a_signature_the_warm_up_ran():
-    graph = tf.Graph()
-    with graph.as_default():
-        engine = _FlaggedStep(batch=128)
-        session = _RecordingSession(graph=graph)
-        session.run(v1.global_variables_initializer())
-        state = TrainState(total_samples=1024, worker=0)
-        state.boundary = 0.5
+    with tf.Graph().as_default():
+        engine, session, state = _flagged_session(1024, 0.5)
         runner = StepRunner(session, HookList([]), state)
         runner.warm_up(engine)
         warmed, made = set(session.signatures), dict(runner._callables)
@@ -205,13 +210,9 @@ def test_a_step_that_runs_a_signature_for_the_first_time_is_left_out_of_the_step
     judged on it sent local SGD back at 0.54x BSP's throughput. Only repeated signatures are timed."""
     from syncswitch.node.hooks.metrics import MetricsHook
 
-    graph = tf.Graph()
-    with graph.as_default():
-        engine = _FlaggedStep(batch=128)
-        session = _RecordingSession(graph=graph)
-        session.run(v1.global_variables_initializer())
-        state = TrainState(total_samples=2048, worker=0)
-        state.boundary, state.phase, state.phase_steps, state.protocol = 0.25, 1, 1, "flagged"
+    with tf.Graph().as_default():
+        engine, session, state = _flagged_session(2048, 0.25)
+        state.phase, state.phase_steps, state.protocol = 1, 1, "flagged"
         hook = MetricsHook(state, loss=engine.samples_after, emit=lambda event: None, window=8, interval_s=1e9,
                            batch_by_protocol={"flagged": 128})
         runner = StepRunner(session, HookList([hook]), state)
