@@ -38,11 +38,19 @@ from syncswitch.simulator.arrivals import arrival_model
 
 SIGMA = "speeds:0.2"
 CALL = 0.19  # 1 - 1/1.23: SSP's and specsync's steps against ASP's, same seed and job, 2 workers (20 pairs)
-# The shared cores' long holds after a read (P/M; "" none): fitted on instrumented real ASP runs' per-update
-# staleness at 4 workers, two batches of 5 seeds on each of the quickstart and the digits CNN (bench staleness-fit,
-# notebook 2026-11-27-simulator-10): the best of the grid on both jobs pooled. Without stalls the model has the real
-# mean and a tenth of the real share of updates 6 or more steps stale (chi-square 130-185x the fit's).
-STALL = "0.16/2"
+# The shared cores' long holds after a read (P/M; "" none), by worker count: fitted on instrumented real ASP runs'
+# per-update staleness (bench staleness-fit), the best of the grid on both jobs pooled. 4 workers: two batches of 5
+# seeds on each of the quickstart and the digits CNN (notebook 2026-11-27-simulator-10); without stalls the model has
+# the real mean and a tenth of the real share of updates 6 or more steps stale (chi-square 130-185x the fit's).
+# 2 workers: two quickstart batches and one of the digits CNN (notebook 2026-11-28-simulator-11), where 4 workers'
+# stall has 7-8x the chi-square of the 2-worker fit on each job: fewer, shorter holds.
+STALLS = {2: "0.12/1", 4: "0.16/2"}
+STALL = STALLS[4]
+
+
+def stall_for(workers: int) -> str:
+    """The stall fitted at the worker count nearest `workers` (a tie takes the larger count's)."""
+    return STALLS[min(STALLS, key=lambda n: (abs(n - workers), -n))]
 
 
 def _midranks(values: list[float]) -> list[float]:
@@ -158,7 +166,7 @@ def simulate(cell: dict, arrivals: str, seed: int, out: str) -> dict:
 
 
 def compare(cells: list[dict], runs_dir: str, cores: int, own_cores: bool, only=None, call: float = CALL,
-            speeds: str = SIGMA, stall: str = STALL) -> list[dict]:
+            speeds: str = SIGMA, stall: str | None = None) -> list[dict]:
     with SimPool(log=log) as pool:  # each simulated run in a watched child (retried if it stops making progress)
         return _compare(pool, cells, runs_dir, cores, own_cores, only, call, speeds, stall)
 
@@ -171,13 +179,15 @@ def shared_model(speeds: str, cores: int, staleness: float, stall: str = STALL, 
     return f"{speeds}+cores:{cores}:staleness={staleness:.4f}{held}{priced}"
 
 
-def _compare(pool, cells, runs_dir, cores, own_cores, only, call, speeds=SIGMA, stall=STALL) -> list[dict]:
+def _compare(pool, cells, runs_dir, cores, own_cores, only, call, speeds=SIGMA, stall=None) -> list[dict]:
+    """Each cell simulated at its seeds; `stall` None: the stall fitted at the cell's worker count."""
     rows = []
     asp = {(c["job"], c["workers"]): statistics.median(c["staleness"]) for c in cells
            if c["protocol"] == "asp" and c["staleness"]}
     for cell in [c for c in cells if not only or c["protocol"] in only]:
         target = asp.get((cell["job"], cell["workers"]))
-        models = {"shared": shared_model(speeds, cores, target, stall, call)} if target else {}
+        held = stall_for(cell["workers"]) if stall is None else stall
+        models = {"shared": shared_model(speeds, cores, target, held, call)} if target else {}
         if own_cores:
             models["own"] = speeds
         real = spread(cell["accuracy"])
@@ -229,10 +239,10 @@ def main(argv=None) -> int:
                              "measured on this machine; 0: free)")
     parser.add_argument("--arrivals", default=SIGMA,
                         help=f"the workers' speeds before the shared cores and the call (default {SIGMA})")
-    parser.add_argument("--stall", default=STALL, metavar="P/M",
+    parser.add_argument("--stall", metavar="P/M",
                         help="the shared cores hold a step off after its read with probability P for an exponential "
-                             f"time of mean M steps (+cores:C:stall=P/M; default {STALL}, fitted on real runs' "
-                             "per-update staleness; '' none)")
+                             "time of mean M steps (+cores:C:stall=P/M; default by worker count, fitted on real runs' "
+                             f"per-update staleness: {', '.join(f'{n}: {p}' for n, p in STALLS.items())}; '' none)")
     parser.add_argument("--jobs", help="only these jobs (names as in the real result, comma-separated)")
     parser.add_argument("--protocols", help="simulate only these (comma-separated; the real ASP runs still calibrate)")
     parser.add_argument("--runs-dir", default="/tmp/scale-vs-real")

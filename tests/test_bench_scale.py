@@ -161,3 +161,24 @@ def test_the_comparisons_default_model_has_the_real_runs_tail():
                                   1250))
     assert fitted["mean"] == pytest.approx(1.74, abs=0.05) and plain["mean"] == pytest.approx(1.74, abs=0.05)
     assert 0.019 <= fitted["p_ge6"] <= 0.044 and plain["p_ge6"] < 0.01
+
+
+def test_each_worker_count_takes_the_stall_fitted_nearest_it():
+    # 2 and 4 workers were fitted apart (notebook 2026-11-28-simulator-11): 2 workers' real runs have fewer, shorter
+    # holds. A count not fitted takes the nearest fitted one's, a tie the larger's.
+    stalls = scale_vs_real.STALLS
+    assert stalls[2] != stalls[4] and scale_vs_real.STALL == stalls[4]
+    assert [scale_vs_real.stall_for(n) for n in (1, 2, 3, 4, 8)] == [stalls[2], stalls[2], stalls[4], stalls[4],
+                                                                     stalls[4]]
+
+
+def test_the_two_worker_stall_has_the_two_worker_runs_short_tail():
+    # Three instrumented batches of real 2-worker ASP runs (two of the quickstart, one of the digits CNN) put 0.2-0.8%
+    # of their updates 4 or more steps stale at mean 0.58 (notebook 2026-11-28-simulator-11); 4 workers' stall puts
+    # 2.8% there, the cores alone none.
+    from syncswitch.simulator.staleness_fit import model_staleness, shape
+
+    own, four = (shape(model_staleness(scale_vs_real.shared_model(scale_vs_real.SIGMA, 1, 0.58, stall=s), 2,
+                                       range(2), 1250)) for s in (scale_vs_real.stall_for(2), scale_vs_real.STALL))
+    assert own["mean"] == pytest.approx(0.58, abs=0.03) and four["mean"] == pytest.approx(0.58, abs=0.03)
+    assert 0.002 <= own["p_ge4"] <= 0.012 < 0.02 <= four["p_ge4"]
