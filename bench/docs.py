@@ -719,7 +719,12 @@ PEERS_NOTE = (
     "each worker's input (30a9ec4, `bsp-prefetch`): 0.98x MWMS's throughput median to median with it, 0.92x without; "
     "seed by seed 0.94-1.19x its own throughput without (1.08x median), the same accuracy to the last digit; on the "
     "2-core host at 0.4 CPU per node the same change gave 0.89-1.05x BSP's training time (three seeds a job, "
-    "bench/notebook/2026-11-27-coordinator-10.md).")
+    "bench/notebook/2026-11-27-coordinator-10.md). MNIST-1D at 0.4 CPU per node again at 4985e0b (2026-11-28, "
+    "fc-v657, tcmalloc, five seeds, one per quiet call; the read-ahead, and the switch target built but not warmed "
+    "up before training): BSP at 1.12-1.79x MWMS's throughput seed by seed (1.56x median to median), the default "
+    "(BSP then local SGD in every run, every trial kept) at 0.54-1.03x its seed's MWMS time to accuracy (0.60x "
+    "median to median; 0.55x at 10a5d37), accuracy 0.961 against 0.9625; start-up 15-19 s against BSP's 12-16 s, "
+    "whole runs 49-61 s against MWMS's 92-100 s.")
 
 
 def peers_kernel(doc: dict) -> str:
@@ -862,7 +867,8 @@ FIGURES += (
             "peers-resnet-unbudgeted-tcmalloc-main-2026-11-27.json",
             "peers-resnet-cpu040-tcmalloc-main-2026-11-27.json",
             "peers-mnist1d-cpu040-tcmalloc-main-2026-11-27.json",
-            "peers-resnet-unbudgeted-xeon16-prefetch-2026-11-27.json"),
+            "peers-resnet-unbudgeted-xeon16-prefetch-2026-11-27.json",
+            "peers-mnist1d-cpu040-tcmalloc-standby-2026-11-28.json"),
            ("python -m bench peers --job jobs/mnist1d_cnn.yaml --seeds S --variants single,mwms,bsp,default "
             "--target 0.95 --add-to F (seeds 1,2,3 then 4,5 per call, nothing else running)",
             "python -m bench peers --job jobs/mnist1d_cnn.yaml --cpus-per-node 0.4 --seeds S --variants "
@@ -922,7 +928,10 @@ FIGURES += (
             "python -m bench peers --job jobs/resnet_synthetic.yaml --seeds S --variants mwms,bsp --target 0.9 "
             "--add-to F, then --variants bsp on the tree with the prefetch (a lent 16-core machine, nothing else "
             "running, a8ec623 and 30a9ec4's change, order alternating by seed; the two files joined by "
-            "bench.peers.summarize)"), peers_render,
+            "bench.peers.summarize)",
+            "python -m bench peers --job jobs/mnist1d_cnn.yaml --cpus-per-node 0.4 --seeds S --variants "
+            "mwms,bsp,default --target 0.95 --allocator tcmalloc --add-to F --out G --runs-dir D (one seed per quiet "
+            "call, D a folder of the seed's own; the fc-v657 host; 4985e0b)"), peers_render,
            headline=peers_headline,
            note=PEERS_NOTE),
     Figure("ray", "The ray backend against the local one (quickstart, 3 nodes, 5 seeds)",
