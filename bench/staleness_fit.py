@@ -20,7 +20,7 @@ import sys
 
 import numpy as np
 
-from bench.scale_vs_real import SIGMA
+from bench.scale_vs_real import SIGMA, shared_model
 from syncswitch.errors import SpecError
 from syncswitch.simulator.arrivals import arrival_model
 from syncswitch.simulator.staleness_fit import chi_square, counted_staleness, model_staleness, shape
@@ -50,7 +50,7 @@ def fit_job(real_runs: list, workers: int, speeds: str, stalls: list[str], seeds
     updates = int(statistics.median(len(r) for r in real_runs))
     rows = []
     for stall in [""] + stalls:
-        model = f"{speeds}+cores:1:staleness={mean:.4f}" + (f":stall={stall}" if stall else "")
+        model = shared_model(speeds, 1, mean, stall, call=0.0)  # the comparison's model, ASP (no call priced)
         sim = model_staleness(model, workers, range(seeds), updates)
         rows.append({"stall": stall or None, "model": model, "chi_square": round(chi_square(real, sim), 1),
                      **shape(sim)})
