@@ -20,7 +20,8 @@ import sys
 from collections.abc import Callable
 
 from bench import common
-from bench.peers import allocator_of
+from bench.docs_format import spread_text, table, x
+from bench.peers_docs import PEERS_NOTE, peers_headline, peers_render
 
 RESULTS = os.path.join(common.ROOT, "bench", "results")
 MARK_BEGIN, MARK_END = "<!-- results:begin -->", "<!-- results:end -->"
@@ -73,9 +74,28 @@ def index_commands(figure: Figure) -> tuple[str, ...]:
         len(figure.files)
 
 
+def _recorded(doc: dict) -> str | None:
+    commit = doc["machine"].get("git_commit") if isinstance(doc.get("machine"), dict) else None
+    return commit[:7] + ("-dirty" if commit.endswith("-dirty") else "") if commit else None
+
+
 def commit_of(figure: Figure, docs: list[dict]) -> str:
-    recorded = [d["machine"].get("git_commit") if isinstance(d.get("machine"), dict) else None for d in docs]
-    return next((c[:7] + ("-dirty" if c.endswith("-dirty") else "") for c in recorded if c), figure.commit or "?")
+    return next((c for c in map(_recorded, docs) if c), figure.commit or "?")
+
+
+def newest(figure: Figure, docs: list[dict]) -> int:
+    """The index of the figure's newest file (the latest date, the last listed among equals): the README row's."""
+    dates = [date_of(f, d) for f, d in zip(figure.files, docs)]
+    return max(range(len(docs)), key=lambda i: (dates[i], i))
+
+
+def commits_text(figure: Figure, docs: list[dict]) -> str:
+    """`at commit X` where every file records one commit (or none, the figure's), else where to find each."""
+    recorded = {c for c in map(_recorded, docs) if c}
+    if len(recorded) <= 1:
+        return f"at commit `{commit_of(figure, docs)}`"
+    latest = _recorded(docs[newest(figure, docs)]) or commit_of(figure, docs)
+    return f"at {len(recorded)} commits, each file's in its `machine.git_commit` (the newest file's `{latest}`)"
 
 
 def pooled(stats: list[dict]) -> dict:
@@ -83,23 +103,8 @@ def pooled(stats: list[dict]) -> dict:
     return common.spread([v for s in stats for v in (s or {}).get("runs") or []])
 
 
-def spread_text(s: dict, digits: int = 3) -> str:
-    if not s or s.get("median") is None:
-        return "–"
-    m, lo, hi = (f"{round(s[k], digits) + 0.0:.{digits}f}" for k in ("median", "min", "max"))  # no "-0.00"
-    return m if s.get("n") == 1 else f"{m} [{lo}, {hi}]"
-
-
-def x(value) -> str:
-    return "–" if value is None else f"{value:.2f}x"
-
-
-def table(header: list[str], rows: list[list[str]]) -> list[str]:
-    return ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)] + \
-        ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
-
-
 # -- accuracy-safe switching --------------------------------------------------------------------------------------
+
 
 def _safety_workloads(docs: list[dict]) -> dict:
     """{workload: {variant: [stats per file]}} over the files, in their order."""
@@ -594,231 +599,6 @@ FIGURES = (
            "python -m bench suite --only switch_overhead,init_time,hook_overhead (nothing else running)",
            runtime_render, note=RUNTIME_NOTE),
 )
-PEER_NAMES = {"single": "one process alone", "mwms": "TensorFlow's MultiWorkerMirroredStrategy",
-              "ps-strategy": "TensorFlow's ParameterServerStrategy with a ClusterCoordinator (asynchronous)",
-              "bsp": "syncswitch BSP by all-reduce", "asp": "syncswitch ASP",
-              "bsp-prefetch": "syncswitch BSP by all-reduce with one batch read ahead at the end of each worker's "
-                              "input (30a9ec4; `bsp` in the same cell is the tree before it)",
-              "default": "syncswitch's default switch (BSP by all-reduce until the switch rule's point, 0.25 at the "
-                         "earliest, then `local-sgd` averaging by all-reduce every 2 steps)",
-              "no-sync": "syncswitch's workers on their own copies, averaged once at the end (no communication: the "
-                         "nodes' ceiling for any protocol; its accuracy is not a result)",
-              "tf-no-sync": "the one-process TF2 loop in one process per node, each on its shard of the data (MWMS's "
-                            "workers without the all-reduce; each trains its own model: no accuracy)"}
-
-
-PEERS_NOTE = (
-    "Peers: MWMS and one process step with tf.compat.v1.train.MomentumOptimizer, the update rule syncswitch applies "
-    "(Keras' SGD carries the old rate's velocity past each rate drop: 0.03-0.08 accuracy on the ResNet's 93-update "
-    "job); ps-strategy keeps Keras' SGD. How time is counted: the peers evaluate 10 times and stop their clock while "
-    "they do (and start it after their first step); syncswitch's training time runs from its first step to its last "
-    "without a stop. From 8a76378 on, syncswitch's local runs score the checkpoints of phases the guard does not "
-    "watch after the last step (`evaluation.live: auto`, docs/evaluation.md), so a synchronous run, like the peers, "
-    "no longer pays for its evaluations in its training time (it still writes its 20 checkpoints, the first one's "
-    "copy and write made before training from e7836a6 on); a switched run's guarded phase is scored live. The "
-    "synthetic ResNet, no budget: five seeds at f8be103 (the speed rule's pause from BSP's step and the nodes' "
-    "budget, a failed trial at its whole length), one seed per quiet call: seed by seed BSP at 0.81-0.92x MWMS's "
-    "throughput (median 0.87x); every default run stayed on BSP without a trial (two 0.62-0.75 s pauses and a "
-    "2.6 s trial against 0.8-1.1 s a kept target would win), its time to accuracy 0.97-1.29x the same seed's BSP "
-    "run (1.01x median; seed 2 ran slow throughout) and 1.02-1.30x MWMS's (1.07x median). MNIST-1D at 0.4 CPU "
-    "per node (each peer "
-    "process, each syncswitch node in its own cgroup): five seeds at 8925956 (the stream fix and the warm-up "
-    "publish), one seed per quiet call, without the one-process variant (120-133 s a run in a 0.4-CPU cgroup). "
-    "MNIST-1D, no budget: "
-    "five seeds at 40dad81 (`evaluation.live`; the speed rule's sequential trial, which measures on while "
-    "local-sgd's ratio is within the noise of its bar: 3 of 5 runs kept local-sgd at 1.13-1.22x BSP, 2 went back "
-    "after two reports at 0.80x and 0.92x). The ResNet at 0.4 CPU per node: five seeds at "
-    "d059ff8 (seeds 1-2) and f8be103 (the speed rule prices a switch's pause from the nodes' CPU budget and BSP's "
-    "step, and a failed trial at its whole length, rolled back; f8be103 adds a bound inside trials, and no run made "
-    "one), one seed per quiet call, without the one-process variant: seed by seed BSP at 0.87-0.97x MWMS's "
-    "throughput (median 0.89x); every default run stayed on BSP without a trial (\"not trying local-sgd: a trial "
-    "that goes back would cost 4.6-4.9 s (two 1.0-1.1 s pauses and a 2.6-2.7 s trial), more than a 1.25x target "
-    "would win back (0.6-1.0 s)\"), so its time to accuracy is BSP's (0.96-1.07x the same seed's BSP run, "
-    "0.96-1.08x MWMS's). "
-    "The fc-v657 host (2026-11-27, AMD EPYC, the ResNet with no budget, five seeds, one seed per quiet call, from a "
-    "clone of the tree of 170be7a before its rebase onto 351e601; no runtime code differs): there MWMS ran at "
-    "0.53-0.67x one process's speed where on fc-v769 it ran at 1.15-1.30x, while syncswitch's BSP ran at "
-    "1.09-1.19x here and 1.04-1.12x there: "
-    "seed by seed BSP at 1.65-2.17x MWMS's throughput and the default (on BSP, no trial) at 0.47-0.62x MWMS's time "
-    "to accuracy. `no-sync`, the same four workers with no communication, ran at 1.01-1.23x BSP's throughput "
-    "(median 1.10x): the ceiling of what any protocol could gain over BSP on these nodes, under the 1.25x a "
-    "switch must hope for. MWMS's training window kept both cores busy (idle under 2% outside its evaluations): "
-    "it spends more CPU a step on this host, not more time waiting: a perf profile put half its CPU in the kernel, "
-    "27% in page faults, zeroing and unmapping of the memory its steps free and take back (syncswitch's BSP: "
-    "11% and 2%; bench/notebook/2026-11-27-coordinator.md). That is glibc's allocator on this host's kernel, and a "
-    "TensorFlow user can remove it: seed 1 again in one quiet call, MWMS with tcmalloc preloaded "
-    "(`LD_PRELOAD=libtcmalloc_minimal.so.4`) trained in 19.7 s (609 ex/s) against 45.0 s as shipped (glibc's "
-    "trim and mmap thresholds raised: 44.7 s), and syncswitch's BSP in 24.5 s with tcmalloc, 26.3 s without: "
-    "against an MWMS on tcmalloc, BSP runs at 0.80x its throughput on this host too, as on fc-v769 (one seed). "
-    "The same cell with tcmalloc preloaded into every process of every variant (`--allocator tcmalloc`; five "
-    "seeds at 5cd82a8, one per quiet call): MWMS 2.3x faster than on glibc, syncswitch's BSP no faster (a "
-    "side-by-side check of BSP alone on the two mallocs, three seeds, swung 0.76-1.41x: no evidence either way), "
-    "so BSP at 0.75-0.92x MWMS's throughput (median 0.87x) and the default, on BSP without a trial in every run, "
-    "at 1.05-1.44x MWMS's time to accuracy; accuracy 0.930 against 0.926. `no-sync`, syncswitch's workers with no "
-    "communication at all, ran at 0.81-1.00x MWMS's throughput (median 0.96x) and 1.06-1.19x BSP's: against a "
-    "tuned MWMS the gap on this job is the workers' own cost per sample, not the all-reduce, so no protocol "
-    "syncswitch could switch to would reach MWMS's speed here (a perf profile of a BSP run: 88% of both cores in "
-    "TensorFlow's compute threads, under 8% in the all-reduce, the step loop, the manager and the agents; "
-    "bench/notebook/2026-11-27-coordinator-2.md). MNIST-1D with tcmalloc in every process on the same host (five "
-    "seeds at 5cd82a8, one per quiet call): BSP at 1.02-1.26x MWMS's throughput (median 1.11x), the default "
-    "(BSP then local SGD in every run) at 0.67-1.05x MWMS's time to accuracy (median 0.81x), accuracy 0.961 against "
-    "0.963; one process alone trained in half MWMS's time there and 0.70x the default's. Where the ResNet's gap "
-    "lies (five seeds at d4373f4, tcmalloc, one per quiet call, against `tf-no-sync`: TensorFlow's one-process "
-    "loop in one process per node, each on its shard, no communication): MWMS took 1.04-1.20x `tf-no-sync`'s time "
-    "(median 1.09x) and syncswitch's BSP 1.02-1.15x its `no-sync`'s (1.09x), so the two all-reduces cost the same "
-    "share; syncswitch's `no-sync` took 1.09-1.26x `tf-no-sync`'s (1.16x): the gap is a syncswitch worker's cost "
-    "per sample outside communication (bench/notebook/2026-11-27-coordinator-3.md). MNIST-1D at 0.4 CPU per node "
-    "with tcmalloc in every process (five seeds at d4373f4, one per quiet call, fc-v657): BSP at 1.39x MWMS's "
-    "throughput, the default (BSP then local SGD in every run; one went back to BSP after its trial) at 0.52-1.04x "
-    "its seed's MWMS time to accuracy (0.74x median to median), accuracy 0.961 against 0.963; MWMS's processes "
-    "used 127 CPU-seconds a run against syncswitch's 87. The ResNet again at 513fb72 (the nodes' pool threads no "
-    "longer spin where tasks share the cores; five seeds, tcmalloc, one per quiet call): BSP at 0.81-0.92x MWMS's "
-    "throughput seed by seed (0.88x median to median), the default on BSP without a trial in every run at 1.06-1.29x "
-    "its seed's MWMS time to accuracy (1.15x), accuracy 0.930 against 0.926: within the spread of the cell before "
-    "it; the headline takes each job, budget, host and malloc's latest cell. The ResNet at 0.4 CPU per node with "
-    "tcmalloc in every process on the same host (five seeds at f229f1c): BSP at 0.78-1.00x MWMS's throughput seed "
-    "by seed, the default on BSP without a trial in every run at 1.03-1.25x its seed's MWMS time to accuracy, "
-    "accuracy 0.930 against 0.926; each run took 29-36 s here against 13-16 s on fc-v769's budgeted nodes. "
-    "The two cells on a 16-core Intel Xeon (fc-v657-gpu, a lent machine with a GPU the runs do not use; Python "
-    "3.12.3 and the `tensorflow-cpu` 2.21.0 wheel, symbols stripped and headers left out to carry it there; every "
-    "process at syncswitch's one intra-op thread, the peers too; 99af48e): with cores to spare the ResNet's "
-    "`no-sync` still runs at 0.90x MWMS's throughput (median of 3 seeds), so there syncswitch's node costs more per "
-    "step than TF2's loop with its all-reduce; the MNIST-1D cell is one seed. The two unbudgeted tcmalloc cells "
-    "again at 4732653 (2026-11-27, fc-v657, five seeds, one per quiet call), after two changes to what a run's clock "
-    "holds: the step that ends a collective phase runs a call signature the warm-up registered (d570218; it paid "
-    "0.6-0.9 s at the end of BSP and local SGD before), and a worker's first batch was staged before training "
-    "(e3cfda0, 4732653: the refill of the input pipeline after the warm-up's restart left the first step; "
-    "bit for bit the same training; reverted afterwards: it made the quickstart's training 1.10x slower and "
-    "gained nothing measurable here). MNIST-1D: BSP at 1.48x MWMS's throughput (median to median; 0.67x its "
-    "training time, 0.78x its time to accuracy), the default (BSP then local SGD in every run) at 0.82x MWMS's time "
-    "to accuracy, accuracy 0.961 against 0.963 (the bar, 0.80x, missed by 0.02; BSP alone reached the target "
-    "sooner than the switched run). The ResNet: BSP at 0.80-0.98x MWMS's throughput seed by seed (0.89x median to "
-    "median, 0.88x in the cell before), `no-sync` at 0.97x, the default on BSP without a trial in every run at "
-    "1.14-1.24x its seed's MWMS time to accuracy; accuracy 0.930 against 0.926 (bench/notebook/"
-    "2026-11-27-coordinator-7.md). The 16-core cells again at ce5517b (a lent machine's 16 Intel Xeon cores, "
-    "fc-v657-gpu, the GPU unused; glibc malloc; nothing else running), after d570218: the ResNet's BSP at "
-    "0.85-0.97x MWMS's throughput seed by seed (0.92x median to median, 0.82x at 99af48e before the boundary's "
-    "warm-up), the default on BSP without a trial in every run at 0.95-1.17x its seed's MWMS time to accuracy "
-    "(1.08x median to median), accuracy 0.930 against 0.927; MNIST-1D, one seed: BSP at 1.38x MWMS's throughput, "
-    "the default (BSP then local SGD) at 0.66x its time to accuracy, accuracy 0.964 against 0.961 "
-    "(bench/notebook/2026-11-27-coordinator-8.md). MNIST-1D again on the 2-core host at e3fe8a6 (the code of "
-    "ce5517b: the stage reverted; tcmalloc, five seeds, one per quiet call): BSP at 1.19-1.52x MWMS's throughput "
-    "seed by seed (1.39x median to median), the default (BSP then local SGD in every run) at 0.58-0.88x its seed's "
-    "MWMS time to accuracy (0.67x median to median; 0.82x in the staged cell), accuracy 0.961 against 0.9625. "
-    "The ResNet the same way: BSP at 0.85-1.10x MWMS's throughput seed by seed (0.97x median to median; 0.89x in "
-    "the staged cell), the default on BSP without a trial in every run at 1.02-1.23x its seed's MWMS time to "
-    "accuracy (1.08x), accuracy 0.930 against 0.926. The ResNet at 0.4 CPU per node again at 10a5d37 (2026-11-27, "
-    "fc-v657, tcmalloc, five seeds, one per quiet call; the code of d570218's boundary warm-up, which the cell at "
-    "f229f1c predates): BSP at 0.94-1.17x MWMS's throughput seed by seed (1.07x median to median; 0.88x at "
-    "f229f1c), the default on BSP without a trial in every run at 0.88-1.14x its seed's MWMS time to accuracy "
-    "(1.02x), accuracy 0.930 against 0.926 (bench/notebook/2026-11-27-coordinator-9.md). MNIST-1D at 0.4 CPU per "
-    "node the same way at 10a5d37: BSP at 1.38-1.66x MWMS's throughput seed by seed (1.46x median to median), the "
-    "default (BSP then local SGD in every run) at 0.42-0.73x its seed's MWMS time to accuracy (0.55x median to "
-    "median; 0.74x at d4373f4), accuracy 0.961 against 0.9625. The ResNet on a lent 16-core Xeon again (2026-11-27, "
-    "a8ec623, glibc, six seeds, order alternating by seed), BSP with and without one batch read ahead at the end of "
-    "each worker's input (30a9ec4, `bsp-prefetch`): 0.98x MWMS's throughput median to median with it, 0.92x without; "
-    "seed by seed 0.94-1.19x its own throughput without (1.08x median), the same accuracy to the last digit; on the "
-    "2-core host at 0.4 CPU per node the same change gave 0.89-1.05x BSP's training time (three seeds a job, "
-    "bench/notebook/2026-11-27-coordinator-10.md). MNIST-1D at 0.4 CPU per node again at 4985e0b (2026-11-28, "
-    "fc-v657, tcmalloc, five seeds, one per quiet call; the read-ahead, and the switch target built but not warmed "
-    "up before training): BSP at 1.12-1.79x MWMS's throughput seed by seed (1.56x median to median), the default "
-    "(BSP then local SGD in every run, every trial kept) at 0.54-1.03x its seed's MWMS time to accuracy (0.60x "
-    "median to median; 0.55x at 10a5d37), accuracy 0.961 against 0.9625; start-up 15-19 s against BSP's 12-16 s, "
-    "whole runs 49-61 s against MWMS's 92-100 s.")
-
-
-def peers_kernel(doc: dict) -> str:
-    """The kernel of the host a cell ran on, as the platform names it (`Linux-6.18.44-fc-v657`)."""
-    return doc.get("machine", {}).get("platform", "?").split("-x86_64")[0]
-
-
-def peers_host(doc: dict) -> str:
-    """The host a cell ran on: the same two frameworks rank differently on two of this project's hosts, and a
-    cell measured on a lent machine with more cores says how many."""
-    machine = doc.get("machine", {})
-    model, cpus = machine.get("cpu_model"), machine.get("cpu_count")
-    model = f"{model} ({cpus} CPUs)" if model and cpus and cpus != 2 else model
-    return f"{model}, {peers_kernel(doc)}" if model else peers_kernel(doc)
-
-
-def peers_cell(doc: dict) -> str:
-    budget = f"{doc['cpus_per_node']} CPU per node" if doc.get("cpus_per_node") else "no CPU budget"
-    malloc = "tcmalloc" if allocator_of(doc) == "tcmalloc" else "glibc malloc"
-    return f"`jobs/{os.path.basename(doc['job'])}`, {budget}, {malloc}, host {peers_host(doc)}"
-
-
-def peers_render(docs: list[dict]) -> list[str]:
-    seen = dict.fromkeys(v for doc in docs for v in doc["table"])
-    lines = [f"{docs[0]['workers']} workers, variants interleaved within each seed; time to accuracy is the "
-             "first evaluation at the cell's target. Variants: " +
-             "; ".join(f"`{v}` {PEER_NAMES.get(v, v)}" for v in seen) +
-             f". syncswitch's BSP ran by all-reduce ({docs[0].get('bsp_allreduce', 'asked for (allreduce: true)')}).",
-             ""]
-    for doc in docs:
-        rows = [[f"`{name}`", spread_text(v["final_accuracy"]), spread_text(v["train_time_s"], 1),
-                 spread_text(v["time_to_accuracy_s"], 1), spread_text(v["examples_per_s"], 0),
-                 x(v.get("train_time_vs_single")), x(v.get("train_time_vs_mwms")), x(v.get("tta_vs_mwms")),
-                 x(v.get("throughput_vs_mwms"))]
-                for name, v in doc["table"].items()]
-        seeds = f"{len(doc['seeds'])} seed" + ("s" if len(doc["seeds"]) != 1 else "")
-        lines += [f"### {peers_cell(doc)}: {seeds}, time to {doc['target_accuracy']}", ""]
-        lines += table(["variant", "final accuracy", "training time s", "time to accuracy s", "examples/s",
-                        "time / one process's", "time / MWMS's", "TTA / MWMS's", "throughput / MWMS's"], rows)
-        lines.append("")
-    return lines[:-1]
-
-
-def peers_strongest(docs: list[dict]) -> list[dict]:
-    """The cells against the strongest MWMS measured: a glibc cell gives way to a tcmalloc cell of the same job,
-    budget and host (MWMS ran 2.3x faster on tcmalloc on fc-v657); results.md keeps both."""
-    def key(doc):
-        return doc["job"], doc.get("cpus_per_node"), peers_kernel(doc)
-
-    tuned = {key(doc) for doc in docs if allocator_of(doc) == "tcmalloc"}
-    return [doc for doc in docs if allocator_of(doc) == "tcmalloc" or key(doc) not in tuned]
-
-
-HEADLINE_SEEDS = 5  # a claim's bar (docs/results.md's rule): a cell of fewer seeds is shown, never headlined
-
-
-def headline_cells(docs: list[dict]) -> list[dict]:
-    """The cells that answer the headline's question (MWMS, syncswitch's BSP and its default switch, side by side,
-    over at least HEADLINE_SEEDS seeds), the latest (last listed) of each job, budget, host and malloc; a
-    diagnostic cell without them (`tf-no-sync` against `no-sync`), a cell of fewer seeds (a lent machine's few
-    minutes) and earlier code's cells stay in results.md only."""
-    latest = {}
-    for doc in docs:
-        if {"mwms", "bsp", "default"} <= set(doc["table"]) and len(doc["seeds"]) >= HEADLINE_SEEDS:
-            latest[doc["job"], doc.get("cpus_per_node"), peers_kernel(doc), allocator_of(doc)] = doc
-    kept = {id(doc) for doc in latest.values()}
-    return [doc for doc in docs if id(doc) in kept]
-
-
-def peers_headline(docs: list[dict]) -> tuple[str, str]:
-    """Every cell against the strongest MWMS measured, the missed ones too, grouped by host and malloc: the
-    comparison a TensorFlow user makes."""
-    hosts: dict[str, list[str]] = {}
-    gaps = []
-    docs = peers_strongest(headline_cells(docs))
-    for doc in docs:
-        t = doc["table"]
-        budget = f"@{doc['cpus_per_node']}" if doc.get("cpus_per_node") else ""  # CPUs a node; the title says so
-        job = os.path.basename(doc["job"]).split("_")[0]  # mnist1d, resnet: the cell must stay short
-        kernel = peers_kernel(doc).split("-", 2)[-1]  # fc-v657: the build names the host
-        if allocator_of(doc) != "system":
-            kernel += f" {allocator_of(doc)}"
-        hosts.setdefault(kernel, []).append(f"{job}{budget} {x(t['default']['tta_vs_mwms'])}/"
-                                            f"{x(t['bsp']['throughput_vs_mwms'])}")
-        gaps.append(t["mwms"]["final_accuracy"]["median"] - t["default"]["final_accuracy"]["median"])
-    cells = "; ".join(f"{kernel}: " + "; ".join(mine) for kernel, mine in hosts.items())  # the title says "by host"
-    seeds = sorted({len(doc["seeds"]) for doc in docs})
-    cells += f" ({seeds[0]} seeds)" if len(seeds) == 1 else f" ({seeds[0]}-{seeds[-1]} seeds)"
-    return ("syncswitch against MultiWorkerMirroredStrategy, 4 workers: the default switch's time to accuracy / "
-            "BSP's throughput, by host (ratios to MWMS on the same malloc; @N: N CPUs a node)",
-            cells + ("; the default's accuracy at or above MWMS's in every cell"
-                     if max(gaps) <= 0 else
-                     f"; default's accuracy within {max(gaps) * 100:.1f} points of MWMS's"))
-
 
 def core_overhead_render(docs: list[dict]) -> list[str]:
     doc = docs[0]
@@ -846,29 +626,32 @@ GLOBAL_BATCH_NOTE = (
     "now take 52-131 s a run, host_s in the files), each in the benches' child process at one TensorFlow thread. "
     "BSP's reference pools its runs at every size, near-copies of one training per seed.")
 
+PEERS_FILES = (  # in the order measured: a later cell of the same job, budget, host and malloc replaces one
+    "peers-mnist1d-unbudgeted-2026-11-26.json", "peers-mnist1d-cpu040-2026-11-26.json",
+    "peers-resnet-unbudgeted-2026-11-26.json", "peers-resnet-cpu040-2026-11-26.json",
+    "peers-resnet-unbudgeted-2026-11-27.json", "peers-resnet-unbudgeted-tcmalloc-2026-11-27.json",
+    "peers-mnist1d-unbudgeted-tcmalloc-2026-11-27.json",
+    "peers-resnet-unbudgeted-tcmalloc-nosync-2026-11-27.json", "peers-mnist1d-cpu040-tcmalloc-2026-11-27.json",
+    "peers-resnet-unbudgeted-tcmalloc-nospin-2026-11-27.json", "peers-resnet-cpu040-tcmalloc-2026-11-27.json",
+    "peers-resnet-unbudgeted-xeon16-2026-11-27.json", "peers-mnist1d-unbudgeted-xeon16-2026-11-27.json",
+    "peers-mnist1d-unbudgeted-tcmalloc-staged-2026-11-27.json",
+    "peers-resnet-unbudgeted-tcmalloc-staged-2026-11-27.json",
+    "peers-resnet-unbudgeted-xeon16-ce5517b-2026-11-27.json",
+    "peers-mnist1d-unbudgeted-xeon16-ce5517b-2026-11-27.json",
+    "peers-mnist1d-unbudgeted-tcmalloc-main-2026-11-27.json",
+    "peers-resnet-unbudgeted-tcmalloc-main-2026-11-27.json",
+    "peers-resnet-cpu040-tcmalloc-main-2026-11-27.json",
+    "peers-mnist1d-cpu040-tcmalloc-main-2026-11-27.json",
+    "peers-resnet-unbudgeted-xeon16-prefetch-2026-11-27.json",
+    "peers-mnist1d-cpu040-tcmalloc-standby-2026-11-28.json")
+
 FIGURES += (
     Figure("core-overhead", "Switch overhead at the current code",
            ("core-switch-overhead-2026-11-25.json",),
            "python -m bench switch-overhead --repeats 1 --sizes 4 (per tree, interleaved, nothing else running)",
            core_overhead_render, commit="6605dd6", note="Two rounds: a check that the refactor cost nothing."),
     Figure("peers", "Against what TensorFlow users run: MultiWorkerMirroredStrategy and one process",
-           ("peers-mnist1d-unbudgeted-2026-11-26.json", "peers-mnist1d-cpu040-2026-11-26.json",
-            "peers-resnet-unbudgeted-2026-11-26.json", "peers-resnet-cpu040-2026-11-26.json",
-            "peers-resnet-unbudgeted-2026-11-27.json", "peers-resnet-unbudgeted-tcmalloc-2026-11-27.json",
-            "peers-mnist1d-unbudgeted-tcmalloc-2026-11-27.json",
-            "peers-resnet-unbudgeted-tcmalloc-nosync-2026-11-27.json", "peers-mnist1d-cpu040-tcmalloc-2026-11-27.json",
-            "peers-resnet-unbudgeted-tcmalloc-nospin-2026-11-27.json", "peers-resnet-cpu040-tcmalloc-2026-11-27.json",
-            "peers-resnet-unbudgeted-xeon16-2026-11-27.json", "peers-mnist1d-unbudgeted-xeon16-2026-11-27.json",
-            "peers-mnist1d-unbudgeted-tcmalloc-staged-2026-11-27.json",
-            "peers-resnet-unbudgeted-tcmalloc-staged-2026-11-27.json",
-            "peers-resnet-unbudgeted-xeon16-ce5517b-2026-11-27.json",
-            "peers-mnist1d-unbudgeted-xeon16-ce5517b-2026-11-27.json",
-            "peers-mnist1d-unbudgeted-tcmalloc-main-2026-11-27.json",
-            "peers-resnet-unbudgeted-tcmalloc-main-2026-11-27.json",
-            "peers-resnet-cpu040-tcmalloc-main-2026-11-27.json",
-            "peers-mnist1d-cpu040-tcmalloc-main-2026-11-27.json",
-            "peers-resnet-unbudgeted-xeon16-prefetch-2026-11-27.json",
-            "peers-mnist1d-cpu040-tcmalloc-standby-2026-11-28.json"),
+           PEERS_FILES,
            ("python -m bench peers --job jobs/mnist1d_cnn.yaml --seeds S --variants single,mwms,bsp,default "
             "--target 0.95 --add-to F (seeds 1,2,3 then 4,5 per call, nothing else running)",
             "python -m bench peers --job jobs/mnist1d_cnn.yaml --cpus-per-node 0.4 --seeds S --variants "
@@ -931,9 +714,8 @@ FIGURES += (
             "bench.peers.summarize)",
             "python -m bench peers --job jobs/mnist1d_cnn.yaml --cpus-per-node 0.4 --seeds S --variants "
             "mwms,bsp,default --target 0.95 --allocator tcmalloc --add-to F --out G --runs-dir D (one seed per quiet "
-            "call, D a folder of the seed's own; the fc-v657 host; 4985e0b)"), peers_render,
-           headline=peers_headline,
-           note=PEERS_NOTE),
+            "call, D a folder of the seed's own; the fc-v657 host; 4985e0b)"),
+           lambda docs: peers_render(docs, PEERS_FILES), headline=peers_headline, note=PEERS_NOTE),
     Figure("ray", "The ray backend against the local one (quickstart, 3 nodes, 5 seeds)",
            ("ray-compare-2026-11-26.json", "ray-recovery-2026-11-26.json", "ray-fanout-2026-11-26.json"),
            ("python -m bench ray-backend compare --seeds 5 (nothing else running)",
@@ -1328,7 +1110,7 @@ def figure_section(figure: Figure) -> list[str]:
     if figure.note:
         lines += [figure.note, ""]
     how = "; ".join(f"`{c}`" for c in dict.fromkeys(commands(figure)))
-    lines += [f"Measured {', '.join(dates)} at commit `{commit_of(figure, docs)}` by {how}; result files {files}.",
+    lines += [f"Measured {', '.join(dates)} {commits_text(figure, docs)} by {how}; result files {files}.",
               ""]
     return lines
 
@@ -1353,8 +1135,9 @@ def render_headline() -> str:
         figure = by_key[key]
         docs = [load(f) for f in figure.files]
         claim, value = figure.headline(docs)
-        date = max(date_of(f, d) for f, d in zip(figure.files, docs))
-        rows.append([claim, value, date, f"`{commit_of(figure, docs)}`", f"`{figure.files[0]}`"])
+        i = newest(figure, docs)
+        commit = _recorded(docs[i]) or commit_of(figure, docs)
+        rows.append([claim, value, date_of(figure.files[i], docs[i]), f"`{commit}`", f"`{figure.files[i]}`"])
     return "\n".join(table(["claim", "value", "date", "commit", "result file (bench/results/)"], rows))
 
 

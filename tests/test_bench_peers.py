@@ -134,34 +134,11 @@ def test_no_sync_is_local_sgd_averaged_only_at_the_end_of_the_resnets_workload()
     assert phase.protocol == "local-sgd" and dict(phase.params)["period"] > steps  # never averaged before the end
 
 
-def test_a_peers_cell_names_its_host():
-    from bench import docs
-
-    doc = {"job": "jobs/resnet_synthetic.yaml", "cpus_per_node": None,
-           "machine": {"platform": "Linux-6.18.44-fc-v657-x86_64-with-glibc2.36", "cpu_model": "AMD EPYC"}}
-    assert docs.peers_cell(doc).endswith("host AMD EPYC, Linux-6.18.44-fc-v657")
-    doc["machine"]["cpu_count"] = 2  # this project's machine: its cores go without saying
-    assert docs.peers_cell(doc).endswith("host AMD EPYC, Linux-6.18.44-fc-v657")
-    doc["machine"]["cpu_count"] = 16  # a lent machine's cell says how many cores it had
-    assert docs.peers_cell(doc).endswith("host AMD EPYC (16 CPUs), Linux-6.18.44-fc-v657")
-    del doc["machine"]["cpu_model"]  # files written before the processor was recorded
-    assert docs.peers_cell(doc).endswith("host Linux-6.18.44-fc-v657")
-
-
 def test_a_cell_without_mwms_is_summarized_without_its_ratios():
     runs = [{"variant": "bsp", "seed": 1, "train_time_s": 20.0, "time_to_accuracy_s": 10.0, "final_accuracy": 0.9,
              "examples_per_s": 600.0}]
     row = peers.summarize(runs)["bsp"]
     assert row["train_time_s"]["median"] == 20.0 and "tta_vs_mwms" not in row
-
-
-def test_a_peers_cell_names_its_allocator():
-    from bench import docs
-
-    doc = {"job": "jobs/resnet_synthetic.yaml", "cpus_per_node": None, "machine": {"platform": "Linux-6.1-x86_64"}}
-    assert ", glibc malloc, host" in docs.peers_cell(doc)  # files before --allocator ran on the system's
-    doc["allocator"] = {"name": "tcmalloc", "library": "/usr/lib/libtcmalloc_minimal.so.4"}
-    assert ", tcmalloc, host" in docs.peers_cell(doc)
 
 
 def test_tcmalloc_is_found_where_a_distribution_installs_it_or_named_missing(tmp_path):
@@ -193,51 +170,6 @@ def test_runs_of_another_allocator_are_not_added_to_a_cell(tmp_path):
     args.allocator = "tcmalloc"
     with pytest.raises(SystemExit, match="its allocator is 'system', this run's 'tcmalloc'"):
         peers.earlier_runs(args)
-
-
-def test_the_headline_compares_against_tcmalloc_where_a_host_has_both():
-    from bench import docs
-
-    def cell(job, allocator=None, kernel="fc-v657"):
-        doc = {"job": job, "cpus_per_node": None, "machine": {"platform": f"Linux-6.18.44-{kernel}-x86_64"}}
-        return dict(doc, allocator={"name": allocator}) if allocator else doc
-
-    glibc, tuned = cell("jobs/resnet_synthetic.yaml"), cell("jobs/resnet_synthetic.yaml", "tcmalloc")
-    other_host, other_job = cell("jobs/resnet_synthetic.yaml", kernel="fc-v769"), cell("jobs/mnist1d_cnn.yaml")
-    assert docs.peers_strongest([glibc, tuned, other_host, other_job]) == [tuned, other_host, other_job]
-    assert docs.peers_strongest([glibc]) == [glibc]
-
-
-def test_a_diagnostic_cell_without_the_default_switch_stays_out_of_the_headline():
-    from bench import docs
-
-    seeds = [1, 2, 3, 4, 5]
-    full = {"job": "j", "seeds": seeds, "table": dict.fromkeys(["mwms", "bsp", "default", "no-sync"], {})}
-    diagnostic = {"job": "j", "seeds": seeds, "table": dict.fromkeys(["mwms", "tf-no-sync", "bsp", "no-sync"], {})}
-    assert docs.headline_cells([full, diagnostic]) == [full]
-
-
-def test_a_cell_of_fewer_than_five_seeds_stays_out_of_the_headline():
-    from bench import docs
-
-    def cell(seeds, kernel):
-        return {"job": "j", "seeds": seeds, "table": dict.fromkeys(["mwms", "bsp", "default"], {}),
-                "machine": {"platform": f"Linux-6.18.44-{kernel}-x86_64"}}
-
-    five, three = cell([1, 2, 3, 4, 5], "fc-v657"), cell([1, 2, 3], "fc-v657-gpu")
-    assert docs.headline_cells([five, three]) == [five]
-
-
-def test_the_headline_takes_the_latest_cell_of_a_job_budget_host_and_malloc():
-    from bench import docs
-
-    def cell(job, cpus=None):
-        return {"job": job, "cpus_per_node": cpus, "seeds": [1, 2, 3, 4, 5],
-                "table": dict.fromkeys(["mwms", "bsp", "default"], {})}
-
-    resnet = "jobs/resnet_synthetic.yaml"
-    old, other, new, budgeted = cell(resnet), cell("jobs/mnist1d_cnn.yaml"), cell(resnet), cell(resnet, 0.4)
-    assert docs.headline_cells([old, other, budgeted, new]) == [other, budgeted, new]
 
 
 def test_a_run_folder_that_already_holds_a_run_is_refused_not_read(tmp_path):
