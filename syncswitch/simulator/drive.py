@@ -8,25 +8,18 @@ sample budget is spent or a verdict came in.
 
 from __future__ import annotations
 
-import heapq
-
 
 def run_async(sim, rule, until_samples: int):
-    """Each worker reads when its step gets a core, computes and pushes; pushes are applied in time order. A rule
-    that decides at a push's arrival and lands it after a further round trip (`rule.lands_after_call`, specsync)
-    has its kept update applied when the call ends, after any peer's update that landed meanwhile."""
+    """Each worker reads when its step gets a core, computes and pushes; pushes are applied in time order."""
     cpu = sim.cores()
     began, reads = {}, {}
-    landing = Landing(sim, rule)
     for c in range(sim.workers):
         start(cpu, sim, rule, sim.now, c)
     parked: list[int] = []
     while rule.s.samples < min(until_samples, sim.until):
         event = cpu.next()
-        verdict = landing.until(event[1] if event is not None else None)
-        # Updates still in their call when the budget is spent stay out, as the steps still computing do.
-        if verdict is not None or event is None or rule.s.samples >= min(until_samples, sim.until):
-            return verdict
+        if event is None:
+            break
         kind, t, c = event
         sim.now = rule.now = t
         if kind == "read":
@@ -34,15 +27,6 @@ def run_async(sim, rule, until_samples: int):
             continue
         point, stamp = reads[c]
         g, loss = sim.gradient(point, sim.batch(c))
-        if rule.lands_after_call:  # the worker waits off the cores for the decision's call (never parked)
-            waiting = start(cpu, sim, rule, t, c)
-            if rule.decide(g, stamp, c):
-                landing.add(t + waiting, c, g, stamp, loss, t - began[c])
-                continue
-            verdict = sim.after_update(rule, c, loss, t - began[c], 0.0)  # dropped: reported, never applied
-            if verdict is not None:
-                return verdict
-            continue
         sim.before_update(rule)
         rule.apply_update(g, stamp, c)
         verdict = sim.after_update(rule, c, loss, t - began[c], 0.0)
@@ -58,39 +42,12 @@ def run_async(sim, rule, until_samples: int):
     return None
 
 
-class Landing:
-    """Updates kept at their arrival and applied when their call ends (in time order, then in arrival order)."""
-
-    def __init__(self, sim, rule):
-        self.sim, self.rule = sim, rule
-        self.pending: list = []
-        self._arrivals = 0
-
-    def add(self, at: float, worker: int, grads, stamp: int, loss, step_s: float) -> None:
-        self._arrivals += 1
-        heapq.heappush(self.pending, (at, self._arrivals, worker, grads, stamp, loss, step_s))
-
-    def until(self, t: float | None):
-        """Apply every update landing at or before `t` (None: all); the first guard verdict, or None."""
-        while self.pending and (t is None or self.pending[0][0] <= t):
-            at, _, worker, grads, stamp, loss, step_s = heapq.heappop(self.pending)
-            self.sim.now = self.rule.now = at
-            self.sim.before_update(self.rule)
-            self.rule.apply_update(grads, stamp, worker)
-            verdict = self.sim.after_update(self.rule, worker, loss, step_s, 0.0)
-            if verdict is not None:
-                return verdict
-        return None
-
-
-def start(cpu, sim, rule, now: float, worker: int) -> float:
+def start(cpu, sim, rule, now: float, worker: int) -> None:
     """The worker's next step: its time from the arrival model, of which the rule's blocking calls outside its
-    read-to-update window (`rule.calls` of them, each `call` of a step) are spent off the cores before the read;
-    the seconds of those calls."""
+    read-to-update window (`rule.calls` of them, each `call` of a step) are spent off the cores before the read."""
     work = sim.step_time(worker)
     waiting = min(rule.calls * sim.arrivals.call, 0.9) * work
     cpu.start(now, worker, work - waiting, waiting)
-    return waiting
 
 
 def run_rounds(sim, rule, until_samples: int):

@@ -42,9 +42,6 @@ class ServerRule(abc.ABC):
     # Blocking calls to the parameter servers a step makes outside its read-to-update window: the arrival model's
     # `call` prices each (a fraction of the step, spent off the core while the peers run).
     calls = 0
-    # Whether a push is decided at its arrival (`decide`) and, if kept, applied only when the step's call ends
-    # (`apply_update` then): peers' updates landing meanwhile make it staler than the count it was decided on.
-    lands_after_call = False
     # Where each element of an all-reduce buffer sits in the flat vector (ring.buffer_order); the run sets it from
     # its model (None: in place); `state_order` the same for a buffer of the parameters then their momentum.
     order = state_order = None

@@ -1,4 +1,4 @@
-"""The asynchronous driver's order of events: when a push is decided and when it lands."""
+"""The asynchronous driver's order of events: a push lands at once, before the read its freed core starts."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from syncswitch.simulator.rules import Shared
 
 
 class _Sim:
-    """Two workers on cores of their own with fixed step times, a call of half a step, gradients of ones."""
+    """Two workers on cores of their own with fixed step times, gradients of ones."""
 
     def __init__(self, steps: dict[int, float], until: int):
         self.workers, self.until, self.now = len(steps), until, 0.0
@@ -41,23 +41,7 @@ class _Sim:
         return None
 
 
-def test_specsync_decides_at_arrival_and_lands_when_its_call_ends():
-    """Worker 0 pushes at 1.0 and waits half a step (to 1.5) for the decision's call; worker 1's push arrives at
-    1.2, while worker 0's update is still in its call: counted 0 fresh, and it lands (at 1.8) on top of worker 0's,
-    as the engine's cond applies an update after the peers' that landed since its count."""
-    sim = _Sim({0: 1.0, 1: 1.2}, until=2)
-    rule = rule_for("specsync", Shared(w=np.zeros(2, np.float32), v=np.zeros(2, np.float32)), 2,
-                    {"abort_rate": 0.5, "abort_time": 0.0, "adaptive": False}, 1, 0)
-    assert drive.run_async(sim, rule, until_samples=2) is None
-    assert [round(push, 6) for _, push, _ in rule.log] == [1.5, 1.8]  # each when its call ended
-    assert [w for _, _, w in rule.log] == [0, 1]
-    assert rule.staleness == [0, 0]  # the count each was decided on: no update had landed at either arrival
-    assert rule.s.step == 2 and rule.s.samples == 2
-    np.testing.assert_allclose(rule.s.w, [-0.2, -0.2])  # both applied
-    assert [round(t, 6) for t, _ in sim.reports] == [1.5, 1.8]
-
-
-def test_a_rule_that_lands_at_once_applies_at_the_push():
+def test_an_asynchronous_push_lands_when_it_arrives():
     sim = _Sim({0: 1.0, 1: 1.2}, until=2)
     rule = rule_for("asp", Shared(w=np.zeros(2, np.float32), v=np.zeros(2, np.float32)), 2, {}, 1, 0)
     drive.run_async(sim, rule, until_samples=2)
