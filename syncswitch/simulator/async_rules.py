@@ -118,7 +118,10 @@ class SpecSync(Asp):
     gradient reaches the servers and only then decides, in a graph-mode cond across worker and servers, to apply
     or drop: the time after the count is outside the window (a peer's push landing there is counted by nobody).
     The simulator spends it as a call before the next read, so the count and the abort see what the engine's do;
-    the gradient applied misses those pushes, where the engine's is applied after them."""
+    the gradient applied misses those pushes, where the engine's is applied after them. Real runs' update-log rows
+    put about as many peers' updates there as in the count (2 and 4 workers, both shipped jobs: notebook
+    2026-11-28-coordinator-11); landing each update when its call ends gets the landed count right at 4 workers but
+    triples the aborts, so it is not done (same notebook)."""
 
     name = "specsync"
     calls = 1

@@ -25,7 +25,7 @@ class Rig:
     """One worker (`task` of 2) whose step has `before` peer updates land between its read and its gradient's
     arrival and `waiting` more between the arrival and its own update."""
 
-    def __init__(self, task: int = 1):
+    def __init__(self, task: int = 1, sum_given: bool = False):
         self.graph = tf.Graph()
         with self.graph.as_default():
             step = v1.train.get_or_create_global_step()
@@ -44,7 +44,7 @@ class Rig:
                 grad = tf.identity(grad)
             counting = CountingOptimizer(v1.train.GradientDescentOptimizer(0.1), samples, 1, "t")
             update = counting.apply_gradients([(grad, w)], step, after=[arrival])
-            self.train = tf.group(update, self.meter.record(arrival, counting.step_after))
+            self.train = tf.group(update, self.meter.record(arrival, counting.step_after, sum_given=sum_given))
             init = v1.global_variables_initializer()
         self.session = v1.Session(graph=self.graph)
         self.session.run(init)
@@ -67,6 +67,17 @@ def test_each_update_keeps_its_read_arrival_and_landing_step():
     log = stats["update_log"]
     counted = [landed - read for read, landed in zip(log["read"], log["landed"])]
     assert counted == [2, 3, 2] and stats["staleness_mean"] == pytest.approx(7 / 3) and stats["updates"] == 3
+
+
+def test_a_rule_counting_at_arrival_keeps_its_mean_and_the_rows_their_landing():
+    """specsync decides on the count at its gradient's arrival and its meter's mean is that count; the rows still
+    say how many peers' updates landed after it (the cond's round trip), for the simulator's fit."""
+    rig = Rig(task=1, sum_given=True)
+    for before, waiting in ((2, 0), (0, 3), (1, 1)):
+        rig.step(before, waiting)
+    stats = rig.meter.stats(rig.session)
+    assert stats["update_log"]["landed"] == [2, 6, 9] and stats["update_log"]["arrival"] == [2, 3, 8]
+    assert stats["staleness_mean"] == pytest.approx((2 + 0 + 1) / 3)  # at arrival: 2, 0, 1
 
 
 def test_a_phase_entry_empties_the_log():
@@ -108,21 +119,24 @@ def test_the_meter_keeps_no_rows_unless_asked():
 
 @pytest.mark.cluster
 def test_a_real_asp_run_records_every_update(write_spec, tmp_path, no_leftovers, monkeypatch):
-    """2 real workers, ASP then ASP again (two phases: the log starts over at the entry): each phase's rows are
-    its updates, both workers', and their counted staleness is the phase's mean to the last update."""
+    """2 real workers, ASP, DC-ASGD then specsync (the log starts over at each entry): each phase's rows are its
+    updates, both workers', and their counted staleness is the phase's mean to the last update (specsync's: the
+    count at the arrival, which its rule decides on)."""
     monkeypatch.setenv("SYNCSWITCH_UPDATE_LOG", "1")
     job = specmod.load(write_spec(DIGITS_JOB), [
         "workload.epochs=1", "policy.switch_rule=false",
-        "policy.schedule=[{protocol: asp, until: 0.5}, {protocol: dc-asgd}]"])
+        "policy.schedule=[{protocol: asp, until: 0.4}, {protocol: dc-asgd, until: 0.7}, {protocol: specsync}]"])
     summary = submission.submit(job, output_dir=str(tmp_path / "run"), progress=False)
     assert summary["status"] == "completed", summary["message"]
     for phase in summary["schedule"]:
         measured = phase["measured"]
         log = measured["update_log"]
         assert measured["update_log_dropped"] == 0
-        assert len(log["read"]) == measured["updates"] == phase["steps"] > 0
+        assert len(log["read"]) == measured["updates"] > 0  # specsync's dropped steps are not updates
+        assert measured["updates"] == phase["steps"] - measured.get("aborted_steps", 0)
         assert set(log["worker"]) == {0, 1}
         read, arrival, landed = (np.asarray(log[k]) for k in ("read", "arrival", "landed"))
         assert np.all(read <= arrival) and np.all(arrival <= landed)
         assert np.all(np.diff(landed) >= 0)
-        assert np.maximum(landed - read, 0).mean() == pytest.approx(measured["staleness_mean"], abs=1e-12)
+        mean = arrival - read if phase["protocol"] == "specsync" else np.maximum(landed - read, 0)
+        assert mean.mean() == pytest.approx(measured["staleness_mean"], abs=1e-12)

@@ -45,7 +45,8 @@ def build_engines(protocols, optimizer, grads_and_vars, global_step, samples, ba
                   **shared) -> dict[str, ProtocolEngine]:
     """Build the update path of every protocol the schedule uses, sharing one optimizer; `shared`: what some
     engines also need (the model replica, the rate tensors), passed to every one. `update_log`: the engines that
-    count staleness at their own update keep every update's row (update_log.py), else only the phase's mean."""
+    count their own update (asp, ssp, dc-asgd, fasgd, specsync) keep every update's row (update_log.py), else only
+    the phase's mean."""
     engines: dict[str, ProtocolEngine] = {}
     shared["update_log"] = LogPlace(num_workers, task_index) if update_log else None
     for protocol in protocols:

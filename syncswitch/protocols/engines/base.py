@@ -125,14 +125,15 @@ class StalenessMeter:
         with tf.device(self._global_step.device), tf.control_dependencies(ready):
             return tf.maximum(self._global_step.read_value() - self.step_at_read, 0)
 
-    def record(self, staleness, counted=None) -> tf.Operation:
+    def record(self, staleness, counted=None, sum_given: bool = False) -> tf.Operation:
         """Add one update's staleness; `counted`: the global step its update counted itself at, when the record
-        is the updates counted between the read and it (else `staleness` as given)."""
+        is the updates counted between the read and it (else `staleness` as given). `sum_given`: the phase's mean
+        stays the `staleness` given (a rule's own count, specsync's) while the row keeps the count at its update."""
         with tf.device(self._global_step.device):
             logged = []
             if counted is not None and self.log is not None:
                 logged.append(self.log.write(self.step_at_read, self.step_at_read + staleness, counted - 1))
-            if counted is not None:
+            if counted is not None and not sum_given:
                 staleness = tf.maximum(counted - 1 - self.step_at_read, 0)
             return tf.group(self.total.assign_add(staleness), self.count.assign_add(1), *logged)
 

@@ -59,10 +59,12 @@ class SpeculativeEngine(ProtocolEngine):
     name = "specsync"
 
     def __init__(self, optimizer, grads_and_vars, global_step, samples, per_worker_batch: int,
-                 num_workers: int, is_chief: bool = False, task_index: int = 0, **_):
+                 num_workers: int, is_chief: bool = False, task_index: int = 0, update_log=None, **_):
         self.num_workers = num_workers
         self._is_chief = is_chief
-        self.meter = StalenessMeter(global_step, self.name)
+        # The mean is the count the rule decides on (at the gradient's arrival); the rows, where kept, also say
+        # how many peers' updates landed after it, before this one's own (the cond's round trip).
+        self.meter = StalenessMeter(global_step, self.name, update_log)
         grads = [g for g, _ in grads_and_vars]
         fresh = self.meter.at_apply(grads)
         state = {"colocate": global_step}
@@ -101,7 +103,8 @@ class SpeculativeEngine(ProtocolEngine):
                 slot = tf.math.floormod(global_step.read_value(), LOG_SIZE)
                 entry = tf.stack([read_s, tf.timestamp(), tf.constant(float(task_index), tf.float64)])
                 logged = v1.scatter_update(self.log, slot[None], entry[None])
-            with tf.control_dependencies([update, self.meter.record(fresh), logged]):
+            recorded = self.meter.record(fresh, counting.step_after, sum_given=True)
+            with tf.control_dependencies([update, recorded, logged]):
                 return tf.identity(counting.counted)
 
         def drop():
