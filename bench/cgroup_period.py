@@ -225,4 +225,6 @@ def child_main(argv) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(child_main(sys.argv[1:]) if "--child" in sys.argv else common.main_of(__spec__.name))
+    from bench import parts
+
+    sys.exit(child_main(sys.argv[1:]) if "--child" in sys.argv else parts.main_of(__spec__.name))

@@ -280,4 +280,6 @@ def aggregate(results: list[dict]) -> dict:
 
 
 if __name__ == "__main__":
-    sys.exit(common.main_of(__spec__.name))
+    from bench import parts
+
+    sys.exit(parts.main_of(__spec__.name))

@@ -283,17 +283,6 @@ def run_module(module, name: str, argv) -> int:
     return 1 if "error" in result else 0
 
 
-def main_of(module_name: str, argv=None) -> int:
-    """`python -m bench.MODULE ARGS...` (a part's module run alone, `__spec__.name` its name): the same as
-    `python -m bench PART ARGS...`."""
-    import importlib
-
-    from bench.parts import PARTS
-
-    name = next((n for n, (m, _) in PARTS.items() if m == module_name), module_name.rsplit(".", 1)[-1])
-    return run_module(importlib.import_module(module_name), name, sys.argv[1:] if argv is None else argv)
-
-
 def standalone(description: str, add_args, run, argv=None) -> int:
     """main() of a module not yet registered as a part: parse args, run it, print its JSON (and write --out)."""
     import argparse

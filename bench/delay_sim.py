@@ -151,4 +151,6 @@ def run_part(args, root) -> dict:
             "mean_delay": {key: statistics.mean(d) for key, d in delays.items()}}
 
 if __name__ == "__main__":
-    sys.exit(common.main_of(__spec__.name))
+    from bench import parts
+
+    sys.exit(parts.main_of(__spec__.name))

@@ -217,8 +217,10 @@ def run_part(args, root) -> dict:
 
 
 if __name__ == "__main__":
+    from bench import parts
+
     if "--serve" in sys.argv:  # helper mode, started by Agents
         i = sys.argv.index("--serve")
         serve(int(sys.argv[i + 1]), sys.argv[sys.argv.index("--dir") + 1])
     else:
-        sys.exit(common.main_of(__spec__.name))
+        sys.exit(parts.main_of(__spec__.name))

@@ -114,6 +114,8 @@ def measure(argv) -> None:
 
 
 if __name__ == "__main__":
+    from bench import parts
+
     if "--measure" in sys.argv:
         measure(sys.argv[1:])
-    sys.exit(common.main_of(__spec__.name))
+    sys.exit(parts.main_of(__spec__.name))

@@ -80,3 +80,12 @@ def main(argv=None) -> int:
     from bench import common
 
     return common.run_module(load(name), name, rest)
+
+
+def main_of(module_name: str, argv=None) -> int:
+    """`python -m bench.MODULE ARGS...` (a part's module run alone, `__spec__.name` its name): the same as
+    `python -m bench PART ARGS...`."""
+    from bench import common
+
+    name = next((n for n, (m, _) in PARTS.items() if m == module_name), module_name.rsplit(".", 1)[-1])
+    return common.run_module(importlib.import_module(module_name), name, sys.argv[1:] if argv is None else argv)

@@ -155,4 +155,6 @@ def markdown(result: dict) -> list[str]:
 
 
 if __name__ == "__main__":
-    sys.exit(common.main_of(__spec__.name))
+    from bench import parts
+
+    sys.exit(parts.main_of(__spec__.name))

@@ -297,4 +297,6 @@ def run_part(args, root) -> dict:
 
 
 if __name__ == "__main__":
-    sys.exit(common.main_of(__spec__.name))
+    from bench import parts
+
+    sys.exit(parts.main_of(__spec__.name))

@@ -17,7 +17,7 @@ import os
 import sys
 import time
 
-from bench.common import ROOT, load_spec, log, main_of, spread, write_json
+from bench.common import ROOT, load_spec, log, spread, write_json
 from bench.sim_pool import SimPool
 from syncswitch.errors import SpecError
 
@@ -257,4 +257,6 @@ def _run_watched(pool, args, job: str, variant: str, n: int, seed: int, sizes: l
 
 
 if __name__ == "__main__":
-    sys.exit(main_of(__spec__.name))
+    from bench import parts
+
+    sys.exit(parts.main_of(__spec__.name))

@@ -19,23 +19,14 @@ from syncswitch.backends.base import (
 from syncswitch.backends import forking, readiness
 from syncswitch.backends.ray import journal as journals
 from syncswitch.backends.ray import options, placement
+from syncswitch.backends.ray.loader import import_ray
 from syncswitch.backends.ray.host import FORWARDED_PREFIX, NodeHost
 from syncswitch.errors import ClusterError
 from syncswitch.registry import BACKENDS
 
 log = logging.getLogger(__name__)
 NAMESPACE = "syncswitch"
-INSTALL_HINT = "the ray backend needs Ray: pip install 'syncswitch[ray]'"
 LOCAL_OBJECT_STORE_BYTES = 128 * 1024 * 1024  # agents pass nothing through Ray's object store
-
-
-def import_ray():
-    """The `ray` module, or a ClusterError with the one-line install hint."""
-    try:
-        import ray
-    except ImportError:
-        raise ClusterError(INSTALL_HINT) from None
-    return ray
 
 
 @BACKENDS.register("ray")

@@ -9,6 +9,7 @@ import os
 import signal
 import socket
 
+from syncswitch.backends.ray.loader import import_ray
 from syncswitch.files import write_json_atomic
 
 FILE = "ray-nodes.json"
@@ -136,8 +137,6 @@ def _reap_local_ray(session: str) -> list[str]:
 def _reap_on_cluster(doc: dict, namespace: str) -> list[str]:
     """The dead manager's actors and placement group on the cluster it used (Ray normally ends a dead driver's
     own; a detached or lingering one is killed here)."""
-    from syncswitch.backends.ray.backend import import_ray
-
     ray = import_ray()
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
     connected = not ray.is_initialized()
