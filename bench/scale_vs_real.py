@@ -43,7 +43,10 @@ CALL = 0.19  # 1 - 1/1.23: SSP's and specsync's steps against ASP's, same seed a
 # seeds on each of the quickstart and the digits CNN (notebook 2026-11-27-simulator-10); without stalls the model has
 # the real mean and a tenth of the real share of updates 6 or more steps stale (chi-square 130-185x the fit's).
 # 2 workers: two quickstart batches and one of the digits CNN (notebook 2026-11-28-simulator-11), where 4 workers'
-# stall has 7-8x the chi-square of the 2-worker fit on each job: fewer, shorter holds.
+# stall has 7-8x the chi-square of the 2-worker fit on each job: fewer, shorter holds. Out of sample (notebook
+# 2026-11-28-simulator-12; no refit): at 2 workers 0.12/1 beats 0.16/2 and none on a held-out job and a fresh batch
+# (1.3x and 2.4x the grid's best); at 3 workers (4's stall by the tie rule) 0.16/2 was 2.2x and 12.5x the best on two
+# batches whose own bests differed (0.12/1.5, 0.12/1): the tail moves with the machine's load, so 3 gets no entry.
 STALLS = {2: "0.12/1", 4: "0.16/2"}
 STALL = STALLS[4]
 
