@@ -182,7 +182,7 @@ PEERS_NOTE = (
     "after the switch rule's point and keeps it after its speed trial (a run that finds local SGD not faster goes "
     "back to BSP, rolled back to the trial's start; on fc-v595 four of five kept it). The fc-v595 cells (2026-11-28, "
     "main's code at 1bedbc0) are the latest code measured on a host none of the defaults was tuned on: the same "
-    "ranking as on fc-v657, every variant 1.7-2.4x faster in seconds. "
+    "ranking as on fc-v657, every variant 1.6-2.5x faster in seconds than at e3fe8a6 there. "
     "The ResNet: every default run stays on BSP without a trial (the speed rule finds that a trial that goes back "
     "would cost more than a 1.25x target could win back), so its time to accuracy is BSP's, and the 0.8x bar is out "
     "of reach on these hosts: `no-sync`, the same workers with no communication at all, runs at 1.06-1.19x BSP's "
