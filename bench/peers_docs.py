@@ -89,7 +89,7 @@ def _full_table(doc: dict) -> list[str]:
              x(v.get("train_time_vs_single")), x(v.get("train_time_vs_mwms")), x(v.get("tta_vs_mwms")),
              x(v.get("throughput_vs_mwms"))]
             for name, v in doc["table"].items()]
-    return [f"### {peers_cell(doc)}: {_seeds(doc)}, time to {doc['target_accuracy']}", "",
+    return [f"### {peers_cell(doc)}: {_seeds(doc)}, time to {doc['target_accuracy']}", "", f"At {_commit(doc)}.", "",
             *table(["variant", "final accuracy", "training time s", "time to accuracy s", "examples/s",
                     "time / one process's", "time / MWMS's", "TTA / MWMS's", "throughput / MWMS's"], rows), ""]
 
@@ -118,7 +118,7 @@ def peers_render(docs: list[dict], names: list[str]) -> list[str]:
              "", "The latest cell of each job, CPU budget, host and malloc, commit as named in its file:", ""]
     answering = answering_cells(docs)
     for doc in answering:
-        lines += [*_full_table(doc)[:1], "", f"At {_commit(doc)}.", "", *_full_table(doc)[2:]]
+        lines += _full_table(doc)
     shown = {id(doc) for doc in answering}
     others = [(name, doc) for name, doc in zip(names, docs) if id(doc) not in shown]
     if others:
