@@ -645,7 +645,9 @@ PEERS_FILES = (  # in the order measured: a later cell of the same job, budget, 
     "peers-resnet-unbudgeted-xeon16-prefetch-2026-11-27.json",
     "peers-mnist1d-cpu040-tcmalloc-standby-2026-11-28.json",
     "peers-mnist1d-unbudgeted-tcmalloc-v595-2026-11-28.json",
-    "peers-resnet-unbudgeted-tcmalloc-v595-2026-11-28.json")
+    "peers-resnet-unbudgeted-tcmalloc-v595-2026-11-28.json",
+    "peers-mnist1d-cpu040-tcmalloc-v595-2026-11-28.json",
+    "peers-resnet-cpu040-tcmalloc-v595-2026-11-28.json")
 
 FIGURES += (
     Figure("core-overhead", "Switch overhead at the current code",
@@ -722,7 +724,13 @@ FIGURES += (
             "seed's own; the fc-v595 host; 1bedbc0)",
             "python -m bench peers --job jobs/resnet_synthetic.yaml --seeds S --variants single,mwms,bsp,default "
             "--target 0.9 --allocator tcmalloc --add-to F --out G --runs-dir D (one seed per quiet call, D a folder "
-            "of the seed's own; the fc-v595 host; 1bedbc0)"),
+            "of the seed's own; the fc-v595 host; 1bedbc0)",
+            "python -m bench peers --job jobs/mnist1d_cnn.yaml --cpus-per-node 0.4 --seeds S --variants "
+            "mwms,bsp,default --target 0.95 --allocator tcmalloc --add-to F --out G --runs-dir D (one seed per quiet "
+            "call, D a folder of the seed's own; the fc-v595 host; 1bedbc0)",
+            "python -m bench peers --job jobs/resnet_synthetic.yaml --cpus-per-node 0.4 --seeds S --variants "
+            "mwms,bsp,default --target 0.9 --allocator tcmalloc --add-to F --out G --runs-dir D (one seed per quiet "
+            "call, D a folder of the seed's own; the fc-v595 host; 1bedbc0)"),
            lambda docs: peers_render(docs, PEERS_FILES), headline=peers_headline, note=PEERS_NOTE),
     Figure("ray", "The ray backend against the local one (quickstart, 3 nodes, 5 seeds)",
            ("ray-compare-2026-11-26.json", "ray-recovery-2026-11-26.json", "ray-fanout-2026-11-26.json"),
