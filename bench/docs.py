@@ -20,7 +20,7 @@ import sys
 from collections.abc import Callable
 
 from bench import common
-from bench.docs_format import spread_text, table, x
+from bench.docs_format import recorded_commit, spread_text, table, x
 from bench.peers_docs import PEERS_NOTE, peers_headline, peers_render
 
 RESULTS = os.path.join(common.ROOT, "bench", "results")
@@ -74,13 +74,8 @@ def index_commands(figure: Figure) -> tuple[str, ...]:
         len(figure.files)
 
 
-def _recorded(doc: dict) -> str | None:
-    commit = doc["machine"].get("git_commit") if isinstance(doc.get("machine"), dict) else None
-    return commit[:7] + ("-dirty" if commit.endswith("-dirty") else "") if commit else None
-
-
 def commit_of(figure: Figure, docs: list[dict]) -> str:
-    return next((c for c in map(_recorded, docs) if c), figure.commit or "?")
+    return next((c for c in map(recorded_commit, docs) if c), figure.commit or "?")
 
 
 def newest(figure: Figure, docs: list[dict]) -> int:
@@ -89,12 +84,17 @@ def newest(figure: Figure, docs: list[dict]) -> int:
     return max(range(len(docs)), key=lambda i: (dates[i], i))
 
 
+def newest_commit(figure: Figure, docs: list[dict], i: int) -> str:
+    """The commit file `i` records, else the figure's."""
+    return recorded_commit(docs[i]) or commit_of(figure, docs)
+
+
 def commits_text(figure: Figure, docs: list[dict]) -> str:
     """`at commit X` where every file records one commit (or none, the figure's), else where to find each."""
-    recorded = {c for c in map(_recorded, docs) if c}
+    recorded = {c for c in map(recorded_commit, docs) if c}
     if len(recorded) <= 1:
         return f"at commit `{commit_of(figure, docs)}`"
-    latest = _recorded(docs[newest(figure, docs)]) or commit_of(figure, docs)
+    latest = newest_commit(figure, docs, newest(figure, docs))
     return f"at {len(recorded)} commits, each file's in its `machine.git_commit` (the newest file's `{latest}`)"
 
 
@@ -1176,8 +1176,8 @@ def render_headline() -> str:
         docs = [load(f) for f in figure.files]
         claim, value = figure.headline(docs)
         i = newest(figure, docs)
-        commit = _recorded(docs[i]) or commit_of(figure, docs)
-        rows.append([claim, value, date_of(figure.files[i], docs[i]), f"`{commit}`", f"`{figure.files[i]}`"])
+        rows.append([claim, value, date_of(figure.files[i], docs[i]), f"`{newest_commit(figure, docs, i)}`",
+                     f"`{figure.files[i]}`"])
     return "\n".join(table(["claim", "value", "date", "commit", "result file (bench/results/)"], rows))
 
 

@@ -1,4 +1,5 @@
-"""How the generated pages write numbers and tables: a median with its spread, a ratio, a markdown table."""
+"""How the generated pages write numbers and tables: a median with its spread, a ratio, a markdown table, the
+commit a result file records."""
 
 from __future__ import annotations
 
@@ -17,3 +18,9 @@ def x(value) -> str:
 def table(header: list[str], rows: list[list[str]]) -> list[str]:
     return ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)] + \
         ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
+
+
+def recorded_commit(doc: dict) -> str | None:
+    """The commit a result file records (`machine.git_commit`), short, `-dirty` kept; None where it records none."""
+    commit = doc["machine"].get("git_commit") if isinstance(doc.get("machine"), dict) else None
+    return commit[:7] + ("-dirty" if commit.endswith("-dirty") else "") if commit else None

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 
-from bench.docs_format import spread_text, table, x
+from bench.docs_format import recorded_commit, spread_text, table, x
 from bench.peers import allocator_of
 
 ANSWER = frozenset({"mwms", "bsp", "default"})  # the variants that answer "as good as MWMS, and sooner?"
@@ -44,10 +44,15 @@ def peers_host(doc: dict) -> str:
     return f"{model}, {peers_kernel(doc)}" if model else peers_kernel(doc)
 
 
-def peers_cell(doc: dict) -> str:
+def peers_setting(doc: dict) -> str:
+    """What a cell ran: the job, the CPU budget, the malloc."""
     budget = f"{doc['cpus_per_node']} CPU per node" if doc.get("cpus_per_node") else "no CPU budget"
     malloc = "tcmalloc" if allocator_of(doc) == "tcmalloc" else "glibc malloc"
-    return f"`jobs/{os.path.basename(doc['job'])}`, {budget}, {malloc}, host {peers_host(doc)}"
+    return f"`jobs/{os.path.basename(doc['job'])}`, {budget}, {malloc}"
+
+
+def peers_cell(doc: dict) -> str:
+    return f"{peers_setting(doc)}, host {peers_host(doc)}"
 
 
 def cell_key(doc: dict) -> tuple:
@@ -79,8 +84,8 @@ def peers_strongest(docs: list[dict]) -> list[dict]:
     return [doc for doc in docs if allocator_of(doc) == "tcmalloc" or key(doc) not in tuned]
 
 
-def _seeds(doc: dict) -> str:
-    return f"{len(doc['seeds'])} seed" + ("s" if len(doc["seeds"]) != 1 else "")
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" + ("s" if n != 1 else "")
 
 
 def _full_table(doc: dict) -> list[str]:
@@ -89,13 +94,14 @@ def _full_table(doc: dict) -> list[str]:
              x(v.get("train_time_vs_single")), x(v.get("train_time_vs_mwms")), x(v.get("tta_vs_mwms")),
              x(v.get("throughput_vs_mwms"))]
             for name, v in doc["table"].items()]
-    return [f"### {peers_cell(doc)}: {_seeds(doc)}, time to {doc['target_accuracy']}", "", f"At {_commit(doc)}.", "",
+    title = f"### {peers_cell(doc)}: {_count(len(doc['seeds']), 'seed')}, time to {doc['target_accuracy']}"
+    return [title, "", f"At {_commit(doc)}.", "",
             *table(["variant", "final accuracy", "training time s", "time to accuracy s", "examples/s",
                     "time / one process's", "time / MWMS's", "TTA / MWMS's", "throughput / MWMS's"], rows), ""]
 
 
 def _commit(doc: dict) -> str:
-    return f"`{doc.get('machine', {}).get('git_commit', '?')[:7]}`"
+    return f"`{recorded_commit(doc) or '?'}`"
 
 
 def _other_row(name: str, doc: dict) -> list[str]:
@@ -104,7 +110,7 @@ def _other_row(name: str, doc: dict) -> list[str]:
     default = t.get("default", {})
     accuracy = (f"{spread_text(default['final_accuracy'])} / {spread_text(t['mwms']['final_accuracy'])}"
                 if default and "mwms" in t else "–")
-    return [f"`{name}`", peers_cell(doc).split(", host ")[0], peers_kernel(doc).split("-", 2)[-1], _commit(doc),
+    return [f"`{name}`", peers_setting(doc), peers_kernel(doc).split("-", 2)[-1], _commit(doc),
             str(len(doc["seeds"])), speeds, x(default.get("tta_vs_mwms")), accuracy]
 
 
@@ -129,10 +135,6 @@ def peers_render(docs: list[dict], names: list[str]) -> list[str]:
                        [_other_row(name[:-len(".json")], doc) for name, doc in others])
         lines.append("")
     return lines[:-1]
-
-
-def _count(n: int, noun: str) -> str:
-    return f"{n} {noun}" + ("s" if n != 1 else "")
 
 
 def _range(values: list[float]) -> str:

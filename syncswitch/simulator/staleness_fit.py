@@ -17,7 +17,8 @@ BINS = 11  # staleness 0..9 one bin each, 10 or more the last
 
 
 def counted_staleness(measured: dict) -> np.ndarray:
-    """Each recorded update's staleness as the meter counts it: the updates that counted between its read and it."""
+    """Each recorded update's staleness as the asynchronous engines' meters count it: the updates that counted
+    between its read and it (specsync's mean is the count at the arrival instead; its rows give both)."""
     log = measured.get("update_log")
     if not log:
         raise ValueError("no per-update record in this phase (run it with SYNCSWITCH_UPDATE_LOG=1)")
