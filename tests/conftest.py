@@ -8,6 +8,10 @@ import uuid
 import psutil
 import pytest
 
+# Kernels in this process on one intra-op thread, as every node runs them: the simulator's runs here are then the
+# engines' arithmetic bit for bit (syncswitch/simulator/model.py match_node_threads). Set before TensorFlow starts.
+os.environ.setdefault("TF_NUM_INTRAOP_THREADS", "1")
+
 # Imported for their registrations: the backends, policies and protocols the specs of every test name.
 import syncswitch.backends
 import syncswitch.policies  # noqa: F401

@@ -18,10 +18,30 @@ from syncswitch.node import script as scriptmod
 from syncswitch.simulator.ring import buffer_order, state_order
 
 
+NODE_INTRA_THREADS = 1  # what every node's session runs its kernels on (cluster_manager/launch.py)
+
+
+def match_node_threads() -> bool:
+    """Run this process's kernels on the nodes' one intra-op thread; False where it is too late to.
+
+    A kernel split over more threads may sum in another order: on an AVX-512 host the simulated BSP run left 17% of
+    the quickstart's parameters 1 ulp off the real run's after 32 updates at the default pool (2 threads on 2
+    cores), and equal bit for bit at one thread. TensorFlow fixes its pool when its context starts: where ops ran
+    first in this process, the pool stays as started (TF_NUM_INTRAOP_THREADS=1 in the environment before the
+    start gives the nodes' count too; the tests' conftest sets it)."""
+    try:
+        tf.config.threading.set_intra_op_parallelism_threads(NODE_INTRA_THREADS)
+        return True
+    except RuntimeError:  # the context has started
+        return (tf.config.threading.get_intra_op_parallelism_threads() == NODE_INTRA_THREADS
+                or os.environ.get("TF_NUM_INTRAOP_THREADS") == str(NODE_INTRA_THREADS))
+
+
 class GradientModel:
     """One Keras model around the script's model_fn; parameters as one float32 vector."""
 
     def __init__(self, job, seed: int):
+        self.node_threads = match_node_threads()  # False: the engines' arithmetic, not necessarily their bits
         tf.keras.backend.clear_session()
         # As a worker seeds its graph: the same seed draws the same initial weights and the same data order.
         scriptmod.seed_random_state(seed)

@@ -101,7 +101,9 @@ class RunFolder:
             **sim.guard.summary(), **sim.timing.summary(), "failures": [], "resumes": [],
             "goodput": {"useful_samples": shared.samples, "trained_samples": shared.samples, "wall_s": sim.now},
             "simulation": {"seed": sim.options.seed, "arrivals": sim.arrivals.describe(), "host_s": host_s,
-                           "final_samples": shared.samples, "updates": shared.step},
+                           "final_samples": shared.samples, "updates": shared.step,
+                           # False: kernels on another thread count than the nodes' (model.match_node_threads)
+                           "node_threads": getattr(sim.model, "node_threads", True)},
             "states": [], "started_at": self.started.isoformat(timespec="seconds"),
             "syncswitch_version": __version__,
         }

@@ -72,3 +72,26 @@ def test_the_simulation_starts_from_a_real_workers_weights_and_batches(tmp_path,
         simulated = np.stack([shards.next(worker)[1].numpy() for _ in range(BATCHES)])
         np.testing.assert_array_equal(simulated, real[f"labels{worker}"])
     assert not np.array_equal(GradientModel(spec, seed + 1).initial(), real["weights"])  # the seed is what decides
+
+
+def test_the_simulator_runs_kernels_on_the_nodes_thread_count(tmp_path):
+    """A fresh process that simulates sets TensorFlow's intra-op pool to the nodes' one thread before its first op
+    (a kernel split over more threads may sum in another order), and says so in the run's summary."""
+    import json
+
+    env = {k: v for k, v in os.environ.items() if k != "TF_NUM_INTRAOP_THREADS"}
+    code = (
+        "import json, os, sys\n"
+        "import syncswitch.backends, syncswitch.policies\nfrom syncswitch import spec\n"
+        "from syncswitch.simulator.arrivals import arrival_model\n"
+        "from syncswitch.simulator.run import Options, Simulation\n"
+        "import tensorflow as tf\n"
+        f"job = spec.load({os.path.join(ROOT, 'jobs', 'quickstart.yaml')!r}, ['workload.epochs=0.3', "
+        "'policy.schedule=[{protocol: bsp}]', 'policy.guard.enabled=false'])\n"
+        "arrivals = arrival_model('round-robin', 2, 0)\n"
+        f"summary = Simulation(job, Options(2, arrivals, 0, {str(tmp_path / 'sim')!r})).run()\n"
+        "print(json.dumps([tf.config.threading.get_intra_op_parallelism_threads(), "
+        "summary['simulation']['node_threads']]))\n")
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert json.loads(out.stdout.strip().splitlines()[-1]) == [1, True]
