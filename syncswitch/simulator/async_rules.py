@@ -7,6 +7,8 @@ timestamp), with the engines' own numpy references: `compensate`, `staleness_sca
 
 from __future__ import annotations
 
+import collections
+
 import numpy as np
 
 from syncswitch.protocols.engines.bfasgd import RESOLUTION, transmit_probability
@@ -52,11 +54,84 @@ class Ssp(Asp):
         return must_wait(self.clocks, client, int(self.params["staleness"]))
 
 
-class Fasgd(Asp):
+# How long an update takes to land after its gradients reached the servers, as a share of the worker's step (read to
+# push). Real update-log rows (SYNCSWITCH_UPDATE_LOG=1, each update's count at its arrival and at its landing): the
+# peers' updates landing in between number 0.07-0.08 a step at 2 workers, 0.13 at 3 and 0.18-0.20 at 4, i.e. about
+# 0.07 of a step per peer at every size (notebook 2026-11-28-coordinator-13).
+APPLY_WINDOW = 0.07
+
+
+class ArrivalCount:
+    """The count an engine that decides at arrival reads (`StalenessMeter.at_apply`: when the step's gradients reach
+    the servers), where the simulator's updates land at once: the landing count less the peers' updates that land
+    within the last APPLY_WINDOW of the step, while the real update would still be applied."""
+
+    def __init__(self, workers: int, window: float = APPLY_WINDOW):
+        self.window = window
+        self.read_at: dict[int, float] = {}
+        self.landings: collections.deque = collections.deque(maxlen=8 * workers)  # (time, worker)
+
+    def read(self, worker: int, now: float) -> None:
+        self.read_at[worker] = now
+
+    def count(self, landed: int, worker: int, now: float) -> int:
+        """The count at arrival of `worker`'s update landing now, `landed` updates after its read."""
+        since = now - self.window * (now - self.read_at.get(worker, now))
+        late = sum(1 for t, w in self.landings if w != worker and t > since)
+        return max(landed - late, 0)
+
+    def land(self, worker: int, now: float) -> None:
+        self.landings.append((now, worker))
+
+
+class CountsAtArrival(Asp):
+    """A rule whose engine decides on the count at its gradients' arrival (ArrivalCount): `counts` gives both."""
+
+    def __init__(self, *args):
+        super().__init__(*args)
+        self.arrival = ArrivalCount(self.n)
+
+    def fetch(self, client):
+        self.arrival.read(client, self.now)
+        return super().fetch(client)
+
+    def counts(self, timestamp, client) -> tuple[int, int]:
+        """(landing count, count at arrival) of `client`'s update landing now; call `landed` after it lands."""
+        landed = self.s.step - timestamp
+        return landed, self.arrival.count(landed, client, self.now)
+
+    def landed(self, client) -> None:
+        self.arrival.land(client, self.now)
+
+
+class Fasgd(CountsAtArrival):
+    """ASP with each gradient scaled by its staleness as the engine counts it, at the gradient's arrival (a peer's
+    update landing while this one is applied is not in it); the staleness record is the landing count, as the
+    engine's record and the other rules' are."""
+
     name = "fasgd"
+
+    def __init__(self, *args):
+        super().__init__(*args)
+        self.arrival_staleness: list[int] = []
+
+    def apply_update(self, grads, timestamp, client):
+        landed, counted = self.counts(timestamp, client)
+        self.staleness.append(landed)
+        self.arrival_staleness.append(counted)
+        self.s.samples += self.batch
+        self.step_momentum(self.scaled(grads, counted, client))
+        self.landed(client)
+        return True
 
     def scaled(self, grads, staleness, client):
         return grads * np.float32(staleness_scale(staleness, float(self.params["power"])))
+
+    def stats(self):
+        out = super().stats()
+        if self.arrival_staleness:
+            out["arrival_staleness_mean"] = round(float(np.mean(self.arrival_staleness)), 4)
+        return out
 
 
 class DcAsgd(Asp):
@@ -83,9 +158,10 @@ class DcAsgd(Asp):
                           mean_square).astype(np.float32)
 
 
-class Lookahead(Asp):
+class Lookahead(CountsAtArrival):
     """The stored point is the look-ahead phi; each update keeps it `lr * f * v` ahead (`lookahead_update`); the
-    chief (worker 0) sets the delay to the staleness measured so far every ADAPT_EVERY of its steps."""
+    chief (worker 0) sets the delay to the staleness measured so far every ADAPT_EVERY of its steps. That record is
+    the count at each gradient's arrival, as the engine's own (its meter's `at_apply`)."""
 
     name = "lookahead"
 
@@ -95,12 +171,13 @@ class Lookahead(Asp):
         self._chief_steps = 0
 
     def apply_update(self, grads, timestamp, client):
-        self.staleness.append(self.s.step - timestamp)
+        self.staleness.append(self.counts(timestamp, client)[1])
         self.s.samples += self.batch
         f = lookahead_factor(self.momentum, self.delay)
         self.s.w, self.s.v = (a.astype(np.float32) for a in
                               lookahead_update(self.s.w, self.s.v, grads, self.lr, self.momentum, f))
         self.s.step += 1
+        self.landed(client)
         if client == 0 and self.params["adaptive"]:
             self._chief_steps += 1
             if self._chief_steps % ADAPT_EVERY == 0:

@@ -100,3 +100,36 @@ def test_ssp_and_specsync_make_a_call_outside_their_window_and_the_others_none()
     from syncswitch.simulator.rulebook import RULES
 
     assert {name for name, rule in RULES.items() if rule.calls} == {"ssp", "specsync"}
+
+
+def test_the_count_at_arrival_leaves_out_the_peers_landing_while_an_update_is_applied():
+    """A worker reads at 0 and lands at 10: peers' updates landing in its last APPLY_WINDOW of the step (after
+    10 - 0.07 x 10 = 9.3) are not in the count its engine read at arrival; its own earlier landing never counts."""
+    from syncswitch.simulator.async_rules import APPLY_WINDOW, ArrivalCount
+
+    assert APPLY_WINDOW == pytest.approx(0.07)
+    count = ArrivalCount(4)
+    count.read(0, 0.0)
+    for t, worker in [(2.0, 1), (9.0, 2), (9.5, 3), (9.9, 1), (9.95, 0)]:
+        count.land(worker, t)
+    assert count.count(5, 0, 10.0) == 3      # 9.5 and 9.9 landed in the window; worker 0's own at 9.95 is not a peer
+    assert count.count(1, 0, 10.0) == 0      # never below zero
+    count.read(2, 10.0)
+    assert count.count(0, 2, 10.0) == 0      # read and landing at once: no window
+
+
+def test_fasgd_scales_by_the_count_at_arrival_and_records_the_landing_count():
+    """Two updates of worker 0's step land in its window: its gradient is scaled as if 1 stale, its record says 3."""
+    w0 = np.zeros(3, np.float32)
+    rule = _rule("fasgd", {"power": 1.0}, w0)
+    rule.now = 0.0
+    _, stamp = rule.fetch(0)
+    rule.s.step += 1
+    rule.arrival.land(1, 1.0)
+    rule.s.step += 2
+    rule.arrival.land(2, 9.8)
+    rule.arrival.land(3, 9.9)
+    rule.now = 10.0
+    rule.apply_update(np.ones(3, np.float32), stamp, 0)
+    np.testing.assert_allclose(rule.s.w, -test_engines.LR * np.ones(3), rtol=1e-6)  # scale 1/max(1, 1): unscaled
+    assert rule.stats()["staleness_mean"] == 3 and rule.stats()["arrival_staleness_mean"] == 1
