@@ -143,10 +143,13 @@ class Recovery:
         if ctx.lifecycle.state is not JobState.RUNNING or ctx.tasks is not TaskState.LIVE:
             return None
         run = ctx.phase_runs.get(ctx.running_phase)
-        if run is None or not run.started(self.nodes.workers):
-            return None  # a phase still starting is timed by its own waits
+        if run is None or not run.first_steps:
+            return None  # a phase no worker started yet is timed by its own waits
+        # A worker that never takes its first step while another trains the phase (an in-place switch whose task
+        # hung) is as lost as one silent in it: quiet since the first worker started.
+        since = run.last_start_time if run.started(self.nodes.workers) else run.start_time
         limit = ctx.spec.recovery.silence_s
-        quiet = {node: now - max(self.last_heard.get(node, 0.0), run.last_start_time)
+        quiet = {node: now - max(self.last_heard.get(node, 0.0), since)
                  for node in range(self.nodes.workers) if node not in run.paused and node not in idle}
         lost = [node for node, seconds in quiet.items() if seconds >= limit]
         going_on = [node for node in range(self.nodes.workers) if node in run.paused or quiet.get(node, limit) < limit]

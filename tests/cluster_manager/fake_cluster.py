@@ -28,11 +28,12 @@ FAKE_EVALUATOR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fake_
 class Failure:
     """Make `worker` report `kind` once progress reaches `at`: "exit" (its task died), "diverged", "error"
     (the task raised), "agent" (its agent died: the event stream breaks), or "hang" (its task stops stepping and
-    says nothing more, alive; the others go on)."""
+    says nothing more, alive; the others go on). `phase`: only in that phase (at its first step, with `at` 0)."""
 
     worker: int
     at: float
     kind: str = "exit"
+    phase: int | None = None
 
 
 class _Node:
@@ -222,7 +223,8 @@ class FakeCluster:
         return int(tick * share) != int((tick - 1) * share)
 
     def _step(self, node: _Node) -> None:
-        due = [f for f in self.failures if self.fraction >= f.at and node.index == f.worker]
+        due = [f for f in self.failures if self.fraction >= f.at and node.index == f.worker
+               and f.phase in (None, node.phase)]
         if due:
             failure = due[0]
             self.failures.remove(failure)

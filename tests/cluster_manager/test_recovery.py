@@ -330,6 +330,18 @@ def test_a_node_silent_while_the_other_reaches_the_phases_end_is_replaced(write_
     assert cluster.replaced == [1] and cluster.nodes[0].launches[1].restore_from == failure["checkpoint"]
 
 
+def test_a_node_that_hangs_as_the_next_phase_starts_is_replaced(write_spec, tmp_path):
+    """Worker 1 hangs at its first step of phase 1 (an in-place switch), alive and silent, while worker 0 trains the
+    phase to its end and waits there: no first step will come from it, so it is lost after recovery.silence_s, as
+    a node silent in a running phase is, instead of the run failing on the feed's stall minutes later."""
+    cluster = FakeCluster(total=2000, failure=Failure(worker=1, at=0.0, kind="hang", phase=1))
+    summary, cluster, _ = _run(write_spec, tmp_path, ["recovery.silence_s=1"], cluster=cluster)
+    assert summary["status"] == "completed"
+    (failure,) = summary["failures"]
+    assert failure["node"] == 1 and failure["what"].startswith("silent for") and failure["agent_replaced"]
+    assert cluster.replaced == [1]
+
+
 def test_when_no_node_is_heard_from_and_none_waits_at_the_end_the_run_fails(write_spec, tmp_path):
     cluster = FakeCluster(total=2000, failure=[Failure(worker=0, at=0.6, kind="hang"),
                                                Failure(worker=1, at=0.6, kind="hang")])
