@@ -22,7 +22,7 @@ JOB = """
 name: digits
 script: EXAMPLES/digits_mlp.py
 hyperparameters: {batch_size: 16, learning_rate: 0.05, momentum: 0.9}
-workload: {epochs: 12}
+workload: {epochs: 60}  # long enough to stop at a chosen point (test_recovery_cluster.py)
 cluster: {backend: local, workers: 2}
 policy: {switch_at: 0.5, switch_rule: fixed}
 evaluation: {every: 0.25}
