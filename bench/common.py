@@ -322,7 +322,7 @@ def interleaved(variants: dict, repeats: int, root: str, first_seed: int = 0, on
 
 # What a process is, from a needle in its command line: every sampler of the benchmarks names roles alike.
 ROLES = (("syncswitch.node.agent", "agent"), ("syncswitch.node.task", "task"), ("evaluator", "evaluator"),
-         ("syncswitch.node.forkserver", "fork_server"), ("bare_loop.py", "bare_worker"))
+         ("syncswitch.node.forkserver", "fork_server"), ("bare_loop", "bare_worker"))  # -m bench.bare_loop
 # Processes forked by the fork server share its command line; they carry their role in their name.
 FORKED = {"syncswitch-task": "task", "syncswitch-eval": "evaluator"}
 

@@ -20,7 +20,11 @@ SWITCH_AT = 0.25
 # The bare loop has no accuracy guard: syncswitch runs without it too, so both train the same schedule (a guard
 # rollback re-trains part of the workload, a policy decision rather than framework cost). The bare loop switches
 # to plain ASP: so does syncswitch here, whatever the default switch target.
-SYNCSWITCH_OVERRIDES = ["policy.guard.enabled=false", "policy.switch_to=asp"]
+# The bare loop switches to ASP at SWITCH_AT: syncswitch's side must too, so the switch rule and the speed rule,
+# which may time the switch later or keep a short job synchronous (the quickstart stays on BSP at their defaults),
+# are off.
+SYNCSWITCH_OVERRIDES = ["policy.guard.enabled=false", "policy.switch_to=asp", "policy.switch_rule=fixed",
+                        "policy.switch_speed=false"]
 
 
 class CpuSampler(common.ProcessSampler):

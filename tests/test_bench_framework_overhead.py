@@ -50,3 +50,18 @@ def test_quick_mode_runs_both_sides(tmp_path, no_leftovers):
     for key in ("training_time", "bsp_throughput", "asp_throughput", "submit_to_first_step"):
         assert pair["ratios"][key] > 0
     assert pair["syncswitch"]["cpu_s"]["task"] > 0 and pair["bare"]["cpu_s"]["bare_worker"] > 0
+
+
+def test_the_bare_loops_workers_are_counted_as_such():
+    """The bare loop starts its workers as `python -m bench.bare_loop --worker I`: their CPU is the bare side's."""
+    from bench import common
+
+    assert common.role_of(["python", "-m", "bench.bare_loop", "--worker", "0"]) == "bare_worker"
+    assert common.role_of(["python", "-m", "syncswitch.node.agent", "--host", "127.0.0.1"]) == "agent"
+    assert common.role_of(["python", "-m", "something.else"]) == "other"
+
+
+def test_syncswitch_side_switches_where_the_bare_loop_does():
+    """Both sides switch to ASP at SWITCH_AT: the rules that could move or skip syncswitch's switch are off."""
+    assert {"policy.switch_to=asp", "policy.switch_rule=fixed", "policy.switch_speed=false",
+            "policy.guard.enabled=false"} <= set(framework_overhead.SYNCSWITCH_OVERRIDES)

@@ -15,7 +15,7 @@ JOB = """
 name: digits
 script: EXAMPLES/digits_mlp.py
 hyperparameters: {batch_size: 16, learning_rate: 0.05, momentum: 0.9}
-workload: {epochs: 60}  # long enough to kill at a chosen point: BSP ran 6 epochs of it in 0.45 s on an idle AVX-512 host
+workload: {epochs: 60}  # long enough to kill at a chosen point (BSP ran 6 epochs in 0.45 s on an AVX-512 host)
 cluster: {backend: local, workers: 2}
 # The switch where the schedule puts it: these tests drive the switch mechanics, not the switch rule.
 policy: {switch_at: 0.5, switch_rule: fixed}
