@@ -399,7 +399,9 @@ RUNTIME_NOTE = (
     "being built where no phase takes it); the quickstart's own schedule (BSP then local SGD, 4 workers) 1.34x, "
     "and 0.98x since its switch target, which the rules may never enter, stopped being warmed up before training "
     "(11.35 s against 11.63 s, median of three interleaved rounds; 2 workers, BSP then lookahead: 1.09x; "
-    "bench/notebook/2026-11-27-coordinator-10.md). "
+    "bench/notebook/2026-11-27-coordinator-10.md); on fc-v595 at 94a1fd4 (the rate decay built as a gather, not a "
+    "case of conds) 1.10x (5.85 s against 5.31 s, five interleaved rounds; main before it 1.18x in the same rounds; "
+    "bench/notebook/2026-11-28-coordinator-13.md section 3). "
     "The switch-overhead job pins its switch (`switch_rule: fixed`) since 7faa3bc: the loss rule had kept 2 of 3 "
     "in-place runs at 2 workers on BSP.")
 
