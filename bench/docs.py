@@ -594,8 +594,18 @@ FIGURES = (
            "python -m bench chaos --runs 18 --unfailed 6 --scenarios worker-bsp,ps-asp,worker-asp,agent,switch,manager "
            "--set cluster.workers=4", chaos_render, commit="21c9c2a", headline=chaos_headline),
     Figure("overhead", "Framework overhead: syncswitch against a hand-written PS loop",
-           ("framework-overhead-ps1-4workers-onecall-2026-11-23.json",),
-           "python -m bench framework-overhead --full --layouts 1 --repeats 3", overhead_render, commit="b9ac715"),
+           ("framework-overhead-ps1-4workers-2026-11-28.json",
+            "framework-overhead-ps1-4workers-onecall-2026-11-23.json"),
+           ("python -m bench framework-overhead --full --layouts 1 --repeats 3 (one quiet call; the table's)",
+            "python -m bench framework-overhead --full --layouts 1 --repeats 3 (at b9ac715: the note's figures)"),
+           overhead_render,
+           commit="58429da",
+           note="The bare loop's BSP is SyncReplicasOptimizer on its parameter server, syncswitch's is its default, "
+                "BSP by all-reduce on worker replicas: the BSP column is that engine against the PS path users "
+                "of the v1 runtime write (MultiWorkerMirroredStrategy is the peers figure's). Both sides switch to "
+                "ASP at 0.25 (syncswitch with its switch and speed rules off, which would keep the quickstart "
+                "synchronous). On fc-v595. At b9ac715 (2026-11-23), with syncswitch's BSP on the PS as well, it ran "
+                "at 0.85x and 1.05x the bare loop's BSP throughput (the second file)."),
     Figure("runtime", "Runtime costs: switch, start-up, hooks",
            ("runtime-2026-11-27.json",),
            "python -m bench suite --only switch_overhead,init_time,hook_overhead (nothing else running)",
