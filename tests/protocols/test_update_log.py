@@ -69,6 +69,31 @@ def test_each_update_keeps_its_read_arrival_and_landing_step():
     assert counted == [2, 3, 2] and stats["staleness_mean"] == pytest.approx(7 / 3) and stats["updates"] == 3
 
 
+def test_the_row_and_the_sum_read_the_count_once():
+    """The global step an update counted itself at is read once, for the row and the meter's sum alike: each use of a
+    resource variable's lazy assign_add read made a read of its own, and a peer landing between two of them put the
+    row and the sum one apart (a real 2-worker ASP run, 1 run in 4)."""
+    graph = tf.Graph()
+    with graph.as_default():
+        step = v1.train.get_or_create_global_step()
+        samples = v1.get_variable("samples", [], tf.int64, v1.zeros_initializer(), trainable=False)
+        w = v1.get_variable("w", initializer=np.zeros(3, np.float32), use_resource=True)
+        meter = StalenessMeter(step, "t", LogPlace(workers=2, task=0))
+        arrival = meter.at_apply([tf.ones([3])])
+        counting = CountingOptimizer(v1.train.GradientDescentOptimizer(0.1), samples, 1, "t")
+        counting.apply_gradients([(tf.ones([3]), w)], step, after=[arrival])
+        recorded = meter.record(arrival, counting.step_after)
+    counts = [op for op in graph.get_operations() if op.type == "AssignAddVariableOp" and op.inputs[0] is step.handle]
+    seen, todo = set(), [recorded]
+    while todo:  # what the row and the sum are computed from
+        op = todo.pop()
+        if op not in seen:
+            seen.add(op)
+            todo += [t.op for t in op.inputs] + list(op.control_inputs)
+    reads = [op for op in seen if op.type == "ReadVariableOp" and set(op.control_inputs) & set(counts)]
+    assert len(counts) == 1 and len(reads) == 1, [op.name for op in reads]
+
+
 def test_a_rule_counting_at_arrival_keeps_its_mean_and_the_rows_their_landing():
     """specsync decides on the count at its gradient's arrival and its meter's mean is that count; the rows still
     say how many peers' updates landed after it (the cond's round trip), for the simulator's fit."""
