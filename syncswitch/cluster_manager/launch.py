@@ -13,6 +13,9 @@ from syncswitch.policies.speed import REPORT_INTERVAL_S, REPORT_WINDOW
 from syncswitch.wire import agent_pb2 as pb
 from syncswitch.wire.codec import struct
 
+# Every node's session: kernels on one intra-op thread; the simulator matches it (simulator/model.py).
+INTRA_THREADS, INTER_THREADS = 1, 2
+
 
 def phase_config(config) -> pb.PhaseConfig:
     """A policies.PhaseConfig on the wire."""
@@ -48,8 +51,8 @@ def launch_message(spec, plan, cluster, run_dir: str, index: int, start_phase: i
         # Without a shared filesystem or checkpoint.dir the agent picks a node-local folder (its work dir's
         # checkpoints/).
         checkpoint_dir=checkpoint_folder(spec, run_dir) if cluster.shared_filesystem or spec.checkpoint.dir else "",
-        eval_every=spec.evaluation.every, intra_threads=1, inter_threads=2, metrics_interval_s=REPORT_INTERVAL_S,
-        window=REPORT_WINDOW,
+        eval_every=spec.evaluation.every, intra_threads=INTRA_THREADS, inter_threads=INTER_THREADS,
+        metrics_interval_s=REPORT_INTERVAL_S, window=REPORT_WINDOW,
         restore_from=restore_from, checkpoint_name=checkpoint_name,
         # Durable checkpoints besides the evaluation points (which are durable too).
         checkpoint_every=spec.checkpoint.every or 0.0, checkpoint_every_s=spec.checkpoint.every_s or 0.0,

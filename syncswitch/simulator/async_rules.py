@@ -26,10 +26,15 @@ class Asp(ServerRule):
     name = "asp"
 
     def apply_update(self, grads, timestamp, client):
-        self.staleness.append(self.s.step - timestamp)
+        landed = self.s.step - timestamp
+        self.staleness.append(landed)
         self.s.samples += self.batch
-        self.step_momentum(self.scaled(grads, self.s.step - timestamp, client))
+        self.step_momentum(self.scaled(grads, self.decided_on(landed, client), client))
         return True
+
+    def decided_on(self, landed: int, client: int) -> int:
+        """The staleness the rule's engine decides on, from the update's landing count: that count itself here."""
+        return landed
 
     def scaled(self, grads, staleness, client):
         return grads
@@ -85,23 +90,27 @@ class ArrivalCount:
 
 
 class CountsAtArrival(Asp):
-    """A rule whose engine decides on the count at its gradients' arrival (ArrivalCount): `counts` gives both."""
+    """A rule whose engine decides on the count at its gradients' arrival (ArrivalCount); `arrival_staleness` keeps
+    each update's."""
 
     def __init__(self, *args):
         super().__init__(*args)
         self.arrival = ArrivalCount(self.n)
+        self.arrival_staleness: list[int] = []
 
     def fetch(self, client):
         self.arrival.read(client, self.now)
         return super().fetch(client)
 
-    def counts(self, timestamp, client) -> tuple[int, int]:
-        """(landing count, count at arrival) of `client`'s update landing now; call `landed` after it lands."""
-        landed = self.s.step - timestamp
-        return landed, self.arrival.count(landed, client, self.now)
+    def decided_on(self, landed: int, client: int) -> int:
+        counted = self.arrival.count(landed, client, self.now)
+        self.arrival_staleness.append(counted)
+        return counted
 
-    def landed(self, client) -> None:
+    def apply_update(self, grads, timestamp, client):
+        applied = super().apply_update(grads, timestamp, client)
         self.arrival.land(client, self.now)
+        return applied
 
 
 class Fasgd(CountsAtArrival):
@@ -110,19 +119,6 @@ class Fasgd(CountsAtArrival):
     engine's record and the other rules' are."""
 
     name = "fasgd"
-
-    def __init__(self, *args):
-        super().__init__(*args)
-        self.arrival_staleness: list[int] = []
-
-    def apply_update(self, grads, timestamp, client):
-        landed, counted = self.counts(timestamp, client)
-        self.staleness.append(landed)
-        self.arrival_staleness.append(counted)
-        self.s.samples += self.batch
-        self.step_momentum(self.scaled(grads, counted, client))
-        self.landed(client)
-        return True
 
     def scaled(self, grads, staleness, client):
         return grads * np.float32(staleness_scale(staleness, float(self.params["power"])))
@@ -171,13 +167,13 @@ class Lookahead(CountsAtArrival):
         self._chief_steps = 0
 
     def apply_update(self, grads, timestamp, client):
-        self.staleness.append(self.counts(timestamp, client)[1])
+        self.staleness.append(self.decided_on(self.s.step - timestamp, client))
         self.s.samples += self.batch
         f = lookahead_factor(self.momentum, self.delay)
         self.s.w, self.s.v = (a.astype(np.float32) for a in
                               lookahead_update(self.s.w, self.s.v, grads, self.lr, self.momentum, f))
         self.s.step += 1
-        self.landed(client)
+        self.arrival.land(client, self.now)
         if client == 0 and self.params["adaptive"]:
             self._chief_steps += 1
             if self._chief_steps % ADAPT_EVERY == 0:

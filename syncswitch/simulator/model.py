@@ -14,11 +14,9 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import numpy as np
 import tensorflow as tf
 
+from syncswitch.cluster_manager.launch import INTRA_THREADS
 from syncswitch.node import script as scriptmod
 from syncswitch.simulator.ring import buffer_order, state_order
-
-
-NODE_INTRA_THREADS = 1  # what every node's session runs its kernels on (cluster_manager/launch.py)
 
 
 def match_node_threads() -> bool:
@@ -30,11 +28,11 @@ def match_node_threads() -> bool:
     first in this process, the pool stays as started (TF_NUM_INTRAOP_THREADS=1 in the environment before the
     start gives the nodes' count too; the tests' conftest sets it)."""
     try:
-        tf.config.threading.set_intra_op_parallelism_threads(NODE_INTRA_THREADS)
+        tf.config.threading.set_intra_op_parallelism_threads(INTRA_THREADS)
         return True
     except RuntimeError:  # the context has started
-        return (tf.config.threading.get_intra_op_parallelism_threads() == NODE_INTRA_THREADS
-                or os.environ.get("TF_NUM_INTRAOP_THREADS") == str(NODE_INTRA_THREADS))
+        return (tf.config.threading.get_intra_op_parallelism_threads() == INTRA_THREADS
+                or os.environ.get("TF_NUM_INTRAOP_THREADS") == str(INTRA_THREADS))
 
 
 class GradientModel:

@@ -15,6 +15,7 @@ v1 = tf.compat.v1
 
 from syncswitch import spec as specmod  # noqa: E402
 from syncswitch.cluster_manager import submission  # noqa: E402
+from syncswitch.node.updates import ancestors  # noqa: E402
 from syncswitch.protocols.engines import CountingOptimizer, StalenessMeter  # noqa: E402
 from syncswitch.protocols.engines.update_log import CAPACITY, LogPlace, columns  # noqa: E402
 
@@ -84,13 +85,8 @@ def test_the_row_and_the_sum_read_the_count_once():
         counting.apply_gradients([(tf.ones([3]), w)], step, after=[arrival])
         recorded = meter.record(arrival, counting.step_after)
     counts = [op for op in graph.get_operations() if op.type == "AssignAddVariableOp" and op.inputs[0] is step.handle]
-    seen, todo = set(), [recorded]
-    while todo:  # what the row and the sum are computed from
-        op = todo.pop()
-        if op not in seen:
-            seen.add(op)
-            todo += [t.op for t in op.inputs] + list(op.control_inputs)
-    reads = [op for op in seen if op.type == "ReadVariableOp" and set(op.control_inputs) & set(counts)]
+    reads = [op for op in ancestors([recorded])  # what the row and the sum are computed from
+             if op.type == "ReadVariableOp" and set(op.control_inputs) & set(counts)]
     assert len(counts) == 1 and len(reads) == 1, [op.name for op in reads]
 
 

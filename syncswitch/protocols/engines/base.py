@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import abc
-import contextlib
 import dataclasses
 
 import tensorflow as tf
@@ -74,15 +73,16 @@ class CountingOptimizer(v1.train.Optimizer):
         update counts in the global step (the staleness meter's read: else it may see its own step, one late)."""
         update = self._inner.apply_gradients(grads_and_vars)
         stepped = []
+        # The global step this update counted itself at (None without one): the staleness meter's record.
+        self.step_after = None
         if global_step is not None:
             with tf.control_dependencies([update, *after]), v1.colocate_with(global_step):
                 stepped.append(v1.assign_add(global_step, 1))
-        # The global step this update counted itself at (None without one): the staleness meter's record. Read once:
-        # a resource variable's assign_add hands back a lazy read, and each use of it made its own read, so a peer's
-        # update landing between two of them gave the update-log row and the meter's sum counts one apart (1 run in
-        # 4 of tests/protocols/test_update_log.py's real ASP run).
-        with v1.colocate_with(global_step) if stepped else contextlib.nullcontext():
-            self.step_after = tf.identity(stepped[0]) if stepped else None
+            # Read once: a resource variable's assign_add hands back a lazy read, and each use of it made its own
+            # read, so a peer's update landing between two of them gave the update-log row and the meter's sum
+            # counts one apart (1 run in 4 of tests/protocols/test_update_log.py's real ASP run).
+            with v1.colocate_with(global_step):
+                self.step_after = tf.identity(stepped[0])
         with tf.control_dependencies([update]):
             # The counter's new value, produced where the counter lives: fetching it costs no extra hop.
             with v1.colocate_with(self._samples):  # a constant made on the worker would be one more send
