@@ -82,7 +82,11 @@ class ArrivalCount:
     def count(self, landed: int, worker: int, now: float) -> int:
         """The count at arrival of `worker`'s update landing now, `landed` updates after its read."""
         since = now - self.window * (now - self.read_at.get(worker, now))
-        late = sum(1 for t, w in self.landings if w != worker and t > since)
+        late = 0
+        for t, w in reversed(self.landings):  # in time order: only the newest few lie in the window
+            if t <= since:
+                break
+            late += w != worker
         return max(landed - late, 0)
 
     def land(self, worker: int, now: float) -> None:
