@@ -180,12 +180,12 @@ class StepRunner:
             return
         if engine.agreed_stop is not None:
             self._agreed(engine, fetches)()
-            self._flagged(engine, fetches, {engine.stop_in: 0.0})
+            self._warm_stop(engine.stop)
             return
         self._fn(engine, fetches)()
         if engine.averaging is not None:  # the step that ends in the group's average: every worker warms it up
             self._agreed(engine.averaging, fetches)()
-            self._flagged(engine.averaging, fetches, {engine.averaging.stop_in: 0.0})
+            self._warm_stop(engine.averaging.stop)
         if engine.counts_every_step:  # only such an engine's steps may skip the counter read (see step())
             self._fn(engine, fetches, exact=False)()
 
@@ -193,23 +193,20 @@ class StepRunner:
         return self._callable(engine.train_op, engine.samples_after, engine.agreed_stop, engine.collective_wait_s,
                               hook_fetches)
 
-    def _flagged(self, engine, fetches, feed, options=None):
-        """The collective step with this worker's stop flag fed (the step that reaches the boundary). A callable
-        with a feed is a session.run in TF, so this is one: the warm-up runs it once (flag 0), because its first
-        run is a new signature, whose graph partitions every task registers then: at the phase's end, where the
-        last worker to reach the boundary's average took 0.6-0.9 s more than a step on 2 cores
-        (bench/notebook/2026-11-27-engine-6.md)."""
-        return self._run([engine.train_op, engine.samples_after, engine.agreed_stop, engine.collective_wait_s, fetches],
-                         feed)(options=options)
+    def _warm_stop(self, stop) -> None:
+        """The first calls of raising and lowering a collective engine's stop flag (each one assign), paid before
+        training as the step's is; lowered again, so the warm-up leaves it as the phase finds it."""
+        self._callable(stop.raise_op)()
+        self._callable(stop.lower_op)()
 
     def _collective_step(self, engine, args, fetches, options=None):
         """A step every worker takes together: (samples, seconds waited for the group, results). A worker past its
         boundary says so in the step, and the step the group agrees to stop after ends the phase on every worker."""
-        want = self.state.stop_flag()
-        if want or (args is not None and args.feed_dict):
-            feed = dict((args.feed_dict if args is not None else None) or {})
-            feed[engine.stop_in] = 1.0 if want else 0.0
-            _, samples, stop, wait_s, results = self._flagged(engine, fetches, feed, options)
+        if self.state.stop_flag():
+            self._callable(engine.stop.raise_op)()  # read into the step's collective, lowered by the step
+        if args is not None and args.feed_dict:  # feeds change per step, so they go through session.run
+            fetched = [engine.train_op, engine.samples_after, engine.agreed_stop, engine.collective_wait_s, fetches]
+            _, samples, stop, wait_s, results = self._run(fetched, args.feed_dict)(options=options)
         else:
             _, samples, stop, wait_s, results = self._agreed(engine, fetches)(options=options)
         self.state.after_collective_step(int(samples), bool(stop))

@@ -6,7 +6,7 @@ import tensorflow as tf
 from syncswitch.node.hooks.hook_list import HookList
 from syncswitch.node.state import TrainState
 from syncswitch.node.step_loop import StepRunner, _retry_duplicate
-from syncswitch.protocols.engines.base import ProtocolEngine
+from syncswitch.protocols.engines.base import ProtocolEngine, StopFlag
 
 v1 = tf.compat.v1
 
@@ -167,11 +167,12 @@ class _FlaggedStep(ProtocolEngine):
 
     def __init__(self, batch: int):
         samples = v1.get_variable("samples", [], tf.int64, v1.zeros_initializer(), trainable=False)
-        self.stop_in = v1.placeholder_with_default(tf.constant(0.0), [], name="stop_in")
-        self._finish(samples.assign_add(batch).op, samples.read_value())
+        self.stop = StopFlag("flagged")
+        flag, lowered = self.stop.read()
+        self._finish(tf.group(samples.assign_add(batch), lowered), samples.read_value())
         with tf.control_dependencies([self.train_op]):
             self.samples_after = samples.read_value()
-            self.agreed_stop = self.stop_in > 0.5
+            self.agreed_stop = flag > 0.5
         self.collective_wait_s = tf.constant(0.0)
 
 
@@ -179,29 +180,42 @@ def _flagged_session(total_samples: int, boundary: float):
     """(engine, session, state) on a fresh graph, left as its default graph: a flagged step of 128 samples."""
     engine = _FlaggedStep(batch=128)
     session = _RecordingSession(graph=tf.compat.v1.get_default_graph())
-    session.run(v1.global_variables_initializer())
+    session.run([v1.global_variables_initializer(), v1.local_variables_initializer()])
     state = TrainState(total_samples=total_samples, worker=0)
     state.boundary = boundary
     return engine, session, state
 
 
-def test_the_step_that_reaches_the_boundary_runs_a_signature_the_warm_up_ran():
+def test_the_step_that_reaches_the_boundary_runs_the_calls_the_warm_up_made():
     with tf.Graph().as_default():
         engine, session, state = _flagged_session(1024, 0.5)
         runner = StepRunner(session, HookList([]), state)
         runner.warm_up(engine)
-        warmed, made = set(session.signatures), dict(runner._callables)
+        made = dict(runner._callables)
         session.run(v1.global_variables_initializer())  # as the chief's reset after the warm-up
         state.samples, session.signatures = 0, []
         agreed = []
         for _ in range(4):
             runner.step(engine)
             agreed.append(state.at_boundary())
-        # The flagged step (the one that reaches the boundary) is a session.run with the flag fed: a signature of
-        # its own, registered on every task at its first run unless the warm-up ran it.
-        assert session.signatures == [("stop_in:0",)] and set(session.signatures) <= warmed
-        assert runner._callables == made
+        # The step that reaches the boundary raises the flag in a call of its own, then runs the step's own callable:
+        # no signature the warm-up did not make (a fed flag made the whole step a second one, registered on every
+        # task at its first run: about a second of start-up a collective engine on the synthetic ResNet).
+        assert session.signatures == [] and runner._callables == made
         assert state.samples == 512 and agreed == [False, False, False, True]
+        # The step lowered the flag after reading it: the next phase's steps are not agreed stops.
+        state.boundary = 1.0
+        runner.step(engine)
+        assert not state.at_boundary() and session.run(engine.stop.read()[0]) == 0.0
+
+
+def test_a_flag_raised_for_a_step_that_never_ran_is_lowered_by_the_warm_up():
+    with tf.Graph().as_default():
+        engine, session, state = _flagged_session(1024, 0.5)
+        session.run(engine.stop.raise_op)
+        StepRunner(session, HookList([]), state).warm_up(engine)
+        flag = engine.stop.read()[0]
+        assert session.run(flag) == 0.0
 
 
 def test_a_step_that_runs_a_signature_for_the_first_time_is_left_out_of_the_step_times():
@@ -220,7 +234,8 @@ def test_a_step_that_runs_a_signature_for_the_first_time_is_left_out_of_the_step
         for _ in range(4):
             runner.step(engine)
             firsts.append(state.first_call)
-        # Step 1 makes the callable; steps 2-3 repeat it; step 4 reaches the boundary through the flagged run.
+        # Step 1 makes the callable; steps 2-3 repeat it; step 4 reaches the boundary, raising the flag first: the
+        # flag's call is new (one assign, but a first call all the same).
         assert firsts == [True, False, False, True]
         timed = [t for t, _ in hook.window]
         assert [t is None for t in timed] == [True, False, False, True]
@@ -228,5 +243,5 @@ def test_a_step_that_runs_a_signature_for_the_first_time_is_left_out_of_the_step
         runner.step(engine)
         runner.step(engine)
         runner.step(engine)
-        runner.step(engine)  # the flagged run again: a signature already registered
+        runner.step(engine)  # the flag raised again: a call already made
         assert not state.first_call and hook.window[-1][0] is not None

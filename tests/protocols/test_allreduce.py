@@ -157,9 +157,10 @@ FUSED_DRIVER = DRIVER.replace("""        _, state.samples, loss = sessions[i].ru
         if fused is None:
             _, state.samples, loss = sessions[i].run(fetches)
         else:
+            if state.stop_flag():
+                sessions[i].run(fused.stop.raise_op)
             _, samples, stop, _, loss = sessions[i].run([fused.train_op, fused.samples_after, fused.agreed_stop,
-                                                         fused.collective_wait_s, fetches[2]],
-                                                        {fused.stop_in: float(state.stop_flag())})
+                                                         fused.collective_wait_s, fetches[2]])
             state.after_collective_step(int(samples), bool(stop))
             fused_calls[i] = fused_calls.get(i, 0) + 1
 """).replace("state.boundary = 1.0", "state.boundary, state.step_samples = 1.0, n * batch").replace(

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from .base import ProtocolEngine
+from .base import ProtocolEngine, StopFlag
 from .replica_training import ReplicaTraining, mean, warm_publish
 
 v1 = tf.compat.v1
@@ -47,16 +47,19 @@ class AllReduceEngine(ProtocolEngine):
         self._is_chief = is_chief
         with tf.device(replica.device), v1.variable_scope("syncswitch_allreduce"):
             core = ReplicaTraining(replica, schedule, per_worker_batch, num_workers, "allreduce")
-            self.stop_in = v1.placeholder_with_default(tf.constant(0.0), [], name="allreduce_stop_in")
+            self.stop = StopFlag("allreduce")
+            flag, lowered = self.stop.read()
             grads = [g for g, _ in core.grads]
             loss = tf.reshape(tf.cast(replica.loss, tf.float32), [1])
-            means, self.collective_wait_s = mean([*grads, loss, tf.reshape(self.stop_in, [1])], num_workers,
+            means, self.collective_wait_s = mean([*grads, loss, tf.reshape(flag, [1])], num_workers,
                                                  INSTANCE_KEY, "allreduce")
             step = core.apply([(m, v) for m, (_, v) in zip(means, core.grads)])
             self.loss = tf.reshape(means[-2], [], name="allreduce_mean_loss")
             self.agreed_stop = tf.greater(tf.reshape(means[-1], []), 0.0, name="allreduce_agreed_stop")
-        self._finish(tf.group(step, name="allreduce_step"), core.estimate_after)
-        self._enter, self._publish = core.boundaries(optimizer, global_step, samples)
+        self._finish(tf.group(step, lowered, name="allreduce_step"), core.estimate_after)
+        enter, self._publish = core.boundaries(optimizer, global_step, samples)
+        # A flag raised for a step whose call failed must not end the next phase at its first step.
+        self._enter = tf.group(enter, self.stop.lower_op)
         self._core = core
         self._published = True
 

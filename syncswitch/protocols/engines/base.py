@@ -149,14 +149,36 @@ class StalenessMeter:
         return {**out, **self.log.stats(session)} if self.log is not None else out
 
 
+class StopFlag:
+    """A worker's wish to end its phase after its next collective step, as a variable of its own: raised by a call
+    of one assign before that step, read into the step's collective and lowered after the read (`read`).
+
+    A fed placeholder made the step carrying the flag a second signature of the whole training step, whose first
+    run registered the step's graph partitions again on every task: on the synthetic ResNet (4 workers on 2
+    cores) about a second of every node's start-up for each collective engine warmed up, or of the phase's last
+    step where it was not. Raising and lowering are one-assign calls; the step is the same call with or without."""
+
+    def __init__(self, name: str):
+        self._flag = worker_variable(f"{name}_stop_flag", (), tf.float32)
+        self.raise_op = self._flag.assign(1.0, read_value=False, name=f"{name}_raise_stop")
+        self.lower_op = self._flag.assign(0.0, read_value=False, name=f"{name}_lower_stop")
+
+    def read(self, after=()) -> tuple[tf.Tensor, tf.Operation]:
+        """(the flag, as a step's collective takes it; the op that lowers it once read): the step runs both."""
+        with tf.control_dependencies(list(after)):
+            value = self._flag.read_value()
+        with tf.control_dependencies([value]):
+            return value, self._flag.assign(0.0, read_value=False)
+
+
 @dataclasses.dataclass(frozen=True)
 class CollectiveStep:
     """A step whose call also holds the group's collective, run as BSP's all-reduce step is (step_loop.py): the
-    step, the count after it, this worker's stop flag in, the group's answer, and the wait for the group."""
+    step, the count after it, this worker's stop flag, the group's answer, and the wait for the group."""
 
     train_op: tf.Operation
     samples_after: tf.Tensor
-    stop_in: tf.Tensor
+    stop: StopFlag
     agreed_stop: tf.Tensor
     collective_wait_s: tf.Tensor
 
@@ -192,8 +214,9 @@ class ProtocolEngine(abc.ABC):
     needs_replica = False
     loss: tf.Tensor | None = None
     # A collective step (all workers in one op) must end the phase at the same step on every worker: a worker
-    # feeds 1 to `stop_in` once it wants to stop, and `agreed_stop` (fetched with the step) says the group does.
-    stop_in: tf.Tensor | None = None
+    # raises its `stop` flag before the step once it wants to stop, and `agreed_stop` (fetched with the step) says
+    # the group does.
+    stop: StopFlag | None = None
     agreed_stop: tf.Tensor | None = None
     # A collective step's wait for its group (seconds, timed in the graph around the collective): the step time less
     # it is the worker's own speed, as `step_wait_s` is for a parameter-server step.

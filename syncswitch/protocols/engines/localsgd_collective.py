@@ -23,7 +23,7 @@ import time
 
 import tensorflow as tf
 
-from .base import CollectiveStep, ProtocolEngine, worker_variable
+from .base import CollectiveStep, ProtocolEngine, StopFlag, worker_variable
 from .replica_training import ReplicaTraining, mean, warm_publish
 
 v1 = tf.compat.v1
@@ -57,7 +57,7 @@ class CollectiveLocalSGDEngine(ProtocolEngine):
         self._enter, self._publish = core.boundaries(optimizer, global_step, samples)
         self._core = core
         with tf.device(replica.device):
-            self._stop = v1.placeholder_with_default(tf.constant(0.0), [], name="local_sgd_stop_in")
+            self.stop = StopFlag("local_sgd")
             copies = [copy for _, copy in core.pairs]
             self._average, _ = self._average_op(copies, last_loss, num_workers, "local_sgd")
             # The same average in the step's own call, read after the step (and after the loss the hooks fetch, so
@@ -66,9 +66,9 @@ class CollectiveLocalSGDEngine(ProtocolEngine):
             # peers' n-th whichever of the two calls each ran.
             agreed, waited = self._average_op(copies, last_loss, num_workers, "local_sgd_fused",
                                               after=[self.train_op, self.loss])
-            self.averaging = CollectiveStep(self.train_op, core.estimate_after, self._stop, agreed, waited)
+            self.averaging = CollectiveStep(self.train_op, core.estimate_after, self.stop, agreed, waited)
             self._reset_loss = self._mean_loss.assign(0.0, read_value=False)
-        self._average_fn = None
+        self._average_fn = self._raise_fn = None
         self._published = True
         self._rounds = 0
         self._steps = 0
@@ -78,21 +78,23 @@ class CollectiveLocalSGDEngine(ProtocolEngine):
     def _average_op(self, copies, last_loss, num_workers: int, name: str, after=()):
         """(the group's mean of the copies and their momentum assigned to this worker's, with the last losses' mean:
         true where the group agreed to stop; the seconds it waited for the group). `after`: what its reads follow."""
+        flag, lowered = self.stop.read(after)
         with tf.control_dependencies(list(after)):
             values = [c.read_value() for c in copies] + [tf.reshape(last_loss.read_value(), [1]),
-                                                         tf.reshape(self._stop, [1])]
+                                                         tf.reshape(flag, [1])]
         means, waited = mean(values, num_workers, INSTANCE_KEY, name)
         assigns = [c.assign(m, read_value=False) for c, m in zip(copies, means)]
-        assigns.append(self._mean_loss.assign(tf.reshape(means[-2], []), read_value=False))
+        assigns += [self._mean_loss.assign(tf.reshape(means[-2], []), read_value=False), lowered]
         with tf.control_dependencies(assigns):
             return tf.greater(tf.reshape(means[-1], []), 0.0, name=f"{name}_agreed_stop"), waited
 
     def _averaged(self, session, stop: bool) -> bool:
         """Run one average (with this worker's stop flag); whether the group agreed to stop."""
-        if stop:
-            return bool(session.run(self._average, {self._stop: 1.0}))
         if self._average_fn is None:
             self._average_fn = session.make_callable(self._average)
+            self._raise_fn = session.make_callable(self.stop.raise_op)
+        if stop:
+            self._raise_fn()
         return bool(self._average_fn())
 
     def enter_worker(self, session, params: dict | None = None) -> None:
@@ -101,7 +103,7 @@ class CollectiveLocalSGDEngine(ProtocolEngine):
         self._steps = 0
         self._waited = 0.0
         self._fusing = False
-        session.run([self._enter, self._reset_loss])
+        session.run([self._enter, self._reset_loss, self.stop.lower_op])  # a raised flag's step may have failed
         self._published = True
 
     def before_warm_up(self, session) -> None:

@@ -70,7 +70,7 @@ class SynchronousEngine(ProtocolEngine):
     step_wait_s = property(lambda self: self.active.step_wait_s)
     loss = property(lambda self: self.active.loss)
     agreed_stop = property(lambda self: getattr(self.active, "agreed_stop", None))
-    stop_in = property(lambda self: getattr(self.active, "stop_in", None))
+    stop = property(lambda self: getattr(self.active, "stop", None))
     collective = property(lambda self: self.active.collective)
     collective_wait_s = property(lambda self: self.active.collective_wait_s)
     snapshot = property(lambda self: self.active.snapshot)
