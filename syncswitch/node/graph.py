@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import collections.abc
 import dataclasses
 import sys
 
@@ -9,7 +10,7 @@ import tensorflow as tf
 
 from syncswitch.node import replica as replicamod
 from syncswitch.node import script as scriptmod
-from syncswitch.node.updates import orphan_updates
+from syncswitch.node.updates import ancestors, orphan_updates
 from syncswitch.protocols.engines import ENGINE_STATE, ProtocolEngine, build_engines, needs_replica
 from syncswitch.protocols.engines.synchronous import wants_ps
 from syncswitch.wire import codec
@@ -58,12 +59,38 @@ class Settings:
     schedule: Schedule
 
 
+class Gradients(collections.abc.Sequence):
+    """The shared model's (gradient, variable) pairs, made at their first use. Only the parameter-server protocols
+    use them; a run whose protocols all step on replicas (BSP by all-reduce, local SGD) differentiates the replica
+    alone, and the backward graph built here as well cost a node about 15% of its graph stage (the synthetic ResNet:
+    a second of every node's start-up, 4 nodes on 2 cores)."""
+
+    def __init__(self, optimizer, loss, path: str):
+        self._make = lambda: [(g, v) for g, v in optimizer.compute_gradients(loss) if g is not None]
+        self._pairs = None
+        self._path = path
+
+    def _all(self) -> list:
+        if self._pairs is None:
+            self._pairs = self._make()
+            if not self._pairs:  # its variables read through no differentiable path (the cheap check passed)
+                raise scriptmod.ScriptError(f"script {self._path}: model_fn's loss has no gradient for any "
+                                            "trainable variable")
+        return self._pairs
+
+    def __getitem__(self, index):
+        return self._all()[index]
+
+    def __len__(self) -> int:
+        return len(self._all())
+
+
 @dataclasses.dataclass(kw_only=True)
 class Model:
     """The user's model on the shared variables: its loss, gradients, the input iterator, and what model_fn made."""
 
     loss: tf.Tensor
-    grads: list
+    grads: Gradients
     iterator: object
     made: list                  # the ops model_fn made
     own_updates: list           # the model's own update ops (batch-norm statistics)
@@ -248,9 +275,10 @@ def _model(graph, launch, module, params: dict, batch: int, optimizer) -> Model:
               f"{extra[0].name}); they run with every step", file=sys.stderr, flush=True)
     with tf.control_dependencies(collected + extra):
         loss = tf.identity(out["loss"], name="train_loss")
-    grads = [(g, v) for g, v in optimizer.compute_gradients(loss) if g is not None]
-    if not grads:
+    trained = {v.op for v in v1.trainable_variables()} & ancestors([loss])
+    if not trained:
         raise scriptmod.ScriptError(f"script {path}: model_fn's loss depends on no trainable variable")
+    grads = Gradients(optimizer, loss, path)
     made_set = set(made)
     own = [u for u in collected + extra if getattr(u, "op", u) in made_set]
     return Model(loss=loss, grads=grads, iterator=iterator, made=made, own_updates=own, raw_loss=out["loss"])

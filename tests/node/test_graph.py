@@ -199,6 +199,7 @@ g = graphmod.build(launch, 1000, scriptmod.load_script(path), {}, cluster)
 bsp = g.engines["bsp"]
 out = {"modes": [type(m).__name__ for m in bsp.modes()],
        "sync_ops": len([op for op in g.graph.get_operations() if "bsp_sync" in op.name]),
+       "shared_backward_ops": len([op for op in g.graph.get_operations() if op.name.startswith("gradients/")]),
        "checkpointed": sorted(v.op.name for v in graphmod.checkpointed(g.graph))}
 try:
     bsp.choose({"aggregate": 1})
@@ -226,12 +227,15 @@ def test_bsp_builds_its_parameter_server_path_only_where_a_phase_asks_for_it(tmp
     """SyncReplicasOptimizer's path (accumulators, token queue, the chief's queue runner, its warm-up step) cost a
     second of every node's start-up while only `aggregate`, `allreduce: false` or a group-shrinking straggler policy
     (plan.py forces `allreduce: false`) can take it. Without it the checkpoint holds the same variables: the shared
-    momentum slots that all-reduce publishes into are still made."""
+    momentum slots that all-reduce publishes into are still made. Nor is the shared model's backward graph built
+    where every protocol steps on replicas (BSP by all-reduce and local SGD here): only the replica's."""
     default = _paths(tmp_path, {"allreduce": True, "aggregate": 0})
     assert default["modes"] == ["AllReduceEngine"] and default["sync_ops"] == 0
+    assert default["shared_backward_ops"] == 0
     assert "parameter-server path" in default["refused"]  # a plan changed under the nodes: said, not hung
     both = _paths(tmp_path, {"allreduce": True, "aggregate": 1})
     assert both["modes"] == ["SyncReplicasEngine", "AllReduceEngine"] and both["sync_ops"] > 0
+    assert both["shared_backward_ops"] > 0
     assert both["refused"] is None
     assert _paths(tmp_path, {"allreduce": False})["modes"] == ["SyncReplicasEngine", "AllReduceEngine"]
     assert default["checkpointed"] == both["checkpointed"]

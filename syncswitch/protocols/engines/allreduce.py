@@ -45,8 +45,12 @@ class AllReduceEngine(ProtocolEngine):
     def __init__(self, optimizer, global_step, samples, per_worker_batch: int, num_workers: int, is_chief: bool,
                  replica, schedule):
         self._is_chief = is_chief
-        with tf.device(replica.device), v1.variable_scope("syncswitch_allreduce"):
+        with tf.device(replica.device), v1.variable_scope("syncswitch_allreduce") as scope:
             core = ReplicaTraining(replica, schedule, per_worker_batch, num_workers, "allreduce")
+        # The shared momentum a parameter-server BSP's update would have made: checkpoints hold it, publish fills it.
+        core.make_shared_slots(optimizer)
+        with tf.device(replica.device), v1.variable_scope(scope, auxiliary_name_scope=False), \
+                tf.name_scope(scope.original_name_scope):
             self.stop = StopFlag("allreduce")
             flag, lowered = self.stop.read()
             grads = [g for g, _ in core.grads]

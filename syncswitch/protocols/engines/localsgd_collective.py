@@ -41,11 +41,13 @@ class CollectiveLocalSGDEngine(ProtocolEngine):
                  is_chief: bool = False, replica=None, schedule=None, **_):
         self.period = 2
         self._is_chief = is_chief
-        # Built, never run: it makes the shared momentum slots when no other protocol of the schedule did, so
-        # the published momentum is checkpointed and continues across a switch either way.
-        optimizer.apply_gradients(grads_and_vars, name="local_sgd_slots")
-        with tf.device(replica.device), v1.variable_scope("syncswitch_local_sgd_allreduce"):
+        with tf.device(replica.device), v1.variable_scope("syncswitch_local_sgd_allreduce") as scope:
             core = ReplicaTraining(replica, schedule, per_worker_batch, num_workers, "local_sgd_allreduce")
+        # The shared momentum slots, when no other protocol of the schedule made them: the published momentum is
+        # checkpointed and continues across a switch either way.
+        core.make_shared_slots(optimizer)
+        with tf.device(replica.device), v1.variable_scope(scope, auxiliary_name_scope=False), \
+                tf.name_scope(scope.original_name_scope):
             last_loss = worker_variable("last_loss", (), tf.float32)
             self._mean_loss = worker_variable("mean_loss", (), tf.float32)
             step = core.apply(core.grads)

@@ -103,6 +103,16 @@ class ReplicaTraining:
                       if g is not None]
         self.pairs: list = []
 
+    def make_shared_slots(self, optimizer) -> None:
+        """The shared optimizer's momentum slots of every shared variable this replica trains: checkpoints hold
+        them and `publish` writes the replica's momentum into them. Made from the variables, as apply_gradients
+        makes them (the v1 optimizer's own hook, outside any control flow), so that no gradient of the shared
+        model need be built where no protocol of the run steps on it."""
+        copies = {v.ref() for _, v in self.grads}
+        trained = [shared for shared, copy in self.replica.pairs if copy.ref() in copies]
+        with tf.init_scope():
+            optimizer._create_slots(trained)
+
     def apply(self, grads_and_vars) -> tf.Operation:
         """One step on the replica: the momentum update, then the count and the steps taken."""
         before = {v.ref() for v in v1.global_variables()}

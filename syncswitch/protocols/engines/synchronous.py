@@ -35,11 +35,6 @@ class SynchronousEngine(ProtocolEngine):
         if bsp_ps or not fits:
             self.ps = SyncReplicasEngine(optimizer, grads_and_vars, global_step, samples, per_worker_batch,
                                          num_workers, is_chief, **shared)
-        else:
-            # SyncReplicasOptimizer's update made the shared optimizer's momentum slots on the parameter servers:
-            # checkpoints hold them and the all-reduce path publishes its momentum into them. An update op that
-            # never runs makes them here (no accumulators, queues or chief queue runner, nothing to warm up).
-            optimizer.apply_gradients(grads_and_vars, name="bsp_slots_only")
         self.fast = None
         if fits:
             self.fast = AllReduceEngine(optimizer, global_step, samples, per_worker_batch, num_workers, is_chief,
