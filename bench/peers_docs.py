@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 
+from bench import common
 from bench.docs_format import recorded_commit, spread_text, table, x
 from bench.peers import allocator_of
 
@@ -88,16 +89,23 @@ def _count(n: int, noun: str) -> str:
     return f"{n} {noun}" + ("s" if n != 1 else "")
 
 
+def _launch_to_exit(doc: dict, variant: str) -> dict:
+    """A variant's seconds from its launch to its last process's exit (every run records it): what the user waits
+    for, start-up, the peers' evaluations (their training clock stops for them) and syncswitch's scoring included."""
+    return common.spread([r.get("wall_s") for r in doc.get("runs", []) if r["variant"] == variant])
+
+
 def _full_table(doc: dict) -> list[str]:
     rows = [[f"`{name}`", spread_text(v["final_accuracy"]), spread_text(v["train_time_s"], 1),
              spread_text(v["time_to_accuracy_s"], 1), spread_text(v["examples_per_s"], 0),
              x(v.get("train_time_vs_single")), x(v.get("train_time_vs_mwms")), x(v.get("tta_vs_mwms")),
-             x(v.get("throughput_vs_mwms"))]
+             x(v.get("throughput_vs_mwms")), spread_text(_launch_to_exit(doc, name), 1)]
             for name, v in doc["table"].items()]
     title = f"### {peers_cell(doc)}: {_count(len(doc['seeds']), 'seed')}, time to {doc['target_accuracy']}"
     return [title, "", f"At {_commit(doc)}.", "",
             *table(["variant", "final accuracy", "training time s", "time to accuracy s", "examples/s",
-                    "time / one process's", "time / MWMS's", "TTA / MWMS's", "throughput / MWMS's"], rows), ""]
+                    "time / one process's", "time / MWMS's", "TTA / MWMS's", "throughput / MWMS's",
+                    "launch to exit s"], rows), ""]
 
 
 def _commit(doc: dict) -> str:
@@ -173,7 +181,10 @@ PEERS_NOTE = (
     "cell, peers too, runs in its own cgroup of that budget. How time is counted: the peers evaluate 10 times and "
     "stop their clock while they do (and start it after their first step); syncswitch's training time runs from its "
     "first step to its last without a stop (a synchronous run's checkpoints are scored after its last step, a "
-    "switched run's guarded phase live: docs/evaluation.md). "
+    "switched run's guarded phase live: docs/evaluation.md). Launch to exit is the whole wait, from the first "
+    "process's launch to the last one's exit: each peer process's TensorFlow import, tracing and evaluations, "
+    "syncswitch's manager, nodes' start-up, scoring and teardown (the cells above predate ecd4914 and b12e69f, which "
+    "took about 3 s off a ResNet BSP run's start-up here: bench/notebook/2026-11-28-coordinator-14.md). "
     "Hosts: the same code ranks differently on this project's hosts (kernel builds fc-v769, fc-v657, fc-v595; a lent "
     "16-core Xeon, fc-v657-gpu). On fc-v657 MWMS on glibc's malloc spent half its CPU in the kernel (page faults, "
     "zeroing and unmapping what its steps free and take back) and ran at 0.53-0.67x one process's speed; preloading "
