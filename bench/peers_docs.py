@@ -205,5 +205,8 @@ PEERS_NOTE = (
     "share), while syncswitch's `no-sync` takes 1.16x `tf-no-sync`'s: a syncswitch worker's CPU per sample outside "
     "communication (idle pool threads spinning and the OS switching between a node's threads, now stopped where "
     "threads outnumber cores; one batch read ahead at the end of each worker's input, the 16-core `bsp-prefetch` "
-    "row). How each cell was reached, and every change measured on the way: bench/notebook/ (coordinator and engine "
+    "row). The same diagnostic on fc-v595 at ff458df (five seeds): syncswitch's `no-sync` 1.09x `tf-no-sync`'s time, "
+    "MWMS 1.21x, and syncswitch's BSP at 1.01x MWMS's throughput (10.3 s against 10.4 s), where the cell of 1bedbc0 "
+    "had it at 0.91x: five seeds of one batch against another on this host differ by about that much. "
+    "How each cell was reached, and every change measured on the way: bench/notebook/ (coordinator and engine "
     "files of 2026-11-26 to 2026-11-28).")
