@@ -185,7 +185,7 @@ PEERS_NOTE = (
     "process's launch to the last one's exit: each peer process's TensorFlow import, tracing and evaluations, "
     "syncswitch's manager, nodes' start-up, scoring and teardown (ecd4914 and b12e69f took about 3 s off a ResNet BSP "
     "run's start-up here, bench/notebook/2026-11-28-coordinator-14.md; of the cells above only the unbudgeted "
-    "ResNet's on fc-v595 has them). "
+    "ones on fc-v595 have them). "
     "Hosts: the same code ranks differently on this project's hosts (kernel builds fc-v769, fc-v657, fc-v595; a lent "
     "16-core Xeon, fc-v657-gpu). On fc-v657 MWMS on glibc's malloc spent half its CPU in the kernel (page faults, "
     "zeroing and unmapping what its steps free and take back) and ran at 0.53-0.67x one process's speed; preloading "
