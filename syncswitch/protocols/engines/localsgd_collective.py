@@ -56,7 +56,7 @@ class CollectiveLocalSGDEngine(ProtocolEngine):
                 remembered = last_loss.assign(own, read_value=False)
             self.loss = tf.where(tf.math.is_finite(own), own, self._mean_loss.read_value(), name="local_sgd_loss")
         self._finish(tf.group(step, remembered, name="local_sgd_step"), core.estimate_after)
-        self._enter, self._publish = core.boundaries(optimizer, global_step, samples)
+        enter, self._publish = core.boundaries(optimizer, global_step, samples)
         self._core = core
         with tf.device(replica.device):
             self.stop = StopFlag("local_sgd")
@@ -70,6 +70,8 @@ class CollectiveLocalSGDEngine(ProtocolEngine):
                                               after=[self.train_op, self.loss])
             self.averaging = CollectiveStep(self.train_op, core.estimate_after, self.stop, agreed, waited)
             self._reset_loss = self._mean_loss.assign(0.0, read_value=False)
+        # A flag raised for a step whose call failed must not end the next phase at its first step.
+        self._enter = tf.group(enter, self.stop.lower_op)
         self._average_fn = self._raise_fn = None
         self._published = True
         self._rounds = 0
@@ -105,7 +107,7 @@ class CollectiveLocalSGDEngine(ProtocolEngine):
         self._steps = 0
         self._waited = 0.0
         self._fusing = False
-        session.run([self._enter, self._reset_loss, self.stop.lower_op])  # a raised flag's step may have failed
+        session.run([self._enter, self._reset_loss])
         self._published = True
 
     def before_warm_up(self, session) -> None:
