@@ -293,12 +293,24 @@ def _replica(graph, launch, protocols, model: Model):
     if not needs_replica(protocols):
         return None
     device = f"/job:worker/task:{launch.task_index}"
+    if _calls_functions(model.made):
+        # A loop's or a cond's gradient rewrites its forward function in place, under the function's name with
+        # "_rewritten" added; the replica's copy calls the same functions, so whichever model is differentiated
+        # second would add a different function under that name (a GRU: "duplicate function ... definitions
+        # differ"). The shared model's gradients first: the copy then calls the rewritten functions, whose
+        # gradients need no second rewrite.
+        len(model.grads)
     try:
         return replicamod.build(graph, model.made, model.raw_loss, model.own_updates, device, launch.script_path)
     except scriptmod.ScriptError:
         if any(p != "bsp" and needs_replica([p]) for p in protocols):
             raise
         return None
+
+
+def _calls_functions(ops) -> bool:
+    """Whether any of `ops` calls a graph function (tf.while_loop, tf.cond, an RNN layer, a tf.function)."""
+    return any(value.func.name or value.list.func for op in ops for value in op.node_def.attr.values())
 
 
 def _saving(graph, iterator):

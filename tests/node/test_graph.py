@@ -240,3 +240,38 @@ def test_bsp_builds_its_parameter_server_path_only_where_a_phase_asks_for_it(tmp
     assert _paths(tmp_path, {"allreduce": False})["modes"] == ["SyncReplicasEngine", "AllReduceEngine"]
     assert default["checkpointed"] == both["checkpointed"]
     assert [name for name in default["checkpointed"] if name.endswith("/Momentum")]
+
+
+LOOP_SCRIPT = pathlib.Path(__file__).with_name("loop_script.py")
+
+LOOP_DRIVER = PATHS_DRIVER.split("for protocol in")[0] + '''
+for protocol in ("asp", "bsp", "local-sgd"):
+    phase = launch.phases.add(protocol=protocol, build=True, until=1.0)
+    phase.config.per_worker_batch, phase.config.learning_rate, phase.config.momentum = 8, 0.1, 0.9
+    phase.params.update(params)
+cluster = tf.train.ClusterSpec({"ps": ps_hosts, "worker": workers})
+g = graphmod.build(launch, 1000, scriptmod.load_script(path), {}, cluster)
+calls = {node.attr["body"].func.name for node in g.graph.as_graph_def().node if node.op in ("While", "StatelessWhile")}
+print("RESULT " + json.dumps({"engines": sorted(g.engines), "loops": sorted(calls)}), flush=True)
+'''
+
+
+def test_a_looping_model_builds_on_the_parameter_servers_and_on_replicas(tmp_path):
+    """A model with a loop (an RNN layer, tf.while_loop) differentiated twice: the replica's and the shared model's
+    gradients each rewrite the loop's forward function under one name. Built replica first, the second rewrite
+    added a different function under it ("duplicate function ... definitions differ": every GRU job whose run
+    built a parameter-server protocol beside a replica one failed at its graph stage)."""
+    import json
+    import subprocess
+    import sys
+
+    (tmp_path / "loop.py").write_text(LOOP_DRIVER)
+    proc = subprocess.run([sys.executable, str(tmp_path / "loop.py"), str(LOOP_SCRIPT), json.dumps({})],
+                          capture_output=True, text=True, timeout=240)
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("RESULT ")]
+    assert lines, proc.stderr[-2000:]
+    built = json.loads(lines[-1][len("RESULT "):])
+    assert built["engines"] == ["asp", "bsp", "local-sgd"]
+    # The shared model's loop and the replica's copy of it call the one rewritten body (the others are gradients).
+    forward = [name for name in built["loops"] if "_grad" not in name]
+    assert len(forward) == 1 and forward[0].endswith("_rewritten"), built["loops"]
