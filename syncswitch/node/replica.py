@@ -82,8 +82,21 @@ def build(graph, model_ops, loss, updates, device: str, path: str = "") -> Repli
     with tf.device(device):
         imported = tf.graph_util.import_graph_def(subset, input_map=input_map, return_elements=names, name=SCOPE)
     new_loss, new_updates = imported[0], imported[1:]
+    _keep_gradient_functions(graph, needed)
     with tf.control_dependencies(new_updates):
         replica_loss = tf.identity(new_loss, name="replica_loss")
     localize(graph, copies)
     return Replica(replica_loss, list(zip(shared, copies)),
                    [c for s, c in zip(shared, copies) if s.ref() in trainable], device)
+
+
+def _keep_gradient_functions(graph, originals) -> None:
+    """Give each copied call of a tf.function its original's gradient. Calling a tf.function in a graph sets the
+    call op's gradient on the Python object (`_gradient_function`), which no GraphDef carries: the imported copy
+    had none, and differentiating the replica failed inside TensorFlow ("'AtomicFunction' object has no attribute
+    'python_grad_func'") for any model_fn that calls one. The gradient rewrites the op it is given (its forward
+    function, its outputs), so the copy's is its own."""
+    for op in originals:
+        gradient = getattr(op, "_gradient_function", None)
+        if gradient is not None:
+            graph.get_operation_by_name(f"{SCOPE}/{op.name}")._gradient_function = gradient

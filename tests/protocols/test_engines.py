@@ -35,13 +35,13 @@ class Rig:
     """One weight vector, a fed gradient, and one protocol's engine; `interfere(k)` arms a peer's update."""
 
     def __init__(self, protocol: str, workers: int = 4, task_index: int = 0, momentum: float = 0.0,
-                 resource: bool = True):
+                 resource: bool = True, dtype=tf.float32):
         self.graph = tf.Graph()
         with self.graph.as_default():
             self.global_step = v1.train.get_or_create_global_step()
             self.samples = v1.get_variable("samples", [], tf.int64, v1.zeros_initializer(), trainable=False)
-            self.w = v1.get_variable("w", initializer=W0, use_resource=resource)
-            self.g_in = v1.placeholder(tf.float32, [3])
+            self.w = v1.get_variable("w", initializer=W0.astype(dtype.as_numpy_dtype), use_resource=resource)
+            self.g_in = v1.placeholder(dtype, [3])
             self.k_in = v1.placeholder(tf.int64, [])
             grad = tf.identity(self.g_in)
             optimizer = self.optimizer = v1.train.MomentumOptimizer(LR, tf.constant(momentum))
@@ -52,7 +52,8 @@ class Rig:
             reads = [self.engine.meter.step_at_read] if self.engine.meter is not None else []
             reads += getattr(self.engine, "reads", [])
             with tf.control_dependencies(reads):
-                self.peer = tf.group(self.w.assign_add(DELTA * tf.cast(tf.minimum(self.k_in, 1), tf.float32)),
+                self.peer = tf.group(self.w.assign_add(DELTA.astype(dtype.as_numpy_dtype)
+                                                       * tf.cast(tf.minimum(self.k_in, 1), dtype)),
                                      self.global_step.assign_add(self.k_in))
             grad.op._add_control_input(self.peer)
             self.init = v1.global_variables_initializer()
@@ -212,6 +213,21 @@ def test_staleness_never_counts_the_steps_own_update(protocol):
         rig.session.run([rig.engine.train_op, rig.engine.samples_after], {rig.g_in: G, rig.k_in: 2})
     stats = rig.engine.stats(rig.session)
     assert (stats["staleness_mean"], stats["updates"]) == (2.0, 300)
+
+
+# b-fasgd steps on a replica (no rig here); it, BSP and local SGD ran a float64 job end to end (notebook).
+@pytest.mark.parametrize("protocol", ["asp", "ssp", "dc-asgd", "fasgd", "specsync", "lookahead"])
+def test_a_float64_model_steps_as_a_float32_one(protocol):
+    """A script may keep its data's float64: the rates, momentum and each protocol's own terms (DC-ASGD's mean
+    squares, FASGD's scale, the look-ahead's rates) are float32 and were fed to float64 kernels unconverted, which
+    failed the graph stage. Each step now lands where the float32 model's does."""
+    steps = {}
+    for dtype in (tf.float32, tf.float64):
+        rig = Rig(protocol, momentum=0.9, dtype=dtype)
+        rig.enter()
+        steps[dtype] = [rig.step(k=k)[0] for k in (1, 0, 2)]
+        assert rig.session.run(rig.w).dtype == dtype.as_numpy_dtype
+    np.testing.assert_allclose(steps[tf.float64], steps[tf.float32], rtol=1e-5, atol=1e-6)
 
 
 V0 = np.array([0.4, 0.1, -0.3], np.float32)

@@ -34,7 +34,7 @@ class DelayCompensatedEngine(ProtocolEngine):
         self._params_in = v1.placeholder(tf.float32, [3], name="dc_asgd_params_in")
         compensated, squares, setters, self.reads = [], [], [], []
         for g, v in grads_and_vars:
-            g = dense(g)
+            g, dtype = dense(g), v.dtype.base_dtype  # a float64 model's state and terms in its own type
             with tf.device(v.device):
                 # (lambda, adaptive, decay) beside each variable: a read from another parameter server
                 # would add a cross-server transfer to every update of every variable.
@@ -42,12 +42,12 @@ class DelayCompensatedEngine(ProtocolEngine):
                 hyper = state_variable(f"{name}/hyper", [3], tf.float32, colocate=v)
                 setters.append(hyper.assign(self._params_in))
                 w_read = tf.identity(v.read_value(), name="w_read")  # no inputs: read as the step starts
-                ms = state_variable(f"{name}/mean_square", v.shape, tf.float32, colocate=v)
+                ms = state_variable(f"{name}/mean_square", v.shape, dtype, colocate=v)
                 squares.append(ms)
                 self.reads.append(w_read)
                 with tf.control_dependencies([g]):
                     w_now = v.read_value()
-                lam0, adaptive, decay = tf.unstack(hyper.read_value())
+                lam0, adaptive, decay = tf.unstack(tf.cast(hyper.read_value(), dtype))
                 ms_new = ms.assign(decay * ms + (1.0 - decay) * g * g)
                 lam = tf.where(adaptive > 0.5, lam0 / tf.sqrt(ms_new + EPSILON), lam0 * tf.ones_like(ms_new))
                 compensated.append((g + lam * g * g * (w_now - w_read), v))

@@ -35,7 +35,7 @@ class StalenessAwareEngine(ProtocolEngine):
         scaled = []
         for g, v in grads_and_vars:
             with tf.device(v.device):
-                scaled.append((dense(g) * self.scale, v))
+                scaled.append((dense(g) * tf.cast(self.scale, v.dtype.base_dtype), v))  # a float64 model's too
         counting = CountingOptimizer(optimizer, samples, per_worker_batch, self.name)
         update = counting.apply_gradients(scaled, global_step, after=[staleness])
         recorded = self.meter.record(staleness, counting.step_after)

@@ -68,10 +68,14 @@ class _LookaheadMomentum(v1.train.Optimizer):
     def _prepare(self):
         self._inner._prepare()
 
+    def _rates_for(self, var, grad):
+        # The kernels take their rates in the variable's type: a float64 model's, cast where it is applied.
+        return [tf.cast(rate, grad.dtype.base_dtype) for rate in self._rates[var.device]]
+
     def _resource_apply_dense(self, grad, var):
         velocity = self._inner.get_slot(var, "momentum")
         momentum = tf.cast(self._inner._momentum_tensor, grad.dtype.base_dtype)
-        lr_a, lr_c = self._rates[var.device]
+        lr_a, lr_c = self._rates_for(var, grad)
         nesterov = tf.raw_ops.ResourceApplyMomentum(var=var.handle, accum=velocity.handle, lr=lr_a, grad=grad,
                                                     momentum=momentum, use_locking=False, use_nesterov=True)
         with tf.control_dependencies([nesterov]):
@@ -82,7 +86,7 @@ class _LookaheadMomentum(v1.train.Optimizer):
         # A reference variable (a script that asked for `use_resource=False`): the same two kernels, ref flavour.
         velocity = self._inner.get_slot(var, "momentum")
         momentum = tf.cast(self._inner._momentum_tensor, grad.dtype.base_dtype)
-        lr_a, lr_c = self._rates[var.device]
+        lr_a, lr_c = self._rates_for(var, grad)
         nesterov = tf.raw_ops.ApplyMomentum(var=var, accum=velocity, lr=lr_a, grad=grad, momentum=momentum,
                                             use_locking=False, use_nesterov=True)
         with tf.control_dependencies([nesterov]):
