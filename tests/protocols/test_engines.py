@@ -332,7 +332,7 @@ class _LocalRig:
     """The shared weights and `workers` local-sgd engines in one session, each worker with its replica of `w`
     (loss = g_i . copy, so worker i's gradient is always G_i)."""
 
-    def __init__(self, workers: int = 2, momentum: float = 0.9):
+    def __init__(self, workers: int = 2, momentum: float = 0.9, counter: bool = False):
         from syncswitch.node.replica import Replica
         from syncswitch.protocols.engines.base import localize
 
@@ -342,14 +342,22 @@ class _LocalRig:
             global_step = self.global_step = v1.train.get_or_create_global_step()
             self.samples = v1.get_variable("samples", [], tf.int64, v1.zeros_initializer(), trainable=False)
             self.w = v1.get_variable("w", initializer=W0)
+            # A model's own integer counter, advanced by every step (`counter`).
+            self.count = v1.get_variable("count", [], tf.int64, v1.zeros_initializer(), trainable=False)
             optimizer = self.optimizer = v1.train.MomentumOptimizer(LR, momentum)
             self.engines = []
             for i in range(workers):
                 with v1.variable_scope(f"worker{i}"):
                     copy = v1.get_variable("copy", initializer=np.zeros(3, np.float32))
-                    localize(self.graph, [copy])
+                    counted = v1.get_variable("count", [], tf.int64, v1.zeros_initializer(), trainable=False)
+                    localize(self.graph, [copy, counted])
                     loss = tf.reduce_sum(copy * self.grads[i])
-                    replica = Replica(loss, [(self.w, copy)], [copy], device="")
+                    pairs = [(self.w, copy)]
+                    if counter:
+                        with tf.control_dependencies([counted.assign_add(1)]):
+                            loss = tf.identity(loss)
+                        pairs.append((self.count, counted))
+                    replica = Replica(loss, pairs, [copy], device="")
                     engines = build_engines(["local-sgd"], optimizer, [(tf.zeros([3]), self.w)], global_step,
                                             self.samples, {"local-sgd": BATCH}, workers, i == 0, task_index=i,
                                             replica=replica, rates=(tf.constant(LR), tf.constant(momentum)))
@@ -373,7 +381,8 @@ class _LocalRig:
         def work(i, engine):
             state = _train_state()
             for _ in range(steps):
-                _, state.samples = self.session.run([engine.train_op, engine.samples_after])
+                # The loss too, as the task fetches it: the model's own update ops run before it.
+                _, state.samples, _ = self.session.run([engine.train_op, engine.samples_after, engine.loss])
                 waits[i] = engine.after_step(self.session, state)
 
         threads = [threading.Thread(target=work, args=(i, e)) for i, e in enumerate(self.engines)]
@@ -403,6 +412,19 @@ def test_local_sgd_averages_the_copies_and_their_momentum(period):
     np.testing.assert_allclose(slot, np.mean(velocities, 0), rtol=1e-5)
     assert samples == 2 * period * BATCH
     assert rig.session.run(rig.global_step) == period  # the chief counts the group's steps, as BSP does
+
+
+def test_local_sgd_adds_up_an_integer_variables_changes():
+    """A model's integer variable (a counter its own update op advances) gains every worker's steps, as on the
+    parameter servers under any other protocol: its change divided by n was a float, and the graph failed."""
+    plain, counting = _LocalRig(workers=2), _LocalRig(workers=2, counter=True)
+    for rig in (plain, counting):
+        rig.enter(period=2)
+    for _ in range(2):
+        w, _, _ = plain.round(2)
+        w_counted, _, _ = counting.round(2)
+    np.testing.assert_allclose(w_counted, w, rtol=1e-6)
+    assert counting.session.run(counting.count) == 2 * 2 * 2  # 2 workers, 2 rounds of 2 steps
 
 
 def test_local_sgd_averaged_every_step_is_bsp():

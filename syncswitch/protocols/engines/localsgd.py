@@ -122,8 +122,14 @@ class LocalSGDEngine(ProtocolEngine):
     def _push_adds(self, groups, device, global_step, samples, per_worker_batch: int, is_chief: bool) -> list:
         """Push: this worker's move since its last read, as one n-th of the average, and the samples it trained."""
         n = self._n
-        adds = fused.push_add(groups, device, lambda item: (item[1].read_value() - item[2].read_value())
-                              / tf.cast(n, item[0].dtype.base_dtype))
+
+        def move(item):
+            delta, dtype = item[1].read_value() - item[2].read_value(), item[0].dtype.base_dtype
+            # A model's integer variable (a counter its update ops advance) gains every worker's change, as it
+            # does on the parameter servers under every other protocol; dividing it failed the graph stage.
+            return delta / tf.cast(n, dtype) if dtype.is_floating else delta
+
+        adds = fused.push_add(groups, device, move)
         with tf.device(device):
             trained_samples = self._unsynced.read_value() * per_worker_batch
         with v1.colocate_with(samples):
