@@ -50,6 +50,9 @@ def build(graph, model_ops, loss, updates, device: str, path: str = "") -> Repli
                  for v in graph.get_collection(v1.GraphKeys.GLOBAL_VARIABLES)
                  + graph.get_collection(v1.GraphKeys.LOCAL_VARIABLES)}
     trainable = {v.ref() for v in graph.get_collection(v1.GraphKeys.TRAINABLE_VARIABLES)}
+    # A model that reads the global step (a schedule of its own) reads the shared one: a copy would stand still
+    # through the phase, and writing it back at publish would undo the steps the group counted there.
+    counters = {v.ref() for v in graph.get_collection(v1.GraphKeys.GLOBAL_STEP)}
     keep = set(needed)
     shared, input_map = [], {}
     for op in needed:
@@ -57,7 +60,7 @@ def build(graph, model_ops, loss, updates, device: str, path: str = "") -> Repli
             if t.op in keep or t.name in input_map:
                 continue
             variable = by_handle.get(t.op)
-            if variable is not None:
+            if variable is not None and variable.ref() not in counters:
                 if variable.dtype._is_ref_dtype:  # a reference variable's read cannot be remapped
                     raise scriptmod.ScriptError(
                         f"script {path}: local-sgd needs resource variables; {variable.op.name} is a reference "

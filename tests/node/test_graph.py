@@ -242,6 +242,22 @@ def test_bsp_builds_its_parameter_server_path_only_where_a_phase_asks_for_it(tmp
     assert [name for name in default["checkpointed"] if name.endswith("/Momentum")]
 
 
+def test_a_model_with_an_integer_counter_takes_bsps_all_reduce(tmp_path):
+    """All-reduce carries the trained variables' gradients; a model's integer counter and the global step it reads
+    are not trained. Requiring every variable in float32 sent such a model's BSP through the parameter servers."""
+    import json
+    import subprocess
+    import sys
+
+    (tmp_path / "paths.py").write_text(PATHS_DRIVER)
+    proc = subprocess.run([sys.executable, str(tmp_path / "paths.py"), str(SCRIPT.with_name("counter_script.py")),
+                           json.dumps({"allreduce": True, "aggregate": 0})],
+                          capture_output=True, text=True, timeout=240)
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("RESULT ")]
+    assert lines, proc.stderr[-2000:]
+    assert json.loads(lines[-1][len("RESULT "):])["modes"] == ["AllReduceEngine"]
+
+
 LOOP_SCRIPT = pathlib.Path(__file__).with_name("loop_script.py")
 
 LOOP_DRIVER = PATHS_DRIVER.split("for protocol in")[0] + '''

@@ -4,6 +4,7 @@ variables, every variable paired, none checkpointed; for any way a script builds
 from __future__ import annotations
 
 import os
+import pathlib
 
 import numpy as np
 import pytest
@@ -153,3 +154,30 @@ def test_a_model_calling_graph_functions_has_the_same_gradients_on_its_replica(t
             session.run([c.assign(s) for s, c in replica.pairs])
             for ours, theirs in zip(*session.run([shared_grads, replica_grads])):
                 np.testing.assert_allclose(theirs, ours, rtol=1e-5, atol=1e-6)
+
+
+COUNTER_SCRIPT = pathlib.Path(__file__).with_name("counter_script.py")
+
+
+def test_the_replica_copies_a_models_counter_and_reads_the_shared_global_step():
+    """A copy of the global step would stand still through a replica phase, and publish would write it back over
+    the steps the group counted: the replica reads the shared one. The model's own counter is copied (paired)."""
+    module = scriptmod.load_script(str(COUNTER_SCRIPT))
+    graph = tf.Graph()
+    with graph.as_default():
+        global_step = v1.train.get_or_create_global_step()
+        features, labels = tf.constant(FEATURES[:, :4]), tf.constant(LABELS % 2)
+        before = set(graph.get_operations())
+        out = scriptmod.call_model_fn(module, str(COUNTER_SCRIPT), features, labels, {}, True)
+        made = [op for op in graph.get_operations() if op not in before]
+        replica = replicamod.build(graph, made, out["loss"], [], "", str(COUNTER_SCRIPT))
+        paired = sorted(s.op.name for s, _ in replica.pairs)
+        assert "global_step" not in paired and "batches_seen" in paired, paired
+        assert global_step.handle.op in ancestors([replica.loss])
+        with v1.Session(graph=graph) as session:
+            session.run([v1.global_variables_initializer(), v1.local_variables_initializer()])
+            session.run(global_step.assign(7))
+            counter = dict((s.op.name, c) for s, c in replica.pairs)["batches_seen"]
+            for _ in range(3):
+                session.run(replica.loss)
+            assert session.run([counter, global_step]) == [3, 7]

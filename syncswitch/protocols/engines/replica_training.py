@@ -33,6 +33,16 @@ def supported(pairs) -> bool:
     return all(v.dtype.base_dtype in SUPPORTED and v.shape.is_fully_defined() for _, v in pairs)
 
 
+def gradients_supported(replica) -> bool:
+    """Whether BSP's all-reduce can step on `replica`: its one buffer carries the trained variables' gradients
+    (float32); the other variables (an integer counter the model advances, a global step it reads) move only at the
+    phase's boundaries, grouped by type (fused.py). Requiring every variable in float32 sent such a model's BSP
+    through the parameter servers."""
+    trained = {c.ref() for c in replica.trainable}
+    return (supported([pair for pair in replica.pairs if pair[1].ref() in trained])
+            and all(c.shape.is_fully_defined() for _, c in replica.pairs))
+
+
 def mean(tensors, n: int, instance_key: int, name: str) -> tuple[list, tf.Tensor]:
     """(the group's mean of each of `tensors` (float32), from one all-reduce of their concatenation; the seconds
     the all-reduce took on this worker). The latter is mostly waiting for the slowest peer: a worker's own speed is

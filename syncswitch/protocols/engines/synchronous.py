@@ -6,7 +6,7 @@ from __future__ import annotations
 from .allreduce import AllReduceEngine
 from .base import ProtocolEngine
 from .bsp import SyncReplicasEngine
-from .replica_training import supported
+from .replica_training import gradients_supported
 
 
 def wants_ps(params: dict | None) -> bool:
@@ -30,7 +30,7 @@ class SynchronousEngine(ProtocolEngine):
                  num_workers: int, is_chief: bool, replica=None, schedule=None, bsp_ps: bool = True, **shared):
         """`bsp_ps`: whether a phase of this launch may take the parameter-server path (graph.py decides from the
         phases' parameters); without it only all-reduce is built, where the model allows it."""
-        fits = replica is not None and schedule is not None and num_workers > 1 and supported(replica.pairs)
+        fits = replica is not None and schedule is not None and num_workers > 1 and gradients_supported(replica)
         self.ps = None
         if bsp_ps or not fits:
             self.ps = SyncReplicasEngine(optimizer, grads_and_vars, global_step, samples, per_worker_batch,
