@@ -388,7 +388,20 @@ def overhead_render(docs: list[dict]) -> list[str]:
               [[r[0]] + [x(v) for v in r[1:]] for r in rows])
 
 
+CHAOS_NOTE = (
+    "On fc-v595 at 16484ff (2026-11-28). The table before it (21c9c2a, 2026-11-26, fc-v769, before BSP by all-reduce "
+    "became the default): recovery 5.7 s [3.7, 7.9], samples lost 704 [0, 1920], killed runs' accuracy -0.021 "
+    "[-0.090, 0.044] against the unfailed median, 18/18 and 6/6 completed, no process left; a resumed manager "
+    "8.9 s against 5.9 s now. Recovery relaunches the lost node's task, which rebuilds and warms its graph: the "
+    "start-up cuts since (bench/notebook/2026-11-28-coordinator-14.md) shorten it too.")
+
 RUNTIME_NOTE = (
+    "Table: fc-v595 at 16484ff (2026-11-28). The table before it (7faa3bc, 2026-11-27, on fc-v657): in place "
+    "0.14/0.20/0.42 s and relaunch 2.94/6.76/12.37 s at 2/4/8 workers, submit to first step 9.9 s, hooks 0.952. "
+    "Side by side on fc-v595, 16484ff against 7faa3bc (`syncswitch submit jobs/quickstart.yaml --set seed=S`, seeds "
+    "1-6, order alternating, one quiet call; bench/notebook/2026-11-28-coordinator-15.md section 5): submit to first "
+    "step 4.9 s against 5.4 s (median of the paired ratios 0.91), training 2.8 s against 3.1 s, the same final "
+    "accuracy seed by seed. "
     "Against 2026-11-21 (5322d17: in place 0.06/0.14/0.23 s, relaunch 1.75/3.16/7.29 s at 2/4/8 workers, submit to "
     "first step 8.7 s): a node's graph now holds BSP by all-reduce and local SGD on a worker-side replica, each "
     "warmed up before training so that an in-place switch pays no registration; a relaunch builds and warms its "
@@ -590,9 +603,12 @@ FIGURES = (
            "--set cluster.cpus_per_ps=0.3", stragglers_render, headline=stragglers_headline,
            note="Needs root (each node in its own CPU cgroup)."),
     Figure("recovery", "Fault tolerance: killed nodes and managers",
-           ("chaos-quickstart-4workers-2026-11-26.json",),
-           "python -m bench chaos --runs 18 --unfailed 6 --scenarios worker-bsp,ps-asp,worker-asp,agent,switch,manager "
-           "--set cluster.workers=4", chaos_render, commit="21c9c2a", headline=chaos_headline),
+           ("chaos-quickstart-4workers-2026-11-28.json", "chaos-quickstart-4workers-2026-11-26.json"),
+           ("python -m bench chaos --runs 18 --unfailed 6 --scenarios worker-bsp,ps-asp,worker-asp,agent,switch,"
+            "manager --set cluster.workers=4 (one quiet call; the table's)",
+            "python -m bench chaos --runs 18 --unfailed 6 --scenarios worker-bsp,ps-asp,worker-asp,agent,switch,"
+            "manager --set cluster.workers=4 (at 21c9c2a, on fc-v769: the note's figures)"),
+           chaos_render, headline=chaos_headline, note=CHAOS_NOTE),
     Figure("overhead", "Framework overhead: syncswitch against a hand-written PS loop",
            ("framework-overhead-ps1-4workers-2026-11-28.json",
             "framework-overhead-ps1-4workers-onecall-2026-11-23.json"),
@@ -607,8 +623,10 @@ FIGURES = (
                 "synchronous). On fc-v595. At b9ac715 (2026-11-23), with syncswitch's BSP on the PS as well, it ran "
                 "at 0.85x and 1.05x the bare loop's BSP throughput (the second file)."),
     Figure("runtime", "Runtime costs: switch, start-up, hooks",
-           ("runtime-2026-11-27.json",),
-           "python -m bench suite --only switch_overhead,init_time,hook_overhead (nothing else running)",
+           ("runtime-2026-11-28.json", "runtime-2026-11-27.json"),
+           ("python -m bench suite --only switch_overhead,init_time,hook_overhead (one quiet call; the table's)",
+            "python -m bench suite --only switch_overhead,init_time,hook_overhead (nothing else running; at 7faa3bc "
+            "on fc-v657: the note's figures)"),
            runtime_render, note=RUNTIME_NOTE),
 )
 
