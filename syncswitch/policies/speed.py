@@ -182,14 +182,31 @@ class SwitchSpeedPolicy(abc.ABC):
         speed wins T (1 - 1/hoped) - pause on the T seconds BSP has left. Worth it only where that gain covers the
         loss. Unknown work left: tried."""
         s = self.settings
-        if s.margin is not None or not bsp or samples_left is None:
+        if s.margin is not None or samples_left is None:
             return True, {}
+        if not bsp:
+            return self._worth_in_steps(samples_left)
         (pause, source), left_s = self.pause(bsp), self._time_left(bsp, samples_left)
         trial = self.trial_length(bsp)
         loss = 2 * pause + trial
         gain = left_s * (1 - 1 / s.hoped) - pause
         return gain >= loss, {**self._cost_values(bsp, pause, source), "bsp_time_left_s": left_s, "trial_s": trial,
                               "failed_trial_s": loss, "hoped": s.hoped, "hoped_gain_s": gain}
+
+    def _worth_in_steps(self, samples_left: float) -> tuple[bool, dict]:
+        """`worth_trying` before BSP has filled a report window (its speed unknown), in BSP steps: the trial's
+        windows and the pauses' steps against a fifth of the steps left (the pauses' CPU part, unknown in steps, left
+        out: in the trial's favour). Such a phase is short, so a trial is worth it only with far more work left
+        (more than 550 steps at the defaults). No global batch: tried."""
+        s, batch = self.settings, self.costs.global_batch
+        if not batch:
+            return True, {}
+        left = samples_left / batch
+        trial = 1 + REPORT_WINDOW * (s.trial_reports + s.trial_max_reports) / 2
+        loss = 2 * s.pause_steps + trial
+        gain = left * (1 - 1 / s.hoped) - s.pause_steps
+        return gain >= loss, {"bsp_steps_left": left, "trial_steps": trial, "failed_trial_steps": loss,
+                              "hoped": s.hoped, "hoped_gain_steps": gain}
 
     def _cost_values(self, bsp: float | None, pause: float, source: str) -> dict:
         return {"pause_s": pause, "pause_source": source, "bsp_step_s": self.bsp_step(bsp),
@@ -295,6 +312,10 @@ class MeasuredSpeed(SwitchSpeedPolicy):
 
     @staticmethod
     def _not_worth(target: str, w: dict) -> str:
+        if "trial_steps" in w:
+            return (f"not trying {target}: BSP's speed is not measured yet, and a trial that goes back would cost "
+                    f"{w['failed_trial_steps']:.0f} steps, more than a {w['hoped']:g}x target would win back "
+                    f"({max(0.0, w['hoped_gain_steps']):.0f}) in the {w['bsp_steps_left']:.0f} steps left")
         return (f"not trying {target}: a trial that goes back would cost {w['failed_trial_s']:.1f} s (two "
                 f"{w['pause_s']:.2f} s pauses and the {w['trial_s']:.1f} s trial), more than a {w['hoped']:g}x "
                 f"target would win back ({max(0.0, w['hoped_gain_s']):.1f} s) in the {w['bsp_time_left_s']:.1f} s BSP "
@@ -311,7 +332,11 @@ class MeasuredSpeed(SwitchSpeedPolicy):
         if known is None and needed == float("inf"):  # no speed would win the switch back: nothing to try
             return SpeedDecision(STAY, fraction, self._needs(needed, cost),
                                  self._values(target, bsp, None, None, needed, cost, "work left"))
-        worth, weighed = self.worth_trying(bsp, samples_left)
+        # A short BSP phase may have filled at most one window a worker: its first, which reads low while the
+        # phase warms up (so the time left looks longer and a trial more worth its cost); without it the rule tried
+        # whatever the work left (a 4-worker probe job of 66 steps tried local-sgd at step 21, its trial never
+        # decided, and the run trained 1.6x BSP's time on the slower target).
+        worth, weighed = self.worth_trying(bsp or self.rate("bsp", last=self.settings.bsp_reports)[0], samples_left)
         if known is None and not worth:
             return SpeedDecision(STAY, fraction, self._not_worth(target, weighed),
                                  {**self._values(target, bsp, None, None, needed, cost, "work left"), **weighed})

@@ -293,6 +293,26 @@ def test_a_target_is_tried_only_where_a_kept_one_would_pay_for_a_failed_trial():
     assert MeasuredSpeed(SpeedSettings(margin=1.1)).worth_trying(5058.5, 5058.5) == (True, {})  # a fixed margin
 
 
+def test_a_short_bsp_phase_is_weighed_by_its_first_window_or_in_steps():
+    # bench/probes/functions_mlp.yaml on 4 workers (2026-11-28): 66 steps of 128; the switch rule switched at step 21,
+    # when no worker had a report past its first, so BSP's speed was unknown and the rule tried local-sgd whatever the
+    # work left. The trial's phase (43 steps) ended before its second report, the run kept the slower target and
+    # trained 1.35-1.75x BSP's time (5 seeds, the same accuracy).
+    costs = RunCosts(global_batch=128)
+    none_yet = MeasuredSpeed(costs=costs).before_switch(0.32, "local-sgd", 43 * 128)
+    assert none_yet.action == STAY
+    assert none_yet.reason == ("not trying local-sgd: BSP's speed is not measured yet, and a trial that goes back "
+                               "would cost 109 steps, more than a 1.25x target would win back (5) in the 43 steps "
+                               "left")
+    assert MeasuredSpeed(costs=costs).before_switch(0.32, "local-sgd", 600 * 128).action == TRIAL  # 116 against 109
+    one_window = MeasuredSpeed(costs=costs)
+    _feed(one_window, "bsp", {0: [2400], 1: [2500]})  # each worker's first window: BSP's speed from it
+    decided = one_window.before_switch(0.32, "local-sgd", 43 * 128)
+    assert decided.action == STAY and decided.values["bsp_examples_per_s"] is None  # no reference for a trial
+    assert decided.values["bsp_time_left_s"] == pytest.approx(43 * 128 / 4900)
+    assert MeasuredSpeed().before_switch(0.32, "local-sgd", 43 * 128).action == TRIAL  # no global batch: tried
+
+
 def test_resnet_at_a_fifth_of_its_workload_left_is_not_tried_where_mnist1d_is():
     # Measured at 0.4 CPU a node, 4 workers, batch 128, switch at about 0.25 (2026-11-26): every ResNet trial went
     # back (local-sgd 0.75-1.05x BSP) at two pauses of 0.76-2.09 s each; MNIST-1D kept local-sgd in 4 of 5 runs.
