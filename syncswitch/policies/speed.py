@@ -79,7 +79,7 @@ class SwitchSpeedPolicy(abc.ABC):
         """(whether a trial can pay for itself, the numbers it came from). A trial that goes back is rolled back to
         where it started: it costs two pauses and its whole length; one that keeps a target at `hoped` times BSP's
         speed wins T (1 - 1/hoped) - pause on the T seconds BSP has left. Worth it only where that gain covers the
-        loss. Unknown work left: tried."""
+        loss. Unknown work left: tried; BSP's speed unknown: weighed in its steps (`_worth_in_steps`)."""
         s = self.settings
         if s.margin is not None or samples_left is None:
             return True, {}
