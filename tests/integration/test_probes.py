@@ -1,8 +1,9 @@
 """Every user-style probe script outside the shipped examples (bench/probes/, bench/workloads/) trains through a
 switch on 2 and on 4 workers, where the default switches to different protocols (lookahead, local SGD): a GRU, an
 LSTM, a model calling a tf.function and a tf.cond, dict features with an integer counter, a float64 model, text
-with a vocabulary table, Keras models with BatchNormalization. Each of the first five failed its graph stage at some
-commit while the shipped jobs trained (bench/notebook/2026-11-28-coordinator-15.md)."""
+with a vocabulary table, Keras models with BatchNormalization. The GRU, the tf.function, the counter and the float64
+scripts each failed their graph stage at a211797 while the shipped jobs trained
+(bench/notebook/2026-11-28-coordinator-15.md)."""
 
 import glob
 import os
