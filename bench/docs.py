@@ -389,7 +389,8 @@ def overhead_render(docs: list[dict]) -> list[str]:
 
 
 CHAOS_NOTE = (
-    "On fc-v595 at 16484ff (2026-11-28). The table before it (21c9c2a, 2026-11-26, fc-v769): recovery 5.7 s [3.7, 7.9], samples lost 704 [0, 1920], killed runs' accuracy -0.021 "
+    "On fc-v595 at 16484ff (2026-11-28). The table before it (21c9c2a, 2026-11-26, fc-v769): recovery 5.7 s "
+    "[3.7, 7.9], samples lost 704 [0, 1920], killed runs' accuracy -0.021 "
     "[-0.090, 0.044] against the unfailed median, 18/18 and 6/6 completed, no process left; a resumed manager "
     "8.9 s against 5.9 s now. Recovery relaunches the lost node's task, which rebuilds and warms its graph: the "
     "start-up cuts since (bench/notebook/2026-11-28-coordinator-14.md) shorten it too.")
