@@ -29,7 +29,6 @@ import tensorflow as tf
 from .base import ProtocolEngine, StopFlag
 from .replica_training import ReplicaTraining, mean, warm_publish
 
-v1 = tf.compat.v1
 INSTANCE_KEY = 3100     # this engine's one all-reduce (other engines' collectives take other keys)
 
 __all__ = ["AllReduceEngine"]
@@ -45,12 +44,11 @@ class AllReduceEngine(ProtocolEngine):
     def __init__(self, optimizer, global_step, samples, per_worker_batch: int, num_workers: int, is_chief: bool,
                  replica, schedule):
         self._is_chief = is_chief
-        with tf.device(replica.device), v1.variable_scope("syncswitch_allreduce") as scope:
-            core = ReplicaTraining(replica, schedule, per_worker_batch, num_workers, "allreduce")
-        # The shared momentum a parameter-server BSP's update would have made: checkpoints hold it, publish fills it.
-        core.make_shared_slots(optimizer)
-        with tf.device(replica.device), v1.variable_scope(scope, auxiliary_name_scope=False), \
-                tf.name_scope(scope.original_name_scope):
+        # With the shared momentum a parameter-server BSP's update would have made: checkpoints hold it, publish
+        # fills it.
+        core = ReplicaTraining.begin("syncswitch_allreduce", optimizer, replica, schedule, per_worker_batch,
+                                     num_workers, "allreduce")
+        with core.inside():
             self.stop = StopFlag("allreduce")
             flag, lowered = self.stop.read()
             grads = [g for g, _ in core.grads]

@@ -26,7 +26,6 @@ import tensorflow as tf
 from .base import CollectiveStep, ProtocolEngine, StopFlag, worker_variable
 from .replica_training import ReplicaTraining, mean, warm_publish
 
-v1 = tf.compat.v1
 INSTANCE_KEY = 3200  # this engine's average (BSP's all-reduce takes 3100)
 
 
@@ -41,13 +40,11 @@ class CollectiveLocalSGDEngine(ProtocolEngine):
                  is_chief: bool = False, replica=None, schedule=None, **_):
         self.period = 2
         self._is_chief = is_chief
-        with tf.device(replica.device), v1.variable_scope("syncswitch_local_sgd_allreduce") as scope:
-            core = ReplicaTraining(replica, schedule, per_worker_batch, num_workers, "local_sgd_allreduce")
-        # The shared momentum slots, when no other protocol of the schedule made them: the published momentum is
-        # checkpointed and continues across a switch either way.
-        core.make_shared_slots(optimizer)
-        with tf.device(replica.device), v1.variable_scope(scope, auxiliary_name_scope=False), \
-                tf.name_scope(scope.original_name_scope):
+        # With the shared momentum slots, when no other protocol of the schedule made them: the published momentum
+        # is checkpointed and continues across a switch either way.
+        core = ReplicaTraining.begin("syncswitch_local_sgd_allreduce", optimizer, replica, schedule,
+                                     per_worker_batch, num_workers, "local_sgd_allreduce")
+        with core.inside():
             last_loss = worker_variable("last_loss", (), tf.float32)
             self._mean_loss = worker_variable("mean_loss", (), tf.float32)
             step = core.apply(core.grads)

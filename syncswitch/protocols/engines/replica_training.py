@@ -14,6 +14,7 @@ all-reduce over the workers' gRPC servers per call, however many variables the m
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 
 import tensorflow as tf
@@ -112,16 +113,32 @@ class ReplicaTraining:
         self.grads = [(dense(g), v) for g, v in self.optimizer.compute_gradients(replica.loss, var_list=trainable)
                       if g is not None]
         self.pairs: list = []
+        self._scope = None  # the engine's variable scope (`begin`)
 
-    def make_shared_slots(self, optimizer) -> None:
-        """The shared optimizer's momentum slots of every shared variable this replica trains: checkpoints hold
-        them and `publish` writes the replica's momentum into them. Made from the variables, as apply_gradients
-        makes them (the v1 optimizer's own hook, outside any control flow), so that no gradient of the shared
-        model need be built where no protocol of the run steps on it."""
-        copies = {v.ref() for _, v in self.grads}
-        trained = [shared for shared, copy in self.replica.pairs if copy.ref() in copies]
+    @classmethod
+    def begin(cls, scope_name: str, optimizer, replica, schedule, per_worker_batch: int, num_workers: int,
+              name: str) -> ReplicaTraining:
+        """An engine's ReplicaTraining, made on the worker in the engine's variable scope `scope_name`, and the
+        shared optimizer's momentum slots of every shared variable it trains, made outside that scope (named after
+        and placed beside their shared variables, as apply_gradients makes them): checkpoints hold them and
+        `publish` writes the replica's momentum into them. Made from the variables (the v1 optimizer's own hook,
+        outside any control flow), so that no gradient of the shared model need be built where no protocol of the
+        run steps on it. The engine builds the rest of its ops `inside()`."""
+        with tf.device(replica.device), v1.variable_scope(scope_name) as scope:
+            core = cls(replica, schedule, per_worker_batch, num_workers, name)
+        core._scope = scope
+        copies = {v.ref() for _, v in core.grads}
+        trained = [shared for shared, copy in replica.pairs if copy.ref() in copies]
         with tf.init_scope():
             optimizer._create_slots(trained)
+        return core
+
+    @contextlib.contextmanager
+    def inside(self):
+        """Back in the engine's variable scope on the worker, under the scope's own name scope (not a new one)."""
+        with tf.device(self.replica.device), v1.variable_scope(self._scope, auxiliary_name_scope=False), \
+                tf.name_scope(self._scope.original_name_scope):
+            yield
 
     def apply(self, grads_and_vars) -> tf.Operation:
         """One step on the replica: the momentum update, then the count and the steps taken."""
