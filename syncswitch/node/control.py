@@ -42,7 +42,7 @@ class PhaseControl:
         # The warm-up steps drew batches, one or two per protocol built: without this, a run that builds every
         # protocol (a switch in place) would train on a stream shifted from the one a BSP-only run reads, and
         # differ from it although it never left BSP. Re-initializing the iterator replays the same stream.
-        session.run(g.input_start)
+        session.run(g.input_start, feed_dict=g.input_feeds or None)
         if task.is_chief and (task.eval_points or task.durable_points or task.checkpoint_every_s):
             background_save.warm_up(session, g.saver, [g.engines[p].snapshot for p in warmed if g.engines[p].snapshot])
         samples, step = session.run([g.samples, g.global_step])

@@ -50,6 +50,7 @@ class _Scorer:
     session: object
     saver: object
     iterator: object
+    feeds: dict     # the test split's large arrays, fed at each start of the iterator (node/array_feeds.py)
     fetches: list  # [correct predictions, examples, mean loss] of one batch
 
 
@@ -71,8 +72,10 @@ def _build(config, tf) -> _Scorer:
     session = v1.Session(graph=graph, config=v1.ConfigProto(
         intra_op_parallelism_threads=threads, inter_op_parallelism_threads=threads, use_per_session_threads=True))
     with graph.as_default():
-        ds = scriptmod.call_input_fn(module, path, "test", config.batch_size, params)
-        if session.run(tf.data.experimental.cardinality(ds)) == tf.data.experimental.INFINITE_CARDINALITY:
+        feeds: dict = {}
+        ds = scriptmod.call_input_fn(module, path, "test", config.batch_size, params, feeds)
+        cardinality = session.run(tf.data.experimental.cardinality(ds), feed_dict=feeds or None)
+        if cardinality == tf.data.experimental.INFINITE_CARDINALITY:
             ds = scriptmod.finite_test_set(ds, module, path, params, config.batch_size)
         iterator = v1.data.make_initializable_iterator(ds)
         features, labels = iterator.get_next()
@@ -83,12 +86,12 @@ def _build(config, tf) -> _Scorer:
         # A script's lookup tables (a vocabulary in input_fn) and local variables are not in checkpoints.
         local_init = v1.group(v1.tables_initializer(), v1.local_variables_initializer())
     session.run(local_init)
-    return _Scorer(session, saver, iterator, fetches)
+    return _Scorer(session, saver, iterator, feeds, fetches)
 
 
 def _score(scorer: _Scorer, tf) -> tuple[int, int, float]:
     """(correct, examples, summed loss) over the whole test split, with the restored weights."""
-    scorer.session.run(scorer.iterator.initializer)
+    scorer.session.run(scorer.iterator.initializer, feed_dict=scorer.feeds or None)
     hits = total = 0
     loss_sum = 0.0
     while True:

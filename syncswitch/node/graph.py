@@ -95,6 +95,7 @@ class Model:
     made: list                  # the ops model_fn made
     own_updates: list           # the model's own update ops (batch-norm statistics)
     raw_loss: tf.Tensor         # model_fn's loss, before its update ops are attached
+    input_feeds: dict           # what the iterator's initializer is fed (node/array_feeds.py)
 
 
 @dataclasses.dataclass(kw_only=True)
@@ -112,6 +113,7 @@ class TrainGraph:
     saver: v1.train.Saver
     scaffold: v1.train.Scaffold
     input_start: tf.Operation  # puts this worker's input stream back at its first batch
+    input_feeds: dict          # fed with input_start: the input_fn's large arrays (node/array_feeds.py)
 
 
 class LiveLosses:
@@ -249,7 +251,8 @@ def _settings(launch, total: int, samples) -> Settings:
 def _model(graph, launch, module, params: dict, batch: int, optimizer) -> Model:
     """The input pipeline (this worker's shard, repeated) and the user's model on the shared variables."""
     n, index, path = launch.num_workers, launch.task_index, launch.script_path
-    ds = scriptmod.call_input_fn(module, path, "train", batch, params)
+    feeds: dict = {}  # large arrays the input_fn gave tf.data, fed at each start of the iterator
+    ds = scriptmod.call_input_fn(module, path, "train", batch, params, feeds)
     # Each worker reads every n-th batch. The workload's length is syncswitch's (epochs x examples), so
     # the training set is repeated here: a script that does not repeat it would end its workers early.
     ds = ds.shard(n, index).repeat()
@@ -281,7 +284,8 @@ def _model(graph, launch, module, params: dict, batch: int, optimizer) -> Model:
     grads = Gradients(optimizer, loss, path)
     made_set = set(made)
     own = [u for u in collected + extra if getattr(u, "op", u) in made_set]
-    return Model(loss=loss, grads=grads, iterator=iterator, made=made, own_updates=own, raw_loss=out["loss"])
+    return Model(loss=loss, grads=grads, iterator=iterator, made=made, own_updates=own, raw_loss=out["loss"],
+                 input_feeds=feeds)
 
 
 def _replica(graph, launch, protocols, model: Model):
@@ -313,7 +317,7 @@ def _calls_functions(ops) -> bool:
     return any(value.func.name or value.list.func for op in ops for value in op.node_def.attr.values())
 
 
-def _saving(graph, iterator):
+def _saving(graph, iterator, input_feeds: dict):
     """(saver, scaffold): the chief gathers every variable and writes one checkpoint; protocol state (clocks,
     counters) stays out, since a relaunch may build protocols the checkpoint never held."""
     saved = checkpointed(graph)
@@ -325,7 +329,8 @@ def _saving(graph, iterator):
     with tf.control_dependencies([local_init]):  # the input pipeline may look words up in the tables
         local_init = tf.group(iterator.initializer)
     scaffold = v1.train.Scaffold(
-        saver=saver, ready_for_local_init_op=v1.report_uninitialized_variables(saved), local_init_op=local_init)
+        saver=saver, ready_for_local_init_op=v1.report_uninitialized_variables(saved), local_init_op=local_init,
+        local_init_feed_dict=input_feeds or None)
     scaffold.finalize()
     return saver, scaffold
 
@@ -387,7 +392,7 @@ def build(launch, total: int, module, params: dict, cluster) -> TrainGraph:
                 saved = checkpointed(graph)
                 for engine in engines.values():
                     engine.add_snapshot(saved, global_step, samples)
-        saver, scaffold = _saving(graph, model.iterator)
+        saver, scaffold = _saving(graph, model.iterator, model.input_feeds)
     return TrainGraph(graph=graph, engines=engines, loss=model.loss, losses=LiveLosses(engines), samples=samples,
                       global_step=global_step, settings=settings, total_samples=total, saver=saver, scaffold=scaffold,
-                      input_start=model.iterator.initializer)
+                      input_start=model.iterator.initializer, input_feeds=model.input_feeds)

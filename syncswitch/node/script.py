@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import inspect
 import numbers
@@ -86,11 +87,16 @@ def finite_test_set(ds, module, path: str, params: dict, batch_size: int):
     return ds.unbatch().take(n).batch(batch_size)
 
 
-def call_input_fn(module, path: str, split: str, batch_size: int, params: dict):
+def call_input_fn(module, path: str, split: str, batch_size: int, params: dict, feeds: dict | None = None):
+    """The script's dataset for `split`, checked. With `feeds`, large arrays it gives tf.data are placeholders (kept out
+    of the graph, node/array_feeds.py): `feeds` gains what to feed them when the iterator is initialized."""
     import tensorflow as tf
 
+    from syncswitch.node import array_feeds
+
     try:
-        ds = module.input_fn(split, batch_size, params)
+        with array_feeds.lifted(feeds) if feeds is not None else contextlib.nullcontext():
+            ds = module.input_fn(split, batch_size, params)
     except Exception as exc:
         raise ScriptError(f"script {path}: input_fn({split!r}, {batch_size}, params) raised "
                           f"{type(exc).__name__}: {exc}") from exc
