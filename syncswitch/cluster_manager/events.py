@@ -95,15 +95,15 @@ class WaitTimeout(ClusterError):
     """`wait_until`'s own deadline passed (not a stall, not a node's failure): a caller may go on without."""
 
 
-def raise_for_event(source, event: pb.Event, expected: bool) -> None:
+def raise_for_event(source, event: pb.Event, expected: bool, hint: str = "") -> None:
     """Turn a failure event of a node or the evaluator into the matching domain error; an exit or a lost agent is
-    none where `expected` (a relaunch or teardown under way)."""
+    none where `expected` (a relaunch or teardown under way). `hint` ends a divergence's message."""
     name = codec.kind(event)
     who = "evaluator" if source == EVALUATOR else f"node {source}"
     if name == "diverged":
         d = event.diverged
         raise DivergedError(f"training diverged: worker {d.worker} saw loss {d.loss} "
-                            f"at {d.fraction * 100:.1f}% of the workload")
+                            f"at {d.fraction * 100:.1f}% of the workload{hint}")
     if name == "error":
         message = event.error.message or "unknown error"
         if event.error.kind == pb.ERROR_KIND_SCRIPT or message.startswith("script "):

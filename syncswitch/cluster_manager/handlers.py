@@ -130,7 +130,18 @@ class EventRouter:
                 self.repairs.abandon(verdict, received)
                 return
         if self.guard.verdict is None:  # nothing to roll back to: the run ends diverged
-            ev.raise_for_event(source, codec.event(diverged=diverged), self.ctx.tasks.exits_expected)
+            ev.raise_for_event(source, codec.event(diverged=diverged), self.ctx.tasks.exits_expected, self._rate_hint())
+
+    def _rate_hint(self) -> str:
+        """Where the running phase's rate is a multiple of the user's (the paper's linear scaling under BSP), what
+        to change: the user's rate worked on one worker, the multiple is syncswitch's."""
+        plan = self.ctx.plan
+        config, rate = plan[min(self.ctx.running_phase, len(plan) - 1)].config, plan.spec.hyperparameters.learning_rate
+        if config.learning_rate <= rate:
+            return ""
+        return (f"; {config.protocol} ran at rate {config.learning_rate:.4g}, {config.learning_rate / rate:.3g} x "
+                f"hyperparameters.learning_rate (policy.configuration {plan.spec.policy.configuration}): a lower "
+                "learning_rate, or policy.configuration fixed (your rate under every protocol), may train")
 
     def _on_metrics(self, source: int, metrics: pb.Metrics, received: float) -> None:
         ctx = self.ctx

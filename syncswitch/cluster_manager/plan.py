@@ -6,6 +6,7 @@ import dataclasses
 import enum
 
 from syncswitch.policies import CONFIGURATION_POLICIES, STRAGGLER_POLICIES, PhaseConfig
+from syncswitch.policies.configuration import backed_off
 from syncswitch.protocols import PROTOCOLS
 from syncswitch.protocols.catalog import synchronous
 from syncswitch.spec import NONBLOCKING_SWITCH_TO, Phase, parse_schedule, switch_target
@@ -127,13 +128,21 @@ class RunPlan:
         config = dataclasses.replace(self.config_for(target.protocol), **dict(target.hyperparameters))
         return PlannedPhase(dataclasses.replace(target, until=until), config)
 
-    def fall_back(self, k: int, protocol: str, at: float | None = None) -> None:
-        """The guard's repair: the rest of the workload, from phase k on, runs on `protocol`. A fall-back from the
-        current weights ends phase k - 1 `at` the progress it reached, where phase k starts (a resume reads it)."""
+    def fall_back(self, k: int, protocol: str, at: float | None = None, diverged: bool = False) -> PhaseConfig:
+        """The guard's repair: the rest of the workload, from phase k on, runs on `protocol`, with the configuration
+        returned. A fall-back from the current weights ends phase k - 1 `at` the progress it reached, where phase k
+        starts (a resume reads it). After a synchronous phase `diverged`, a synchronous rung takes that phase's rate
+        backed off (`backed_off`): the same rate would diverge again."""
         if at is not None:
             self.phases[k - 1] = self.phases[k - 1].ending_at(at)
+        abandoned = self.phases[k - 1]
+        config = self.config_for(protocol)
+        if diverged and synchronous(abandoned.protocol) and synchronous(protocol):
+            lower = backed_off(abandoned.config, self.spec.hyperparameters.learning_rate, self.spec.cluster.workers)
+            config = dataclasses.replace(config, learning_rate=lower.learning_rate) if lower else config
         del self.phases[k:]
-        self.phases.append(PlannedPhase(Phase(protocol, 1.0), self.config_for(protocol)))
+        self.phases.append(PlannedPhase(Phase(protocol, 1.0), config))
+        return config
 
     def restore(self, saved: list[dict]) -> None:
         """The plan a dead manager had reached (`describe_phases` of it): a resume goes on in its phases, rollbacks'
@@ -146,11 +155,18 @@ class RunPlan:
             elif protocol == self.interlude.protocol:  # greedy's interlude: its own settings
                 phases.append(self._asynchronous(until))
             else:
-                phases.append(PlannedPhase(Phase(protocol, until), self.config_for(protocol)))
+                config = self.config_for(protocol)
+                if "learning_rate" in entry:  # a rung backed off after a divergence
+                    config = dataclasses.replace(config, learning_rate=float(entry["learning_rate"]))
+                phases.append(PlannedPhase(Phase(protocol, until), config))
         self.phases = phases
 
     def describe_phases(self) -> list[dict]:
-        return [{"protocol": p.protocol, "until": p.until} for p in self.phases]
+        described = [{"protocol": p.protocol, "until": p.until} for p in self.phases]
+        for entry, phase in zip(described, self.phases):
+            if phase.config.learning_rate != self.config_for(phase.protocol).learning_rate:
+                entry["learning_rate"] = phase.config.learning_rate
+        return described
 
     def hold_after(self, k: int) -> PlannedPhase:
         """The switch rule: phase k runs on to the end of phase k + 1, which is held aside and returned."""

@@ -90,7 +90,10 @@ class Repairs:
         checkpoint, protocol = guard.plan_rollback(verdict)
         ctx.lifecycle.to(JobState.ROLLING_BACK, k)
         abandoned = ctx.phase_run(k - 1)
-        ctx.plan.fall_back(k, protocol)
+        diverged_at = ctx.plan[k - 1].config.learning_rate if verdict.reason == "diverged" else None
+        config = ctx.plan.fall_back(k, protocol, diverged=diverged_at is not None)
+        rate = f" at rate {config.learning_rate:.4g}, backed off from {diverged_at:.4g}" \
+            if diverged_at is not None and config.learning_rate < diverged_at else ""
         self.restart.new_branch(f"model-r{guard.rollbacks}.ckpt", forget_after=checkpoint.fraction)
         ctx.bar.rolled_back()
         if ctx.plan.mode is SwitchMode.IN_PLACE:
@@ -101,7 +104,7 @@ class Repairs:
         self.restart.started(k, checkpoint.fraction)
         resumed = ctx.phase_run(k).last_start_time
         lost = abandoned.end_fraction - checkpoint.fraction
-        entry = guard.log_repair(verdict, f"rollback to {checkpoint.fraction * 100:.1f}%, continue with {protocol}",
+        entry = guard.log_repair(verdict, f"rollback to {checkpoint.fraction * 100:.1f}%, continue with {protocol}{rate}",
                                  checkpoint=checkpoint.path, checkpoint_fraction=checkpoint.fraction,
                                  samples_lost=round(lost * (ctx.record.total_samples or 0)),
                                  overhead_s=resumed - guard.decided_at, mode=ctx.plan.mode)

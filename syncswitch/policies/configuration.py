@@ -101,3 +101,16 @@ class CompensatedConfiguration(PaperConfiguration):
         momentum = max(0.0, hp.momentum - (1.0 - 1.0 / workers))
         rate = config.learning_rate * (1.0 - momentum) / (1.0 - hp.momentum)
         return dataclasses.replace(config, momentum=momentum, learning_rate=rate, lr_warmup_epochs=1.0)
+
+
+def backed_off(config: PhaseConfig, user_rate: float, workers: int) -> PhaseConfig | None:
+    """What a synchronous phase that diverged (a NaN or infinite loss) continues with after its rollback: its rate
+    divided by sqrt(n), the square-root scaling rule (Krizhevsky 2014; Hoffer et al. 2017) where the linear rule
+    gave n*eta, and never below the user's own rate eta; None where it already ran at eta (nothing of syncswitch's
+    to take back). The linear rule needs a warm-up on some models (Goyal et al. 2017): a pre-norm Transformer
+    trained at eta = 0.05 on one worker diverged at 2*eta on 2 and at 4*eta on 4, where a warm-up over an epoch did
+    not save it and sqrt(n)*eta trained."""
+    if config.learning_rate <= user_rate or workers <= 1:
+        return None
+    rate = max(user_rate, config.learning_rate / workers ** 0.5)
+    return dataclasses.replace(config, learning_rate=rate)

@@ -18,6 +18,10 @@ from syncswitch.spec.reference import interpolate
 # quickstart's collapses into ASP had raised it 16-44%; where the evaluations only lagged (the ResNet's local SGD,
 # the digits CNN's look-ahead, two quickstart ASP runs on 2 workers) it was 24-71% lower than at the switch.
 LOSS_HELD = 0.1
+# A loss report this many times the lowest one before it is part of a blow-up: a divergence's rollback goes to a
+# checkpoint before the first such report, not just before the NaN (a Transformer at twice its rate reported 1.6,
+# then 8026, then NaN: the checkpoint between the last two was no repair).
+BLOWN_UP = 10.0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -130,7 +134,7 @@ class DegradationGuard(GuardPolicy):
 
     def on_loss(self, fraction: float, loss: float) -> Verdict | None:
         if not math.isfinite(loss):
-            return Verdict("diverged", fraction, fraction, {"loss": loss})
+            return self.on_divergence(fraction, loss)
         # Kept even without the loss rule: `loss_rose` reads them when a verdict picks its repair.
         at = bisect.bisect_right(self._fractions, fraction)  # workers report slightly out of order
         self._fractions.insert(at, fraction)
@@ -252,7 +256,22 @@ class DegradationGuard(GuardPolicy):
         return Verdict("accuracy", latest, bad[0], values)
 
     def on_divergence(self, fraction: float, loss: float) -> Verdict:
-        return Verdict("diverged", fraction, fraction, {"loss": loss})
+        return Verdict("diverged", fraction, self._blow_up_onset(fraction), {"loss": loss})
+
+    def _blow_up_onset(self, fraction: float) -> float:
+        """Where the loss began to blow up before a non-finite one at `fraction`: where the reports before it end in a
+        run of losses over `BLOWN_UP` times the lowest before them, the last report before that run; else
+        `fraction`."""
+        onset, lowest, sane = fraction, math.inf, 0.0
+        for f, loss in zip(self._fractions, self._losses):
+            if f >= fraction:
+                break
+            if loss > BLOWN_UP * lowest:
+                onset = sane if onset == fraction else onset
+            else:
+                onset, sane = fraction, f
+            lowest = min(lowest, loss)
+        return onset
 
     def may_fall_back(self, verdict: Verdict) -> bool:
         """Whether `verdict` can be repaired from the current weights (`action`): not after a non-finite loss (no

@@ -457,3 +457,32 @@ def test_evaluation_live_holds_back_again_what_is_unscored_when_the_guard_falls_
     assert len(fractions) == len(set(fractions)) == 20
     times = [e["time_s"] for e in sorted(summary["evaluations"], key=lambda e: e["fraction"])]
     assert times == sorted(times)
+
+
+BSP_ONLY = "policy.schedule=[{protocol: bsp, until: 1.0}]"
+
+
+def test_a_diverged_bsp_phase_rolls_back_and_goes_on_at_a_backed_off_rate(write_spec, tmp_path):
+    # BSP on 2 workers runs at 2 x 0.05 (the paper's linear rule); the same rate again would diverge again.
+    cluster = FakeCluster(total=2000, failure=Failure(worker=0, at=0.6, kind="diverged"))
+    summary, cluster, _ = _run(write_spec, tmp_path, [BSP_ONLY], cluster=cluster)
+    assert summary["status"] == "completed"
+    (event,) = summary["guard_events"]
+    assert event["action"].endswith("continue with bsp at rate 0.07071, backed off from 0.1")
+    first, rung = summary["schedule"]
+    assert first["config"]["learning_rate"] == pytest.approx(0.1)
+    assert rung["config"]["learning_rate"] == pytest.approx(0.05 * 2 ** 0.5)  # sqrt(n) x the user's rate
+    assert rung["start_fraction"] == first["rolled_back_to"] == event["checkpoint_fraction"]
+
+
+def test_a_divergence_at_a_scaled_rate_says_which_rate_to_change(write_spec, tmp_path):
+    cluster = FakeCluster(total=2000, failure=Failure(worker=0, at=0.6, kind="diverged"))
+    summary, _, _ = _run(write_spec, tmp_path, [BSP_ONLY, "policy.guard={max_rollbacks: 0}"], cluster=cluster)
+    assert summary["status"] == "diverged"
+    assert summary["message"].endswith("bsp ran at rate 0.1, 2 x hyperparameters.learning_rate (policy.configuration "
+                                       "paper): a lower learning_rate, or policy.configuration fixed (your rate under "
+                                       "every protocol), may train")
+    fixed, _, _ = _run(write_spec, tmp_path / "fixed", [BSP_ONLY, "policy.guard={max_rollbacks: 0}",
+                                                        "policy.configuration=fixed"],
+                       cluster=FakeCluster(total=2000, failure=Failure(worker=0, at=0.6, kind="diverged")))
+    assert fixed["message"].endswith("of the workload")  # the user's own rate: nothing of syncswitch's to name

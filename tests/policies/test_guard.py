@@ -80,6 +80,21 @@ def test_synchronous_phases_are_not_watched_but_divergence_always_is():
     assert (verdict.reason, verdict.onset) == ("diverged", 0.6)
 
 
+def test_a_divergence_dates_from_where_the_loss_blew_up():
+    """The rollback's target lies before the run of blown-up losses that ended in the NaN, not just before the NaN:
+    a Transformer at twice its rate reported 1.6, then 8026, then NaN."""
+    guard = DegradationGuard(LOSS_RULE)
+    guard.on_phase("bsp", True, 0.0)
+    for fraction, loss in [(0.1, 1.6), (0.2, 1.2), (0.3, 80.0), (0.4, 8026.0)]:
+        assert guard.on_loss(fraction, loss) is None
+    assert guard.on_loss(0.5, math.nan).onset == 0.2  # the last sane report
+    guard = DegradationGuard(LOSS_RULE)
+    guard.on_phase("bsp", True, 0.0)
+    for fraction, loss in [(0.1, 1.0), (0.2, 50.0), (0.3, 0.9)]:  # a spike it recovered from
+        guard.on_loss(fraction, loss)
+    assert guard.on_divergence(0.4, math.inf).onset == 0.4
+
+
 def test_accuracy_below_the_best_twice_over_the_window_fires():
     guard = DegradationGuard(GuardSettings(accuracy_drop=0.05, window=0.04))
     guard.on_phase("bsp", True, 0.0)
