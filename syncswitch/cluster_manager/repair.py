@@ -104,7 +104,8 @@ class Repairs:
         self.restart.started(k, checkpoint.fraction)
         resumed = ctx.phase_run(k).last_start_time
         lost = abandoned.end_fraction - checkpoint.fraction
-        entry = guard.log_repair(verdict, f"rollback to {checkpoint.fraction * 100:.1f}%, continue with {protocol}{rate}",
+        action = f"rollback to {checkpoint.fraction * 100:.1f}%, continue with {protocol}{rate}"
+        entry = guard.log_repair(verdict, action,
                                  checkpoint=checkpoint.path, checkpoint_fraction=checkpoint.fraction,
                                  samples_lost=round(lost * (ctx.record.total_samples or 0)),
                                  overhead_s=resumed - guard.decided_at, mode=ctx.plan.mode)
