@@ -62,8 +62,16 @@ class GuardRuntime:
         """Whether the running phase's evaluations may draw a verdict: they are needed as soon as they exist."""
         return self.enabled and self.policy.watching
 
-    def can_roll_back(self) -> bool:
-        return self.enabled and self.rollbacks < min(self.settings.max_rollbacks, len(self.fallback))
+    def can_roll_back(self, verdict: Verdict | None = None) -> bool:
+        """Whether a repair is left: up to `max_rollbacks`, one per rung of the ladder; a synchronous phase that
+        diverged may go on repeating the last rung, since each repeat runs at a backed-off rate (plan.fall_back)."""
+        if not self.enabled or self.rollbacks >= self.settings.max_rollbacks:
+            return False
+        repeats = verdict is not None and verdict.reason == "diverged" and self._phase_synchronous
+        return repeats or self.rollbacks < len(self.fallback)
+
+    def _rung(self) -> str:
+        return self.fallback[min(self.rollbacks, len(self.fallback) - 1)]
 
     # -- inputs ----------------------------------------------------------------------------------
     def on_phase(self, protocol: str, fraction: float) -> None:
@@ -104,10 +112,10 @@ class GuardRuntime:
         rollback can go; one that cannot be acted on is recorded once and the phase is no longer watched."""
         if verdict is None or self.verdict is not None or not self.enabled:
             return None
-        if self.can_roll_back() and (self.target(verdict) is not None or self.policy.may_fall_back(verdict)):
+        if self.can_roll_back(verdict) and (self.target(verdict) is not None or self.policy.may_fall_back(verdict)):
             self.verdict, self.chosen = verdict, self.target(verdict)
             return verdict
-        why = "no healthy checkpoint before the degradation" if self.can_roll_back() else \
+        why = "no healthy checkpoint before the degradation" if self.can_roll_back(verdict) else \
             f"no rollback left (policy.guard.max_rollbacks={self.settings.max_rollbacks}, policy.fallback=" \
             f"{list(self.fallback)})"
         self.events.append({"fraction": verdict.fraction, "reason": verdict.reason, "onset": verdict.onset,
@@ -182,7 +190,7 @@ class GuardRuntime:
 
     def plan_fall_back(self) -> str:
         """The protocol the rest of the workload runs on when the run falls back from its current weights."""
-        protocol = self.fallback[self.rollbacks]
+        protocol = self._rung()
         self.rollbacks += 1
         self.chosen, self.falling_back = None, True
         return protocol
@@ -192,7 +200,7 @@ class GuardRuntime:
         since (the job may wait for one) can move the target later, or earlier where they condemn it; where
         they condemn every candidate, the one chosen at the verdict stands: the run must go somewhere."""
         target = self.target(verdict) or self.chosen
-        protocol = self.fallback[self.rollbacks]
+        protocol = self._rung()
         self.rollbacks += 1
         self.forget_after(target.fraction)
         self.chosen = None

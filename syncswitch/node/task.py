@@ -27,6 +27,7 @@ from syncswitch.wire import saved as saved_record
 _EVENTS = None  # the event stream: the process's stdout as it started (startup.take_stdout, in main)
 _EMIT_LOCK = threading.Lock()
 AGENT_GONE_EXIT = 1  # no one reads it: the agent that would report it is gone
+FIRST_STEP = 1e-9  # a durable point every first step crosses
 
 
 def emit(event: pb.Event) -> None:
@@ -95,6 +96,10 @@ class Task:
         durable = launch.checkpoint_every
         points = [round(k * durable, 9) for k in range(1, int(1 / durable) + 1)] if durable else []
         self.durable_points = [p for p in points if p < 1.0] if self.is_chief else []
+        if self.is_chief and self.eval_points and not launch.restore_from:
+            # A checkpoint at the first step of a fresh run: a rate too high for the model blows up within the first
+            # evaluation interval, and the guard's rollback then has a sound target (guard.md, divergence).
+            self.durable_points.insert(0, FIRST_STEP)
         self.checkpoint_every_s = launch.checkpoint_every_s if self.is_chief else 0.0
         self.checkpoint_dir = launch.checkpoint_dir
         self.batch_by_protocol = {p.protocol: p.config.per_worker_batch for p in launch.phases}

@@ -19,8 +19,8 @@ from syncswitch.spec.reference import interpolate
 # the digits CNN's look-ahead, two quickstart ASP runs on 2 workers) it was 24-71% lower than at the switch.
 LOSS_HELD = 0.1
 # A loss report this many times the lowest one before it is part of a blow-up: a divergence's rollback goes to a
-# checkpoint before the first such report, not just before the NaN (a Transformer at twice its rate reported 1.6,
-# then 8026, then NaN: the checkpoint between the last two was no repair).
+# checkpoint at or before the last report short of that, not just before the NaN (a Transformer at twice its rate
+# reported 1.6, then 8026, then NaN; at four times, 1.6 then NaN: a checkpoint between them was no repair).
 BLOWN_UP = 10.0
 
 
@@ -259,18 +259,16 @@ class DegradationGuard(GuardPolicy):
         return Verdict("diverged", fraction, self._blow_up_onset(fraction), {"loss": loss})
 
     def _blow_up_onset(self, fraction: float) -> float:
-        """Where the loss began to blow up before a non-finite one at `fraction`: where the reports before it end in a
-        run of losses over `BLOWN_UP` times the lowest before them, the last report before that run; else
-        `fraction`."""
-        onset, lowest, sane = fraction, math.inf, 0.0
+        """Where the loss may have begun to blow up before a non-finite one at `fraction`: the last report before it
+        no more than `BLOWN_UP` times the lowest before it (what came after is unknown or blown up); `fraction`
+        where there is none."""
+        onset, lowest = fraction, math.inf
         for f, loss in zip(self._fractions, self._losses):
             if f >= fraction:
                 break
-            if loss > BLOWN_UP * lowest:
-                onset = sane if onset == fraction else onset
-            else:
-                onset, sane = fraction, f
             lowest = min(lowest, loss)
+            if loss <= BLOWN_UP * lowest:
+                onset = f
         return onset
 
     def may_fall_back(self, verdict: Verdict) -> bool:

@@ -486,3 +486,14 @@ def test_a_divergence_at_a_scaled_rate_says_which_rate_to_change(write_spec, tmp
                                                         "policy.configuration=fixed"],
                        cluster=FakeCluster(total=2000, failure=Failure(worker=0, at=0.6, kind="diverged")))
     assert fixed["message"].endswith("of the workload")  # the user's own rate: nothing of syncswitch's to name
+
+
+def test_a_bsp_phase_that_diverges_again_backs_off_again_down_to_the_users_rate(write_spec, tmp_path):
+    # 4 workers: 4 x 0.05, then 2 x, then the user's 0.05; the ladder has one rung, repeated for divergences.
+    failures = [Failure(worker=0, at=0.6, kind="diverged"), Failure(worker=1, at=0.8, kind="diverged")]
+    summary, _, _ = _run(write_spec, tmp_path, [BSP_ONLY], cluster=FakeCluster(total=2000, failure=failures),
+                         workers=4)
+    assert summary["status"] == "completed"
+    assert [e["action"].split(", continue with ")[1] for e in summary["guard_events"]] == [
+        "bsp at rate 0.1, backed off from 0.2", "bsp at rate 0.05, backed off from 0.1"]
+    assert [p["config"]["learning_rate"] for p in summary["schedule"]] == pytest.approx([0.2, 0.1, 0.05])

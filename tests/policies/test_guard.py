@@ -77,12 +77,13 @@ def test_synchronous_phases_are_not_watched_but_divergence_always_is():
     guard.on_phase("bsp", True, 0.0)
     assert _feed(guard, lambda f: 1.0 + 10 * f, 0.0) is None  # BSP rising: nothing safer to fall back to
     verdict = guard.on_loss(0.6, math.nan)
-    assert (verdict.reason, verdict.onset) == ("diverged", 0.6)
+    # Dated from the last report before it, within 10x the lowest (up to 6.98 against 1.0).
+    assert (verdict.reason, verdict.fraction, verdict.onset) == ("diverged", 0.6, pytest.approx(0.598))
 
 
 def test_a_divergence_dates_from_where_the_loss_blew_up():
-    """The rollback's target lies before the run of blown-up losses that ended in the NaN, not just before the NaN:
-    a Transformer at twice its rate reported 1.6, then 8026, then NaN."""
+    """The rollback's target lies at or before the last sane loss report, not just before the NaN: a Transformer at
+    twice its rate reported 1.6, then 8026, then NaN."""
     guard = DegradationGuard(LOSS_RULE)
     guard.on_phase("bsp", True, 0.0)
     for fraction, loss in [(0.1, 1.6), (0.2, 1.2), (0.3, 80.0), (0.4, 8026.0)]:
@@ -92,7 +93,10 @@ def test_a_divergence_dates_from_where_the_loss_blew_up():
     guard.on_phase("bsp", True, 0.0)
     for fraction, loss in [(0.1, 1.0), (0.2, 50.0), (0.3, 0.9)]:  # a spike it recovered from
         guard.on_loss(fraction, loss)
-    assert guard.on_divergence(0.4, math.inf).onset == 0.4
+    assert guard.on_divergence(0.4, math.inf).onset == 0.3
+    fresh = DegradationGuard(LOSS_RULE)
+    fresh.on_phase("bsp", True, 0.0)
+    assert fresh.on_loss(0.1, math.nan).onset == 0.1  # no report before it: from the NaN
 
 
 def test_accuracy_below_the_best_twice_over_the_window_fires():
