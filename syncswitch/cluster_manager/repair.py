@@ -92,8 +92,8 @@ class Repairs:
         abandoned = ctx.phase_run(k - 1)
         diverged_at = ctx.plan[k - 1].config.learning_rate if verdict.reason == "diverged" else None
         config = ctx.plan.fall_back(k, protocol, diverged=diverged_at is not None)
-        rate = f" at rate {config.learning_rate:.4g}, backed off from {diverged_at:.4g}" \
-            if diverged_at is not None and config.learning_rate < diverged_at else ""
+        backed_off = config.learning_rate < ctx.plan.config_for(protocol).learning_rate
+        rate = f" at rate {config.learning_rate:.4g}, backed off from {diverged_at:.4g}" if backed_off else ""
         self.restart.new_branch(f"model-r{guard.rollbacks}.ckpt", forget_after=checkpoint.fraction)
         ctx.bar.rolled_back()
         if ctx.plan.mode is SwitchMode.IN_PLACE:

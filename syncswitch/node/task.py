@@ -27,7 +27,6 @@ from syncswitch.wire import saved as saved_record
 _EVENTS = None  # the event stream: the process's stdout as it started (startup.take_stdout, in main)
 _EMIT_LOCK = threading.Lock()
 AGENT_GONE_EXIT = 1  # no one reads it: the agent that would report it is gone
-FIRST_STEP = 1e-9  # a durable point every first step crosses
 
 
 def emit(event: pb.Event) -> None:
@@ -90,16 +89,9 @@ class Task:
         mark("graph")
         self.state = TrainState(total, self.index)
         self.config = graphmod.session_config(self.num_workers, self.index, intra, inter, spin)
-        every = launch.eval_every
-        points = [round(k * every, 9) for k in range(1, int(1 / every) + 1)] if every else []
-        self.eval_points = [p for p in points if p < 1.0] if self.is_chief else []
-        durable = launch.checkpoint_every
-        points = [round(k * durable, 9) for k in range(1, int(1 / durable) + 1)] if durable else []
-        self.durable_points = [p for p in points if p < 1.0] if self.is_chief else []
-        if self.is_chief and self.eval_points and not launch.restore_from:
-            # A checkpoint at the first step of a fresh run: a rate too high for the model blows up within the first
-            # evaluation interval, and the guard's rollback then has a sound target (guard.md, divergence).
-            self.durable_points.insert(0, FIRST_STEP)
+        from syncswitch.node.hooks.evaluation import checkpoint_points
+
+        self.eval_points, self.durable_points = checkpoint_points(launch) if self.is_chief else ([], [])
         self.checkpoint_every_s = launch.checkpoint_every_s if self.is_chief else 0.0
         self.checkpoint_dir = launch.checkpoint_dir
         self.batch_by_protocol = {p.protocol: p.config.per_worker_batch for p in launch.phases}

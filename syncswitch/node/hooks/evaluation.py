@@ -10,6 +10,20 @@ from syncswitch.wire import agent_pb2 as pb
 from syncswitch.wire import codec
 
 v1 = tf.compat.v1
+FIRST_STEP = 1e-9  # a durable point every first step crosses
+
+
+def checkpoint_points(launch) -> tuple[list[float], list[float]]:
+    """The chief's (evaluation, durable) checkpoint points: fractions short of the end."""
+    def points(every):
+        return [p for p in (round(k * every, 9) for k in range(1, int(1 / every) + 1)) if p < 1.0] if every else []
+
+    evaluated, durable = points(launch.eval_every), points(launch.checkpoint_every)
+    if evaluated and not launch.restore_from:
+        # A checkpoint at the first step of a fresh run: a rate too high for the model blows up within the first
+        # evaluation interval, and the guard's rollback then has a sound target (guard.md, divergence).
+        durable.insert(0, FIRST_STEP)
+    return evaluated, durable
 
 
 class EvalCheckpointHook(v1.train.SessionRunHook):
