@@ -139,7 +139,8 @@ class RunPlan:
         config = self.config_for(protocol)
         if diverged and synchronous(abandoned.protocol) and synchronous(protocol):
             lower = backed_off(abandoned.config, self.spec.hyperparameters.learning_rate, self.spec.cluster.workers)
-            config = dataclasses.replace(config, learning_rate=lower.learning_rate) if lower else config
+            # Nothing left to take back: the rate that diverged, not the protocol's (higher) own.
+            config = dataclasses.replace(config, learning_rate=(lower or abandoned.config).learning_rate)
         del self.phases[k:]
         self.phases.append(PlannedPhase(Phase(protocol, 1.0), config))
         return config
