@@ -14,6 +14,7 @@ placeholder, recorded with its array in a feed dictionary; whoever initializes t
 from __future__ import annotations
 
 import contextlib
+import threading
 
 import numpy as np
 
@@ -21,6 +22,9 @@ import numpy as np
 # iterator start is not worth it for a few hundred kilobytes.
 MIN_BYTES = 1 << 20
 _CONSTRUCTORS = ("from_tensor_slices", "from_tensors")
+# The evaluator builds extra scorers on threads: one input_fn at a time in here, or a second thread would save the
+# first's wrappers as the originals and leave them in place.
+_PATCHING = threading.Lock()
 
 
 def _as_array(value):
@@ -40,7 +44,7 @@ def lifted(feeds: dict):
 
     v1 = tf.compat.v1
     dataset = tf.data.Dataset  # tf.compat.v1.data.Dataset's constructors call these
-    saved = {name: dataset.__dict__[name] for name in _CONSTRUCTORS}
+    owner = threading.get_ident()
 
     def lift(value):
         array = _as_array(value)
@@ -52,13 +56,17 @@ def lifted(feeds: dict):
 
     def wrap(original):
         def constructor(tensors, name=None):
-            return original(tf.nest.map_structure(lift, tensors), name=name)
+            if threading.get_ident() == owner:  # another thread's datasets are not this input_fn's
+                tensors = tf.nest.map_structure(lift, tensors)
+            return original(tensors, name=name)
         return staticmethod(constructor)
 
-    for name, original in saved.items():
-        setattr(dataset, name, wrap(original.__func__))
-    try:
-        yield feeds
-    finally:
+    with _PATCHING:
+        saved = {name: dataset.__dict__[name] for name in _CONSTRUCTORS}
         for name, original in saved.items():
-            setattr(dataset, name, original)
+            setattr(dataset, name, wrap(original.__func__))
+        try:
+            yield feeds
+        finally:
+            for name, original in saved.items():
+                setattr(dataset, name, original)

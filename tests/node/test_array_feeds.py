@@ -75,3 +75,34 @@ def test_the_constructors_are_restored_even_when_the_input_fn_raises():
     with tf.Graph().as_default() as graph:
         tf.data.Dataset.from_tensor_slices(np.zeros(BIG, np.float32))
         assert not [op for op in graph.get_operations() if op.type == "Placeholder"]
+
+
+def test_input_fns_on_two_threads_each_feed_their_own_arrays_and_leave_the_constructors_as_they_were():
+    # The evaluator builds its extra scorers on threads, each calling the script's input_fn.
+    import threading
+
+    before = tf.data.Dataset.__dict__["from_tensor_slices"]
+    results, errors = {}, []
+
+    def build(k):
+        try:
+            feeds = {}
+            with tf.Graph().as_default():
+                module = type("M", (), {"input_fn": staticmethod(
+                    lambda split, batch_size, params: tf.data.Dataset.from_tensor_slices(
+                        (np.full(BIG, k, np.float32), np.zeros(BIG, np.int32))).batch(batch_size))})
+                ds = scriptmod.call_input_fn(module, "s.py", "test", 8, {}, feeds)
+                results[k] = (feeds, _batches(ds, feeds, 1)[0][0][0])
+        except Exception as exc:  # noqa: BLE001 - reported by the assertion below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=build, args=(k,)) for k in (1, 2, 3)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+    for k, (feeds, first) in results.items():
+        assert len(feeds) == 2 and all(a.flat[0] == k for a in feeds.values() if a.dtype == np.float32)
+        assert first == k
+    assert tf.data.Dataset.__dict__["from_tensor_slices"] is before
