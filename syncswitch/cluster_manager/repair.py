@@ -92,8 +92,7 @@ class Repairs:
         abandoned = ctx.phase_run(k - 1)
         diverged_at = ctx.plan[k - 1].config.learning_rate if verdict.reason == "diverged" else None
         config = ctx.plan.fall_back(k, protocol, diverged=diverged_at is not None)
-        backed_off = config.learning_rate < ctx.plan.config_for(protocol).learning_rate
-        rate = f" at rate {config.learning_rate:.4g}, backed off from {diverged_at:.4g}" if backed_off else ""
+        rate = _rate_note(config.learning_rate, ctx.plan.config_for(protocol).learning_rate, diverged_at)
         self.restart.new_branch(f"model-r{guard.rollbacks}.ckpt", forget_after=checkpoint.fraction)
         ctx.bar.rolled_back()
         if ctx.plan.mode is SwitchMode.IN_PLACE:
@@ -113,3 +112,12 @@ class Repairs:
         ctx.note("guard", time.time(), **entry)
         ctx.scalar("guard/rollbacks", float(guard.rollbacks), verdict.fraction, resumed)
         self.stragglers.phase_changed(bsp_share_done=not ctx.plan.owes_bsp(k))
+
+
+def _rate_note(rate: float, own: float, diverged_at: float | None) -> str:
+    """What a rollback's action says of its rung's rate where it is not the protocol's `own` (a synchronous phase
+    diverged at `diverged_at`): backed off, or, with nothing left to take back, the rate that diverged."""
+    if diverged_at is None or rate == own:
+        return ""
+    return f" at rate {rate:.4g}, " + (f"backed off from {diverged_at:.4g}" if rate < diverged_at
+                                       else "the rate that diverged")

@@ -497,3 +497,13 @@ def test_a_bsp_phase_that_diverges_again_backs_off_again_down_to_the_users_rate(
     assert [e["action"].split(", continue with ")[1] for e in summary["guard_events"]] == [
         "bsp at rate 0.1, backed off from 0.2", "bsp at rate 0.05, backed off from 0.1"]
     assert [p["config"]["learning_rate"] for p in summary["schedule"]] == pytest.approx([0.2, 0.1, 0.05])
+
+
+def test_a_third_divergence_at_the_users_rate_keeps_it_and_says_so(write_spec, tmp_path):
+    failures = [Failure(worker=0, at=at, kind="diverged") for at in (0.4, 0.6, 0.8)]
+    summary, _, _ = _run(write_spec, tmp_path, [BSP_ONLY, "policy.guard={max_rollbacks: 3}"],
+                         cluster=FakeCluster(total=2000, failure=failures), workers=4)
+    assert summary["status"] == "completed"
+    assert [e["action"].split(", continue with ")[1] for e in summary["guard_events"]] == [
+        "bsp at rate 0.1, backed off from 0.2", "bsp at rate 0.05, backed off from 0.1",
+        "bsp at rate 0.05, the rate that diverged"]
