@@ -31,6 +31,34 @@ def model_fn(features, labels, params, training):
     return {"loss": tf.reduce_mean(loss), "logits": logits}
 '''
 
+# Embeddings (their gradients IndexedSlices) looked up by sparse ids of varying count per example: each worker's
+# batch touches a different number of rows (BSP gathers a large table's, padded to the group's largest count).
+EMBEDDING_SCRIPT = '''
+import tensorflow as tf
+
+def input_fn(split, batch_size, params):
+    ids = tf.random.stateless_uniform([96, 5], seed=[4, 5], maxval=40, dtype=tf.int64)
+    keep = tf.random.stateless_uniform([96, 5], seed=[6, 7]) < 0.6
+    ids = tf.where(keep, ids + 1, tf.zeros_like(ids))  # 0: no id
+    y = tf.cast(tf.reduce_sum(tf.cast(ids > 20, tf.int64), 1) > 1, tf.int64)
+    return tf.data.Dataset.from_tensor_slices((ids, y)).batch(batch_size, drop_remainder=True)
+
+def model_fn(features, labels, params, training):
+    table = tf.compat.v1.get_variable("table", [41, 6], initializer=tf.compat.v1.random_normal_initializer(
+        stddev=0.5, seed=3))
+    # 264k elements: over sparse_gather.GATHER_FROM, its rows are gathered; the small table's ride in the all-reduce
+    big = tf.compat.v1.get_variable("big", [44000, 6], initializer=tf.compat.v1.random_normal_initializer(
+        stddev=0.5, seed=4))
+    ids = tf.sparse.from_dense(features)
+    pooled = tf.nn.embedding_lookup_sparse(table, ids, None, combiner="sum")
+    pooled += tf.nn.embedding_lookup_sparse(big, ids, None, combiner="mean")
+    pooled = tf.reshape(pooled, [-1, 6])
+    logits = tf.keras.layers.Dense(2, kernel_initializer=tf.keras.initializers.RandomNormal(stddev=0.5, seed=3))(
+        pooled)
+    loss = tf.keras.losses.sparse_categorical_crossentropy(labels, logits, from_logits=True)
+    return {"loss": tf.reduce_mean(loss), "logits": logits}
+'''
+
 # The cluster and its sessions, every worker entered into `protocol` (tests/protocols/test_snapshot.py too).
 SETUP = '''
 import json, os, socket, sys, threading
@@ -109,9 +137,9 @@ os._exit(0)  # in-process TF servers cannot be stopped: the process goes, and th
 '''
 
 
-def _run(tmp_path, n, batch, steps, protocol, params=None, driver_text=DRIVER):
+def _run(tmp_path, n, batch, steps, protocol, params=None, driver_text=DRIVER, script_text=SCRIPT):
     script = tmp_path / "model.py"
-    script.write_text(textwrap.dedent(SCRIPT))
+    script.write_text(textwrap.dedent(script_text))
     driver = tmp_path / "driver.py"
     driver.write_text(driver_text)
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -137,6 +165,21 @@ def test_n_workers_at_batch_b_step_as_one_worker_at_batch_nb(tmp_path):
     # Every worker watched the group's mean loss: one worker's loss at batch nB.
     np.testing.assert_allclose(many["losses"]["0"], one["losses"]["0"], rtol=2e-5)
     assert many["losses"]["0"] == many["losses"]["1"]
+
+
+@pytest.mark.cluster
+def test_an_embeddings_rows_are_gathered_and_step_as_one_worker_at_batch_nb(tmp_path):
+    """BSP's all-reduce gathers an embedding's rows (IndexedSlices), not the dense table: the step is still one
+    worker's at batch nB, its sparse momentum update included (the rows no batch touched keep their momentum
+    unapplied, as on the parameter servers and in one process), with row counts that differ between workers."""
+    steps = 6
+    many = _run(tmp_path, 3, 8, steps, "bsp", {"allreduce": True}, script_text=EMBEDDING_SCRIPT)
+    one = _run(tmp_path, 1, 24, steps, "asp", script_text=EMBEDDING_SCRIPT)
+    assert many["allreduce"]
+    assert {"table", "big"} <= set(one["vars"])
+    for name, value in one["vars"].items():
+        np.testing.assert_allclose(many["vars"][name], value, rtol=2e-5, atol=2e-6, err_msg=name)
+    np.testing.assert_allclose(many["losses"]["0"], one["losses"]["0"], rtol=2e-5)
 
 
 @pytest.mark.cluster

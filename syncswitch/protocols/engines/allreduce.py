@@ -7,7 +7,9 @@ step is one collective: each worker concatenates its gradients (with its loss an
 tensor, a ring all-reduce between the workers' servers returns the mean on every worker, and each applies the
 same momentum update to its replica. The replicas start equal (pulled from the parameter servers at the phase's
 entry) and stay equal, so the result is the parameter-server BSP's update: n workers at batch B take the steps
-one worker takes at batch nB.
+one worker takes at batch nB. An embedding's gradient (IndexedSlices) is applied as such, to the rows its batch
+touched, as the parameter servers and one process apply it; a large table's rows are gathered rather than
+reduced dense (sparse_gather.py).
 
 The parameter servers hold the canonical model at the phase's boundaries: the chief writes its replica, its
 momentum, the sample count and the global step back (`publish`) before every checkpoint and when the phase
@@ -28,8 +30,10 @@ import tensorflow as tf
 
 from .base import ProtocolEngine, StopFlag
 from .replica_training import ReplicaTraining, mean, warm_publish
+from .sparse_gather import RowPlan, gather_mean
 
-INSTANCE_KEY = 3100     # this engine's one all-reduce (other engines' collectives take other keys)
+INSTANCE_KEY = 3100     # this engine's all-reduce (other engines' collectives take other keys)
+SPARSE_KEY = 3110       # its gathers of sparse gradients (three keys from here: sparse_gather.py)
 
 __all__ = ["AllReduceEngine"]
 
@@ -51,11 +55,13 @@ class AllReduceEngine(ProtocolEngine):
         with core.inside():
             self.stop = StopFlag("allreduce")
             flag, lowered = self.stop.read()
-            grads = [g for g, _ in core.grads]
+            plan = RowPlan(core.raw_grads)  # an embedding's rows: gathered, or dense in the buffer (sparse_gather)
+            reduced = plan.reduced()
             loss = tf.reshape(tf.cast(replica.loss, tf.float32), [1])
-            means, self.collective_wait_s = mean([*grads, loss, tf.reshape(flag, [1])], num_workers,
+            means, self.collective_wait_s = mean([*reduced, loss, tf.reshape(flag, [1])], num_workers,
                                                  INSTANCE_KEY, "allreduce")
-            step = core.apply([(m, v) for m, (_, v) in zip(means, core.grads)])
+            gathered = gather_mean(plan.gathered(), num_workers, SPARSE_KEY, "allreduce")
+            step = core.apply(plan.finish(means[:len(reduced)], gathered))
             self.loss = tf.reshape(means[-2], [], name="allreduce_mean_loss")
             self.agreed_stop = tf.greater(tf.reshape(means[-1], []), 0.0, name="allreduce_agreed_stop")
         self._finish(tf.group(step, lowered, name="allreduce_step"), core.estimate_after)

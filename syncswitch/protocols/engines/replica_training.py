@@ -110,8 +110,10 @@ class ReplicaTraining:
         names = {copy.ref(): shared.op.name for shared, copy in replica.pairs}
         self._names = names
         trainable = sorted(replica.trainable, key=lambda c: names[c.ref()])
-        self.grads = [(dense(g), v) for g, v in self.optimizer.compute_gradients(replica.loss, var_list=trainable)
-                      if g is not None]
+        # As computed (an embedding's gradient as IndexedSlices: BSP's all-reduce gathers its rows), and dense.
+        self.raw_grads = [(g, v) for g, v in self.optimizer.compute_gradients(replica.loss, var_list=trainable)
+                          if g is not None]
+        self.grads = [(dense(g), v) for g, v in self.raw_grads]
         self.pairs: list = []
         self._scope = None  # the engine's variable scope (`begin`)
 
