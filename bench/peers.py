@@ -102,7 +102,7 @@ def budgets(cpus, nodes: int, label: str):
 
 
 # which model the peers build for a job's script (peer_common.MODELS)
-PEER_MODELS = {"mnist1d_cnn.py": "mnist1d_cnn", "resnet_synthetic.py": "resnet"}
+PEER_MODELS = {"mnist1d_cnn.py": "mnist1d_cnn", "resnet_synthetic.py": "resnet", "big_vocab.py": "bag_of_words"}
 
 
 def peer_model(job) -> str:

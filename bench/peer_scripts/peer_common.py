@@ -3,7 +3,8 @@ schedule, evaluation and the one JSON line each script prints. Plain TensorFlow;
 
 Models: `mnist1d_cnn` is the MNIST-1D script's layers as a Keras Sequential (its model_fn makes new layers at each
 call, which a TF2 loop cannot reuse); `resnet` is the job script's own `ResNet` class, imported from the script as
-a TF2 user would, with its model_fn's loss (mean cross-entropy plus weight decay on the kernels).
+a TF2 user would, with its model_fn's loss (mean cross-entropy plus weight decay on the kernels); `bag_of_words` is
+the big-vocabulary probe's embedding model.
 Keras is tf-keras (Keras 2), as syncswitch runs the user's script with, and as ParameterServerStrategy needs."""
 
 import argparse
@@ -28,7 +29,7 @@ def args(extra=None):
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--threads", type=int, default=1, help="intra-op threads (syncswitch's default: 1)")
     parser.add_argument("--evals", type=int, default=10, help="evaluations during training")
-    parser.add_argument("--model", default="mnist1d_cnn", choices=["mnist1d_cnn", "resnet"])
+    parser.add_argument("--model", default="mnist1d_cnn", choices=["mnist1d_cnn", "resnet", "bag_of_words"])
     parser.add_argument("--shard", type=int, default=0, help="which of --shards parts of the training set to read")
     parser.add_argument("--shards", type=int, default=1, help="parts the training set is split into")
     if extra:
@@ -87,7 +88,26 @@ class ScriptResNet:
         return self.decay * tf.add_n([tf.nn.l2_loss(k) for k in self.net.kernels()])
 
 
-MODELS = {"mnist1d_cnn": Mnist1dCnn, "resnet": ScriptResNet}
+class BagOfWords:
+    """The big-vocabulary probe's layers (bench/probes/big_vocab.py) as one Keras model: an embedding of the
+    script's V words x D, mean-pooled, a 64-unit hidden layer and C logits; no regularization."""
+
+    def __init__(self, script, params):
+        self.net = tf.keras.Sequential([
+            tf.keras.layers.Embedding(script.V, script.D),
+            tf.keras.layers.Lambda(lambda e: tf.reduce_mean(e, axis=1)),
+            tf.keras.layers.Dense(64, activation="relu"),
+            tf.keras.layers.Dense(script.C),
+        ])
+
+    def __call__(self, x, training):
+        return self.net(x, training=training)
+
+    def regularization(self):
+        return tf.constant(0.0)
+
+
+MODELS = {"mnist1d_cnn": Mnist1dCnn, "resnet": ScriptResNet, "bag_of_words": BagOfWords}
 
 
 def sample(dataset):
