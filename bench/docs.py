@@ -680,7 +680,8 @@ PEERS_FILES = (  # in the order measured: a later cell of the same job, budget, 
     "peers-resnet-cpu040-tcmalloc-v595-2026-11-28.json",
     "peers-resnet-unbudgeted-tcmalloc-nosync-v595-2026-11-28.json",
     "peers-resnet-unbudgeted-tcmalloc-startup-v595-2026-11-28.json",
-    "peers-mnist1d-unbudgeted-tcmalloc-startup-v595-2026-11-28.json")
+    "peers-mnist1d-unbudgeted-tcmalloc-startup-v595-2026-11-28.json",
+    "peers-bigvocab-unbudgeted-tcmalloc-v595-2026-11-28.json")
 
 FIGURES += (
     Figure("core-overhead", "Switch overhead at the current code",
@@ -772,7 +773,11 @@ FIGURES += (
             "of the seed's own; the fc-v595 host; acc7634, after the two start-up cuts)",
             "python -m bench peers --job jobs/mnist1d_cnn.yaml --seeds S --variants single,mwms,bsp,default "
             "--target 0.95 --allocator tcmalloc --add-to F --out G --runs-dir D (one seed per quiet call, D a folder "
-            "of the seed's own; the fc-v595 host; 886af56)"),
+            "of the seed's own; the fc-v595 host; 886af56)",
+            "python -m bench peers --job bench/probes/big_vocab.yaml --seeds S --variants single,mwms,bsp,default "
+            "--target 0.95 --allocator tcmalloc --add-to F --out F --runs-dir D (one seed per quiet call, D a folder "
+            "of the seed's own; the fc-v595 host; 4ab9c7d, whose tree differed from its commit in "
+            "docs/protocols.md only)"),
            lambda docs: peers_render(docs, PEERS_FILES), headline=peers_headline, note=PEERS_NOTE),
     Figure("ray", "The ray backend against the local one (quickstart, 3 nodes, 5 seeds)",
            ("ray-compare-2026-11-26.json", "ray-recovery-2026-11-26.json", "ray-fanout-2026-11-26.json"),
