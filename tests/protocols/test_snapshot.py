@@ -16,6 +16,7 @@ from tests.protocols.test_allreduce import SCRIPT, SETUP
 pytest.importorskip("tensorflow")
 
 DRIVER = SETUP + '''
+import numpy as np
 from syncswitch.node.background_save import BackgroundWrites
 
 out_dir = sys.argv[7]
@@ -64,8 +65,16 @@ engine.publish(chief)
 later = g0.saver.save(chief, os.path.join(out_dir, "later", "model.ckpt"), global_step=chief.run(g0.global_step),
                       write_meta_graph=False)
 g0.saver.restore(chief, paths[0])  # the checkpoints' own saver reads it
-restored = {v.op.name: a.tolist() for v, a in zip(g0.graph.get_collection(v1.GraphKeys.TRAINABLE_VARIABLES),
-                                                  chief.run(g0.graph.get_collection(v1.GraphKeys.TRAINABLE_VARIABLES)))}
+trained = g0.graph.get_collection(v1.GraphKeys.TRAINABLE_VARIABLES)
+restored, parts = {}, {}
+for v, a in zip(trained, chief.run(trained)):
+    info = getattr(v, "_save_slice_info", None)  # a partitioned variable's part: checkpointed as the whole
+    if info is None:
+        restored[v.op.name] = a.tolist()
+    else:
+        parts.setdefault(info.full_name, []).append((info.var_offset[0], a))
+for name, pieces in parts.items():
+    restored[name] = np.concatenate([a for _, a in sorted(pieces, key=lambda p: p[0])]).tolist()
 out = {"names": [os.path.basename(synchronous), os.path.basename(paths[0])],
        "latest": tf.train.latest_checkpoint(os.path.join(out_dir, "beside")),
        "sync": {k: v.tolist() for k, v in saved(synchronous).items()},
@@ -77,9 +86,19 @@ os._exit(0)
 '''
 
 
-def _run(tmp_path, protocol, params):
+# A TF1 parameter-server user's sharded variable: a hidden layer's kernel in two parts (fixed_size_partitioner),
+# checkpointed as slices of one variable.
+PARTITIONED_SCRIPT = SCRIPT.replace(
+    '''    hidden = tf.keras.layers.Dense(8, activation="tanh", kernel_initializer=init)(features)''',
+    '''    kernel = tf.compat.v1.get_variable("sharded", [4, 8], initializer=init,
+                                       partitioner=tf.compat.v1.fixed_size_partitioner(2))
+    hidden = tf.tanh(tf.matmul(features, kernel))''')
+assert PARTITIONED_SCRIPT != SCRIPT
+
+
+def _run(tmp_path, protocol, params, script_text=SCRIPT):
     script = tmp_path / "model.py"
-    script.write_text(textwrap.dedent(SCRIPT))
+    script.write_text(textwrap.dedent(script_text))
     driver = tmp_path / "driver.py"
     driver.write_text(DRIVER)
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -92,9 +111,12 @@ def _run(tmp_path, protocol, params):
 
 
 @pytest.mark.cluster
-@pytest.mark.parametrize("protocol, params", [("bsp", {"allreduce": True}), ("local-sgd", {"period": 2})])
-def test_checkpoint_written_beside_training_is_the_published_one(tmp_path, protocol, params):
-    out = _run(tmp_path, protocol, params)
+@pytest.mark.parametrize("protocol, params, script", [("bsp", {"allreduce": True}, SCRIPT),
+                                                       ("local-sgd", {"period": 2}, SCRIPT),
+                                                       ("bsp", {"allreduce": True}, PARTITIONED_SCRIPT)],
+                         ids=["bsp", "local-sgd", "bsp-partitioned"])
+def test_checkpoint_written_beside_training_is_the_published_one(tmp_path, protocol, params, script):
+    out = _run(tmp_path, protocol, params, script)
     synchronous, later = out["sync"], out["later"]
     assert out["names"][0] == out["names"][1] == "model.ckpt-3"  # the global step at the copy
     assert out["latest"].endswith("beside/model.ckpt-3")
@@ -103,6 +125,8 @@ def test_checkpoint_written_beside_training_is_the_published_one(tmp_path, proto
         for name, value in synchronous.items():  # every variable, the momentum and the counts: the same bits
             np.testing.assert_array_equal(np.asarray(copy[name]), np.asarray(value), err_msg=name)
     assert synchronous["global_step"] == 3 and synchronous["syncswitch/samples"] == 3 * 16
+    if script is PARTITIONED_SCRIPT:  # both parts saved as the one variable, in its full shape
+        assert np.asarray(synchronous["sharded"]).shape == (4, 8)
     assert later["global_step"] == 6  # the workers stepped on while it was written, and the model moved
     moved = [k for k, v in out["restored"].items() if not np.array_equal(np.asarray(later[k]), np.asarray(v))]
     assert moved, "the later model equals the copy: the test would not see a copy taken too late"

@@ -194,17 +194,24 @@ class ReplicaTraining:
             published = global_step.read_value()
         with tf.device(self.replica.device):
             stepped = tf.add(published, self.steps.read_value(), name=f"{self.name}_snapshot_global_step")
-        names, copies, sources = {}, [], []
-        for name, variable in saveable_object_util.op_list_to_dict(saved, convert_variable_to_tensor=False).items():
+        copies, sources = [], []
+
+        def kept(variable):
+            """What the snapshot's saver saves for `variable`: its copy, or itself where nothing publishes it."""
             source = stepped if variable.ref() == global_step.ref() else mine.get(variable.ref())
             if source is None:
-                names[name] = variable
-                continue
+                return variable
             with tf.device(self.replica.device):
                 copy = worker_variable(f"{self.name}_snapshot/{len(copies)}", variable.shape, variable.dtype.base_dtype)
-            names[name] = copy
+            # A partitioned variable's part is saved as its slice of the whole, under the whole's name.
+            copy._save_slice_info = getattr(variable, "_save_slice_info", None)
             copies.append(copy)
             sources.append(source)
+            return copy
+
+        names = {name: [kept(part) for part in variable] if isinstance(variable, (list, tuple)) else kept(variable)
+                 for name, variable in saveable_object_util.op_list_to_dict(saved, convert_variable_to_tensor=False)
+                 .items()}
         with tf.device(self.replica.device):
             take = tf.group(*[c.assign(s, read_value=False) for c, s in zip(copies, sources)],
                             name=f"{self.name}_snapshot_take")
