@@ -31,7 +31,7 @@ from syncswitch.cluster_manager.resume import Resumer
 from syncswitch.cluster_manager.stragglers import StragglerController, StragglerResponder
 from syncswitch.cluster_manager.summary import build_summary
 from syncswitch.cluster_manager.switch_timing import SwitchTiming, decided_as_it_goes
-from syncswitch.errors import DivergedError, SyncSwitchError
+from syncswitch.errors import DivergedError, ScriptError, SyncSwitchError
 from syncswitch.policies.guard import GuardSettings
 from syncswitch.policies.speed import RunCosts
 from syncswitch.wire.client import AgentClient
@@ -183,6 +183,10 @@ class JobRun:
             record.status, record.message = RunStatus.INTERRUPTED, "interrupted"
         except DivergedError as exc:
             record.status, record.message, error = RunStatus.DIVERGED, str(exc), exc
+        except ScriptError as exc:  # a node names its copy of the script: the user's file is named instead
+            shipment = self.launcher.shipment
+            error = ScriptError(shipment.named_as_yours(str(exc))) if shipment is not None else exc
+            record.status, record.message = RunStatus.FAILED, str(error)
         except SyncSwitchError as exc:
             record.status, record.message, error = RunStatus.FAILED, str(exc), exc
         finally:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import re
 
 from syncswitch.errors import SpecError
 from syncswitch.wire import bundle as bundlemod
@@ -40,6 +41,11 @@ class ScriptShipment:
             return f"{spec.script}, alone (workdir: null)"
         return (f"{made.script_name} in {spec.workdir}, shipped with it: {made.files} file(s), "
                 f"{made.size / 1024:.0f} KiB ({len(made.data) / 1024:.0f} KiB zipped)")
+
+    def named_as_yours(self, message: str) -> str:
+        """`message` naming the user's script where a node named its copy (unpacked under its `script/` folder)."""
+        copy = r"[^\s:'\"]*/script/" + re.escape(self.bundle.script_name) + r"(?![\w./-])"
+        return re.sub(copy, lambda _: self.spec.script, message)
 
     def for_nodes(self, shared_filesystem: bool) -> tuple[str, bytes]:
         """The script's name and bundle for a launch request. A default folder over the limit stays home: nodes that

@@ -8,6 +8,7 @@ import sys
 
 import tensorflow as tf
 
+from syncswitch.node import batch_check
 from syncswitch.node import replica as replicamod
 from syncswitch.node import script as scriptmod
 from syncswitch.node.updates import ancestors, orphan_updates
@@ -253,9 +254,9 @@ def _model(graph, launch, module, params: dict, batch: int, optimizer) -> Model:
     n, index, path = launch.num_workers, launch.task_index, launch.script_path
     feeds: dict = {}  # large arrays the input_fn gave tf.data, fed at each start of the iterator
     ds = scriptmod.call_input_fn(module, path, "train", batch, params, feeds)
-    # Each worker reads every n-th batch. The workload's length is syncswitch's (epochs x examples), so
-    # the training set is repeated here: a script that does not repeat it would end its workers early.
-    ds = ds.shard(n, index).repeat()
+    # Each worker reads every n-th batch (checked to hold `batch` examples). The workload's length is syncswitch's
+    # (epochs x examples), so the set is repeated here: a script that does not repeat it would end its workers early.
+    ds = batch_check.checked(ds, module, path, batch, params).shard(n, index).repeat()
     # One batch read ahead on the pipeline's own thread, as TF's input guide ends every pipeline: the next step's
     # batch is made while this step computes and while it waits for its peers (an all-reduce's wait leaves the
     # core idle). The same batches in the same order; a restart of the iterator empties the buffer.

@@ -15,6 +15,7 @@ import traceback
 
 from syncswitch.node import startup  # first: its clock starts with the process
 from syncswitch.node.startup import mark
+from syncswitch.node import batch_check
 from syncswitch.node.background_save import BackgroundWrites
 
 os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")  # tf.keras -> Keras 2, which builds v1 graphs
@@ -377,8 +378,12 @@ def main() -> None:
             code = 1
     except Exception as exc:  # noqa: BLE001 - anything else is reported in one line, traceback to the log
         traceback.print_exc()
-        emit(codec.event(error=pb.TaskError(message=one_line(exc))))
-        code = 1
+        error = batch_check.from_error(exc, launch.script_path)  # a batch of another size than batch_size
+        if error is None:
+            emit(codec.event(error=pb.TaskError(message=one_line(exc))))
+        else:
+            emit(codec.event(error=pb.TaskError(message=str(error), kind=_error_kind(error))))
+        code = error.exit_code if error else 1
     finally:
         try:
             sys.stderr.flush()

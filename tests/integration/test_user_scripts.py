@@ -237,3 +237,16 @@ def test_an_empty_test_split_is_a_script_error_not_an_accuracy_of_zero(tmp_path,
                                                  "part = slice(0, 1300) if split == \"train\" else slice(0, 0)"))
     with pytest.raises(ScriptError, match=r"train.py: input_fn\('test', \.\.\.\) yielded no examples$"):
         submission.submit(specmod.load(job), output_dir=str(tmp_path / "run"), progress=False)
+
+
+def test_a_script_batching_by_its_own_constant_fails_in_one_line_naming_the_users_file(tmp_path, no_leftovers):
+    # Before: it trained at 64 a batch against a batch_size of 32 (twice the epochs asked for) without a word, and a
+    # node's errors named its copy of the script (<run>/nodes/1/script/train.py).
+    job = _project(tmp_path / "proj")
+    script = tmp_path / "proj" / "train.py"
+    script.write_text(script.read_text().replace("else ds).batch(batch_size)", "else ds).batch(64)"))
+    with pytest.raises(ScriptError) as failed:
+        submission.submit(specmod.load(job), output_dir=str(tmp_path / "run"), progress=False)
+    assert str(failed.value) == (f"script {script}: input_fn('train', 32, params) gave a batch of 64 examples: batch "
+                                 "the training set by the batch_size argument (syncswitch counts the examples "
+                                 "trained, and sets each protocol's batch, by it)")
