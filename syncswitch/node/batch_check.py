@@ -42,7 +42,7 @@ def checked(ds, module, path: str, batch_size: int, params: dict):
         return ds
     full_first = (scriptmod.num_train_examples(module, path, params) or 0) >= batch_size
 
-    @tf.autograph.experimental.do_not_convert  # plain graph code: converting it cost 0.1-0.2 s of a node's start-up
+    @tf.autograph.experimental.do_not_convert  # plain graph code: converting it cost 0.2-0.3 s of a node's start-up
     def check(i, element):
         n = tf.cast(_size(element), tf.int64)
         ok = n <= batch_size
