@@ -87,6 +87,23 @@ def finite_test_set(ds, module, path: str, params: dict, batch_size: int):
     return ds.unbatch().take(n).batch(batch_size)
 
 
+# What eager-only calls raise in a TF1 graph, and what a script does instead. syncswitch builds v1 graphs (the
+# parameter-server runtime), where the Keras guides' `adapt` and a tensor's `.numpy()` have no value to work on.
+GRAPH_HINTS = (
+    ("only supported in tensorflow v2", "syncswitch builds TF1 graphs (TensorFlow's parameter-server runtime), "
+     "where a Keras preprocessing layer cannot adapt: give it what adapt would learn, computed with numpy "
+     "(TextVectorization(vocabulary=...), StringLookup(vocabulary=...), Normalization(mean=..., variance=...))"),
+    ("object has no attribute 'numpy'", "syncswitch builds TF1 graphs (TensorFlow's parameter-server runtime), "
+     "where a tensor has no value while input_fn and model_fn run: compute such values with numpy"),
+)
+
+
+def graph_hint(exc: Exception) -> str:
+    """'; what to do instead' for an error an eager-only call raises in a TF1 graph; empty for any other."""
+    text = str(exc)
+    return next((f"; {hint}" for mark, hint in GRAPH_HINTS if mark in text), "")
+
+
 def call_input_fn(module, path: str, split: str, batch_size: int, params: dict, feeds: dict | None = None):
     """The script's dataset for `split`, checked. With `feeds`, large arrays it gives tf.data are placeholders (kept out
     of the graph, node/array_feeds.py): `feeds` gains what to feed them when the iterator is initialized."""
@@ -99,7 +116,7 @@ def call_input_fn(module, path: str, split: str, batch_size: int, params: dict, 
             ds = module.input_fn(split, batch_size, params)
     except Exception as exc:
         raise ScriptError(f"script {path}: input_fn({split!r}, {batch_size}, params) raised "
-                          f"{type(exc).__name__}: {exc}") from exc
+                          f"{type(exc).__name__}: {exc}{graph_hint(exc)}") from exc
     if not isinstance(ds, tf.data.Dataset):
         raise ScriptError(f"script {path}: input_fn({split!r}, ...) returned {type(ds).__name__}, "
                           "expected a tf.data.Dataset of (features, labels) batches")
@@ -115,7 +132,7 @@ def call_model_fn(module, path: str, features, labels, params: dict, training: b
         out = module.model_fn(features, labels, params, training)
     except Exception as exc:
         raise ScriptError(f"script {path}: model_fn(..., training={training}) raised "
-                          f"{type(exc).__name__}: {exc}") from exc
+                          f"{type(exc).__name__}: {exc}{graph_hint(exc)}") from exc
     if not isinstance(out, dict) or "loss" not in out or "logits" not in out:
         raise ScriptError(f"script {path}: model_fn must return a dict with 'loss' and 'logits', "
                           f"got {type(out).__name__}{sorted(out) if isinstance(out, dict) else ''}")

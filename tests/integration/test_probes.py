@@ -3,7 +3,8 @@ switch on 2 and on 4 workers, where the default switches to different protocols 
 LSTM, a model calling a tf.function and a tf.cond, dict features with an integer counter, a float64 model, text
 with a vocabulary table, Keras models with BatchNormalization, sparse and ragged features, a head left out of the
 loss, mixed float16, a Transformer encoder, an augmenting input pipeline, a data set held in one large array, a
-generator, a 50k-word embedding, and the same as a partitioned variable on two parameter servers. The GRU, the
+generator, a 50k-word embedding and the same as a partitioned variable on two parameter servers, a Keras
+TextVectorization layer given its vocabulary. The GRU, the
 tf.function, the counter and the float64 scripts each failed their graph stage at a211797 while the shipped jobs
 trained (bench/notebook/2026-11-28-coordinator-15.md)."""
 

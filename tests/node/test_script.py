@@ -71,3 +71,43 @@ def test_a_session_error_is_told_by_what_went_wrong_not_where_the_op_was_defined
             "missing_vocab.txt; No such file or directory\n\t [[{{node init/InitializeTable}}]]")
     assert one_line(tf.errors.NotFoundError(None, None, text)) == \
         "NotFoundError: missing_vocab.txt; No such file or directory"
+
+
+ADAPTING = """
+import os, sys
+os.environ["TF_USE_LEGACY_KERAS"] = "1"  # as a node runs the script: tf-keras in a TF1 graph
+import numpy as np
+import tensorflow as tf
+from syncswitch.errors import ScriptError
+from syncswitch.node.script import call_input_fn
+tf.compat.v1.disable_eager_execution()
+
+
+class Script:
+    @staticmethod
+    def input_fn(split, batch_size, params):  # the Keras guides' way: adapt on the training texts
+        vectorize = tf.keras.layers.TextVectorization(max_tokens=50, output_sequence_length=4)
+        vectorize.adapt(np.array(["a b c", "b c d"]))
+        return tf.data.Dataset.from_tensor_slices((["a b"], [0])).map(lambda t, y: (vectorize(t), y)).batch(1)
+
+
+try:
+    call_input_fn(Script, "train.py", "train", 1, {})
+except ScriptError as exc:
+    print("ERROR " + str(exc))
+"""
+
+
+def test_an_eager_only_call_in_a_tf1_graph_is_told_what_to_do_instead():
+    pytest.importorskip("tensorflow")
+    import os
+    import subprocess
+
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    done = subprocess.run([sys.executable, "-c", ADAPTING], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "PYTHONPATH": root, "TF_CPP_MIN_LOG_LEVEL": "3"}, check=False)
+    (line,) = [x[len("ERROR "):] for x in done.stdout.splitlines() if x.startswith("ERROR ")] or [done.stderr[-2000:]]
+    assert line.startswith("script train.py: input_fn('train', 1, params) raised RuntimeError: `adapt` is only "
+                           "supported in tensorflow v2"), line
+    assert line.endswith("(TextVectorization(vocabulary=...), StringLookup(vocabulary=...), "
+                         "Normalization(mean=..., variance=...))"), line
