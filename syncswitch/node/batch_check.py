@@ -25,13 +25,12 @@ def message(path: str, batch_size: int, size: int) -> str:
             "protocol's batch, by it)")
 
 
-def checked(ds, module, path: str, batch_size: int, params: dict):
-    """`ds` (the training set as input_fn gave it from `module`), its batches checked to hold batch_size examples:
-    none more, and the first no fewer where the script's num_examples('train') says there are that many (a set
-    smaller than one batch gives a short first batch: the check then leaves it to the one-batch-per-worker error)."""
+def checked(ds, path: str, batch_size: int, train_examples: int | None):
+    """`ds` (the training set as input_fn gave it), its batches checked to hold batch_size examples: none more, and
+    the first no fewer where `train_examples` (the script's num_examples('train'), as the task asked it) says there
+    are that many (a set smaller than one batch gives a short first batch: the check then leaves it to the
+    one-batch-per-worker error)."""
     import tensorflow as tf
-
-    from syncswitch.node import script as scriptmod
 
     shape = getattr(_leaf(ds.element_spec), "shape", None)
     if shape is None or shape.rank in (None, 0):  # no batch dimension to read (a scalar; an unknown rank)
@@ -40,7 +39,7 @@ def checked(ds, module, path: str, batch_size: int, params: dict):
         if shape[0] != batch_size:
             raise ScriptError(message(path, batch_size, shape[0]))
         return ds
-    full_first = (scriptmod.num_train_examples(module, path, params) or 0) >= batch_size
+    full_first = (train_examples or 0) >= batch_size
 
     @tf.autograph.experimental.do_not_convert  # plain graph code: converting it cost 0.2-0.3 s of a node's start-up
     def check(i, element):

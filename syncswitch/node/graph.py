@@ -249,14 +249,14 @@ def _settings(launch, total: int, samples) -> Settings:
         warmup_in=inputs["lr_warmup_in"], schedule=schedule)
 
 
-def _model(graph, launch, module, params: dict, batch: int, optimizer) -> Model:
+def _model(graph, launch, module, params: dict, batch: int, optimizer, train_examples: int | None) -> Model:
     """The input pipeline (this worker's shard, repeated) and the user's model on the shared variables."""
     n, index, path = launch.num_workers, launch.task_index, launch.script_path
     feeds: dict = {}  # large arrays the input_fn gave tf.data, fed at each start of the iterator
     ds = scriptmod.call_input_fn(module, path, "train", batch, params, feeds)
     # Each worker reads every n-th batch (checked to hold `batch` examples). The workload's length is syncswitch's
     # (epochs x examples), so the set is repeated here: a script that does not repeat it would end its workers early.
-    ds = batch_check.checked(ds, module, path, batch, params).shard(n, index).repeat()
+    ds = batch_check.checked(ds, path, batch, train_examples).shard(n, index).repeat()
     # One batch read ahead on the pipeline's own thread, as TF's input guide ends every pipeline: the next step's
     # batch is made while this step computes and while it waits for its peers (an all-reduce's wait leaves the
     # core idle). The same batches in the same order; a restart of the iterator empties the buffer.
@@ -360,8 +360,9 @@ def _bsp_params(launch, built: bool = False) -> list[dict]:
     return [codec.from_struct(p.params) for p in launch.phases if p.protocol == "bsp" and (p.build or not built)]
 
 
-def build(launch, total: int, module, params: dict, cluster) -> TrainGraph:
-    """The worker graph for `launch` (a wire Launch) training `total` samples with the user's `module`."""
+def build(launch, total: int, module, params: dict, cluster, train_examples: int | None = None) -> TrainGraph:
+    """The worker graph for `launch` (a wire Launch) training `total` samples with the user's `module`, whose
+    num_examples('train') the task asked where it needed it (`train_examples`: the batch check's first batch)."""
     index = launch.task_index
     protocols = sorted({p.protocol for p in launch.phases if p.build})
     batch_by_protocol = {p.protocol: p.config.per_worker_batch for p in launch.phases}
@@ -383,7 +384,7 @@ def build(launch, total: int, module, params: dict, cluster) -> TrainGraph:
                 samples = v1.get_variable("samples", [], tf.int64, v1.zeros_initializer(), trainable=False)
                 settings = _settings(launch, total, samples)
             optimizer = v1.train.MomentumOptimizer(settings.learning_rate, settings.momentum_now)
-            model = _model(graph, launch, module, params, batch, optimizer)
+            model = _model(graph, launch, module, params, batch, optimizer, train_examples)
             replica = _replica(graph, launch, protocols, model)
             engines = build_engines(protocols, optimizer, model.grads, global_step, samples, batch_by_protocol,
                                     launch.num_workers, index == 0, task_index=index, replica=replica,

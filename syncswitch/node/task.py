@@ -86,7 +86,7 @@ class Task:
         total = total_samples(launch, per_epoch)
         # Ramps are given in epochs; a script that cannot say its epoch size has its workload as one.
         self.samples_per_epoch = per_epoch or total
-        self.g = graphmod.build(launch, total, module, self.params, self.cluster)
+        self.g = graphmod.build(launch, total, module, self.params, self.cluster, per_epoch)
         mark("graph")
         self.state = TrainState(total, self.index)
         self.config = graphmod.session_config(self.num_workers, self.index, intra, inter, spin)

@@ -24,6 +24,7 @@ from __future__ import annotations
 import tensorflow as tf
 from tensorflow.python.ops import collective_ops
 
+from .base import dense
 from .replica_training import GROUP_KEY
 
 
@@ -45,7 +46,7 @@ class RowPlan:
         out = [g for g, _ in self.full]
         for g, v in self.small:
             touched = tf.math.unsorted_segment_sum(tf.ones_like(g.indices, tf.float32), g.indices, v.shape[0])
-            out += [tf.convert_to_tensor(g), touched]
+            out += [dense(g), touched]
         return out
 
     def gathered(self) -> list:
