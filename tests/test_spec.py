@@ -37,6 +37,8 @@ def test_quickstart_spec_is_valid():
     ("hyperparameters.batch_size=-3", "hyperparameters.batch_size=-3: must be >= 1"),
     ("hyperparameters.batch_size=2.5", "hyperparameters.batch_size=2.5: must be an integer"),
     ("hyperparameters.learning_rate=fast", "hyperparameters.learning_rate='fast': must be a number"),
+    ("hyperparameters.clip_norm=0", "hyperparameters.clip_norm=0: must be > 0.0"),
+    ("hyperparameters.clipnorm=1", "unknown key hyperparameters.clipnorm (did you mean 'clip_norm'?)"),
     ("cluster.workers=0", "cluster.workers=0: must be >= 1"),
     ("cluster.backend=lokal", "unknown backend cluster.backend='lokal' (did you mean 'local'?)"),
     ("cluster.zone=x", "unknown key cluster.zone"),
@@ -197,6 +199,11 @@ def test_set_override_parses_yaml_and_creates_sections(write_spec):
     assert job.evaluation.target_accuracy == 0.9
     with pytest.raises(SpecError, match="expected dotted.key=value"):
         specmod.load(write_spec(MINIMAL), ["params.width"])
+
+
+def test_clip_norm_is_off_unless_given(write_spec):
+    assert specmod.load(write_spec(MINIMAL)).hyperparameters.clip_norm is None
+    assert specmod.load(write_spec(MINIMAL), ["hyperparameters.clip_norm=1.5"]).hyperparameters.clip_norm == 1.5
 
 
 def test_lr_decay_needs_matching_factors(write_spec):

@@ -39,6 +39,8 @@ FIELDS: tuple[Section, ...] = (
         "learning_rate": "learning rate eta; the configuration policy scales it for BSP",
         "momentum": "momentum",
         "lr_decay": "step decay, `{boundaries: [fractions], factors: [multipliers]}`, in workload fractions",
+        "clip_norm": "clip every update's gradients to this global L2 norm (Keras' `global_clipnorm`); a "
+                     "synchronous update clips the workers' combined gradient; none by default",
     }),
     ("hyperparameters.lr_decay", "hyperparameters.lr_decay", model.LrDecay, (), {
         "boundaries": "fractions of the workload, strictly increasing",

@@ -40,6 +40,7 @@ class Hyperparameters:
     learning_rate: float
     momentum: float = 0.9
     lr_decay: LrDecay = LrDecay()
+    clip_norm: float | None = None  # every update's gradients clipped to this global L2 norm (engines/clipping.py)
 
 
 @dataclasses.dataclass(frozen=True)

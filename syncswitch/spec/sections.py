@@ -13,7 +13,7 @@ from syncswitch.spec.model import (EVALUATION_LIVE, PER_NODE, ClusterSpec, Evalu
 
 def hyperparameters_section(doc: Any) -> Hyperparameters:
     doc = mapping(doc, "hyperparameters")
-    check_keys(doc, ("batch_size", "learning_rate", "momentum", "lr_decay"), "hyperparameters.")
+    check_keys(doc, ("batch_size", "learning_rate", "momentum", "lr_decay", "clip_norm"), "hyperparameters.")
     for key in ("batch_size", "learning_rate"):
         if key not in doc:
             raise SpecError(f"hyperparameters.{key} is required")
@@ -32,6 +32,8 @@ def hyperparameters_section(doc: Any) -> Hyperparameters:
         learning_rate=number(doc["learning_rate"], "hyperparameters.learning_rate", lo=0.0, lo_open=True),
         momentum=number(doc.get("momentum", 0.9), "hyperparameters.momentum", lo=0.0, hi=0.999999),
         lr_decay=LrDecay(boundaries, factors),
+        clip_norm=None if doc.get("clip_norm") is None else number(doc["clip_norm"], "hyperparameters.clip_norm",
+                                                                   lo=0.0, lo_open=True),
     )
 
 

@@ -50,3 +50,8 @@ def test_a_switch_that_will_happen_is_warmed_up(tmp_path):
     resumed = launch_message(spec, RunPlan(spec, spec.policy.fallback), CLUSTER, str(tmp_path), 0, 1)
     assert [p.standby for p in resumed.phases] == [False, False]
     assert "local-sgd" in warm_protocols(resumed, {"bsp": 0, "local-sgd": 0})
+
+
+def test_the_clip_norm_reaches_every_node_and_none_is_zero(tmp_path):
+    assert _launch(tmp_path).clip_norm == 0.0
+    assert _launch(tmp_path, "hyperparameters.clip_norm=2.5").clip_norm == 2.5

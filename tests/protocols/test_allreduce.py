@@ -73,6 +73,7 @@ v1 = tf.compat.v1
 v1.disable_eager_execution()
 path, n, batch, steps, protocol = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
 params = json.loads(sys.argv[6])
+clip_norm = float(os.environ.get("CLIP_NORM", "0"))  # hyperparameters.clip_norm; 0: none
 total = n * batch * steps
 
 
@@ -86,7 +87,7 @@ ps_hosts, workers = [f"127.0.0.1:{free_port()}"], [f"127.0.0.1:{free_port()}" fo
 servers, graphs = [], []
 for i in range(n):
     launch = pb.Launch(task_index=i, num_workers=n, ps_hosts=ps_hosts, worker_hosts=workers, script_path=path,
-                       seed=1, lr_decay=pb.LrDecay(boundaries=[0.5], factors=[0.1]))
+                       seed=1, lr_decay=pb.LrDecay(boundaries=[0.5], factors=[0.1]), clip_norm=clip_norm)
     phase = launch.phases.add(protocol=protocol, build=True, until=1.0)
     phase.config.per_worker_batch, phase.config.learning_rate, phase.config.momentum = batch, 0.2, 0.9
     phase.params.update(params)
@@ -121,15 +122,17 @@ def work(i):
         engine.after_step(sessions[i], state)
 
 
+trained = sorted(g0.graph.get_collection(v1.GraphKeys.TRAINABLE_VARIABLES), key=lambda v: v.op.name)
+start = chief.run(trained)
 threads = [threading.Thread(target=work, args=(i,)) for i in range(n)]
 for t in threads:
     t.start()
 for t in threads:
     t.join(timeout=60)
 assert not any(t.is_alive() for t in threads), "a worker stayed blocked in the all-reduce"
-trained = sorted(g0.graph.get_collection(v1.GraphKeys.TRAINABLE_VARIABLES), key=lambda v: v.op.name)
 values = chief.run(trained)
 out = {"vars": {v.op.name: a.tolist() for v, a in zip(trained, values)},
+       "start": {v.op.name: a.tolist() for v, a in zip(trained, start)},
        "samples": int(chief.run(g0.samples)), "global_step": int(chief.run(g0.global_step)), "losses": losses,
        "allreduce": bool(g0.engines[protocol].stats(chief).get("allreduce", False))}
 print("RESULT " + json.dumps(out), flush=True)
@@ -137,13 +140,13 @@ os._exit(0)  # in-process TF servers cannot be stopped: the process goes, and th
 '''
 
 
-def _run(tmp_path, n, batch, steps, protocol, params=None, driver_text=DRIVER, script_text=SCRIPT):
+def _run(tmp_path, n, batch, steps, protocol, params=None, driver_text=DRIVER, script_text=SCRIPT, clip_norm=0.0):
     script = tmp_path / "model.py"
     script.write_text(textwrap.dedent(script_text))
     driver = tmp_path / "driver.py"
     driver.write_text(driver_text)
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    env = {**os.environ, "PYTHONPATH": root, "TF_CPP_MIN_LOG_LEVEL": "2"}
+    env = {**os.environ, "PYTHONPATH": root, "TF_CPP_MIN_LOG_LEVEL": "2", "CLIP_NORM": str(clip_norm)}
     done = subprocess.run([sys.executable, str(driver), str(script), str(n), str(batch), str(steps), protocol,
                            json.dumps(params or {})],
                           capture_output=True, text=True, timeout=240, env=env, check=False)
@@ -180,6 +183,35 @@ def test_an_embeddings_rows_are_gathered_and_step_as_one_worker_at_batch_nb(tmp_
     for name, value in one["vars"].items():
         np.testing.assert_allclose(many["vars"][name], value, rtol=2e-5, atol=2e-6, err_msg=name)
     np.testing.assert_allclose(many["losses"]["0"], one["losses"]["0"], rtol=2e-5)
+
+
+@pytest.mark.cluster
+@pytest.mark.parametrize("script,n,allreduce", [(SCRIPT, 2, True), (EMBEDDING_SCRIPT, 3, True), (SCRIPT, 2, False)],
+                         ids=["all-reduce", "all-reduce-embeddings", "parameter-servers"])
+def test_a_clipped_step_is_one_workers_at_batch_nb_clipped(tmp_path, script, n, allreduce):
+    """hyperparameters.clip_norm under BSP clips the group's mean gradient, as Keras clips after
+    MultiWorkerMirroredStrategy aggregates: the steps of one worker at batch nB with the same clip (an embedding's
+    gathered and in-buffer rows counted by their dense sum; on the parameter servers, SyncReplicasOptimizer's
+    aggregate). The norm, 0.01, is under every step's gradient."""
+    steps = 6
+    many = _run(tmp_path, n, 8, steps, "bsp", {"allreduce": allreduce}, script_text=script, clip_norm=0.01)
+    one = _run(tmp_path, 1, 8 * n, steps, "asp", script_text=script, clip_norm=0.01)
+    assert many["allreduce"] == allreduce
+    for name, value in one["vars"].items():
+        np.testing.assert_allclose(many["vars"][name], value, rtol=2e-5, atol=2e-6, err_msg=name)
+        assert not np.allclose(value, one["start"][name], rtol=0, atol=1e-7), name  # it trained
+
+
+@pytest.mark.cluster
+@pytest.mark.parametrize("protocol,n", [("local-sgd", 2), ("b-fasgd", 1)])
+def test_engines_that_differentiate_their_replica_clip_its_gradient(tmp_path, protocol, n):
+    """Local SGD by all-reduce and B-FASGD take their gradients on the worker's replica, not the shared model's:
+    each clips its own. At a norm of 1e-7 the model stays where it started (momentum 0.9, 6 steps at rate 0.2:
+    each variable moves under 1e-5), where unclipped it moves."""
+    for clip, moved in ((1e-7, False), (0.0, True)):
+        out = _run(tmp_path, n, 8, 6, protocol, {"period": 1} if protocol == "local-sgd" else {}, clip_norm=clip)
+        for name, value in out["vars"].items():
+            assert np.allclose(value, out["start"][name], rtol=0, atol=1e-5) != moved, (name, clip)
 
 
 @pytest.mark.cluster

@@ -35,7 +35,7 @@ class Rig:
     """One weight vector, a fed gradient, and one protocol's engine; `interfere(k)` arms a peer's update."""
 
     def __init__(self, protocol: str, workers: int = 4, task_index: int = 0, momentum: float = 0.0,
-                 resource: bool = True, dtype=tf.float32):
+                 resource: bool = True, dtype=tf.float32, clip_norm=None):
         self.graph = tf.Graph()
         with self.graph.as_default():
             self.global_step = v1.train.get_or_create_global_step()
@@ -46,7 +46,8 @@ class Rig:
             grad = tf.identity(self.g_in)
             optimizer = self.optimizer = v1.train.MomentumOptimizer(LR, tf.constant(momentum))
             engines = build_engines([protocol], optimizer, [(grad, self.w)], self.global_step, self.samples,
-                                    {protocol: BATCH}, workers, task_index == 0, task_index=task_index)
+                                    {protocol: BATCH}, workers, task_index == 0, task_index=task_index,
+                                    clip_norm=clip_norm)
             self.engine = engines[protocol]
             # The peer's update lands after this step's reads and before its gradient exists.
             reads = [self.engine.meter.step_at_read] if self.engine.meter is not None else []
@@ -64,9 +65,9 @@ class Rig:
         self.engine.enter_chief(self.session, params)
         self.engine.enter_worker(self.session, params)
 
-    def step(self, k: int = 0):
+    def step(self, k: int = 0, g=G):
         """One step with `k` peer updates in between; the weights and sample count after it."""
-        self.session.run([self.engine.train_op, self.engine.samples_after], {self.g_in: G, self.k_in: k})
+        self.session.run([self.engine.train_op, self.engine.samples_after], {self.g_in: g, self.k_in: k})
         return self.session.run([self.w, self.samples, self.global_step])
 
 
@@ -230,6 +231,24 @@ def test_a_float64_model_steps_as_a_float32_one(protocol):
     np.testing.assert_allclose(steps[tf.float64], steps[tf.float32], rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.parametrize("protocol", ["asp", "ssp", "dc-asgd", "fasgd", "specsync", "lookahead"])
+def test_each_update_clips_the_workers_own_gradient_before_the_protocols_rule(protocol):
+    """hyperparameters.clip_norm: an asynchronous update is one worker's gradient, clipped to the global norm before
+    the protocol's own rule scales or compensates it (a clip after FASGD's scale would undo it). With peers landing
+    in between, each step equals the unclipped engine's fed the clipped gradient; a gradient under the norm passes
+    as it is."""
+    clip = 0.1
+    norm = float(np.linalg.norm(G))
+    clipped_rig, fed_rig = Rig(protocol, momentum=0.9, clip_norm=clip), Rig(protocol, momentum=0.9)
+    for rig in (clipped_rig, fed_rig):
+        rig.enter()
+    for k, scale in ((1, 1.0), (0, 3.0), (2, 0.1)):
+        g = G * scale
+        wanted = g * min(1.0, clip / (norm * scale))
+        np.testing.assert_allclose(clipped_rig.step(k=k, g=g)[0], fed_rig.step(k=k, g=wanted)[0], rtol=1e-5,
+                                   atol=1e-7)
+
+
 V0 = np.array([0.4, 0.1, -0.3], np.float32)
 
 
@@ -332,7 +351,7 @@ class _LocalRig:
     """The shared weights and `workers` local-sgd engines in one session, each worker with its replica of `w`
     (loss = g_i . copy, so worker i's gradient is always G_i)."""
 
-    def __init__(self, workers: int = 2, momentum: float = 0.9, counter: bool = False):
+    def __init__(self, workers: int = 2, momentum: float = 0.9, counter: bool = False, clip_norm=None):
         from syncswitch.node.replica import Replica
         from syncswitch.protocols.engines.base import localize
 
@@ -360,7 +379,8 @@ class _LocalRig:
                     replica = Replica(loss, pairs, [copy], device="")
                     engines = build_engines(["local-sgd"], optimizer, [(tf.zeros([3]), self.w)], global_step,
                                             self.samples, {"local-sgd": BATCH}, workers, i == 0, task_index=i,
-                                            replica=replica, rates=(tf.constant(LR), tf.constant(momentum)))
+                                            replica=replica, rates=(tf.constant(LR), tf.constant(momentum)),
+                                            clip_norm=clip_norm)
                     self.engines.append(engines["local-sgd"])
             self.slot = optimizer.get_slot(self.w, "momentum")
             init = [v1.global_variables_initializer(), v1.local_variables_initializer()]
@@ -412,6 +432,25 @@ def test_local_sgd_averages_the_copies_and_their_momentum(period):
     np.testing.assert_allclose(slot, np.mean(velocities, 0), rtol=1e-5)
     assert samples == 2 * period * BATCH
     assert rig.session.run(rig.global_step) == period  # the chief counts the group's steps, as BSP does
+
+
+def test_local_sgd_clips_each_local_steps_gradient():
+    """A local step is one worker's update: its own gradient is clipped (worker 1's, 0.75 in norm, to 0.5; worker
+    0's, 0.37, passes), then the copies are averaged as ever."""
+    rig = _LocalRig(workers=2, momentum=0.9, clip_norm=0.5)
+    rig.enter(period=2)
+    w, slot, _ = rig.round(2)
+    copies, velocities = [], []
+    for g in rig.grads:
+        g = g * min(1.0, 0.5 / float(np.linalg.norm(g)))
+        x, v = W0.copy(), np.zeros(3, np.float32)
+        for _ in range(2):
+            v = 0.9 * v + g
+            x = x - LR * v
+        copies.append(x)
+        velocities.append(v)
+    np.testing.assert_allclose(w, np.mean(copies, 0), rtol=1e-5)
+    np.testing.assert_allclose(slot, np.mean(velocities, 0), rtol=1e-5)
 
 
 def test_local_sgd_adds_up_an_integer_variables_changes():

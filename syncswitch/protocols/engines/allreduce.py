@@ -29,6 +29,7 @@ from __future__ import annotations
 import tensorflow as tf
 
 from .base import ProtocolEngine, StopFlag
+from .clipping import clipped
 from .replica_training import ReplicaTraining, mean, warm_publish
 from .sparse_gather import RowPlan, gather_mean
 
@@ -46,7 +47,7 @@ class AllReduceEngine(ProtocolEngine):
     collective = True
 
     def __init__(self, optimizer, global_step, samples, per_worker_batch: int, num_workers: int, is_chief: bool,
-                 replica, schedule):
+                 replica, schedule, clip_norm=None):
         self._is_chief = is_chief
         # With the shared momentum a parameter-server BSP's update would have made: checkpoints hold it, publish
         # fills it.
@@ -61,7 +62,8 @@ class AllReduceEngine(ProtocolEngine):
             means, self.collective_wait_s = mean([*reduced, loss, tf.reshape(flag, [1])], num_workers,
                                                  INSTANCE_KEY, "allreduce")
             gathered = gather_mean(plan.gathered(), num_workers, SPARSE_KEY, "allreduce")
-            step = core.apply(plan.finish(means[:len(reduced)], gathered))
+            # The group's mean is the update's gradient: clipped as one worker's at batch nB would be.
+            step = core.apply(clipped(plan.finish(means[:len(reduced)], gathered), clip_norm))
             self.loss = tf.reshape(means[-2], [], name="allreduce_mean_loss")
             self.agreed_stop = tf.greater(tf.reshape(means[-1], []), 0.0, name="allreduce_agreed_stop")
         self._finish(tf.group(step, lowered, name="allreduce_step"), core.estimate_after)

@@ -7,6 +7,7 @@ import dataclasses
 
 import tensorflow as tf
 
+from .clipping import clipped
 from .update_log import LogPlace, UpdateLog
 
 v1 = tf.compat.v1
@@ -56,14 +57,16 @@ class CountingOptimizer(v1.train.Optimizer):
     """Delegates to a shared optimizer and adds the samples one update consumed to a counter.
 
     Every protocol wraps the same inner optimizer, so momentum slots and the learning-rate
-    tensor are shared and continue across a switch.
+    tensor are shared and continue across a switch. `clip_norm`: the gradients it is given are clipped to that
+    global norm first (clipping.py), where they are already the update's (SyncReplicasOptimizer's aggregate).
     """
 
-    def __init__(self, inner, samples, per_update, name: str):
+    def __init__(self, inner, samples, per_update, name: str, clip_norm: float | None = None):
         super().__init__(use_locking=False, name=name)
         self._inner = inner
         self._samples = samples
         self._per_update = per_update
+        self._clip_norm = clip_norm
 
     def compute_gradients(self, *args, **kwargs):
         return self._inner.compute_gradients(*args, **kwargs)
@@ -71,7 +74,7 @@ class CountingOptimizer(v1.train.Optimizer):
     def apply_gradients(self, grads_and_vars, global_step=None, name=None, after=()):
         """The update, then the sample counter and the global step. `after`: what must be read before this
         update counts in the global step (the staleness meter's read: else it may see its own step, one late)."""
-        update = self._inner.apply_gradients(grads_and_vars)
+        update = self._inner.apply_gradients(clipped(grads_and_vars, self._clip_norm))
         stepped = []
         # The global step this update counted itself at (None without one): the staleness meter's record.
         self.step_after = None

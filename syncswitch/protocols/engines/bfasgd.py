@@ -26,6 +26,7 @@ from syncswitch.protocols import catalog
 
 from . import fused
 from .base import CountingOptimizer, ProtocolEngine, StalenessMeter, dense, worker_variable
+from .clipping import clipped
 from .fasgd import staleness_scale
 
 v1 = tf.compat.v1
@@ -46,7 +47,8 @@ class BandwidthAwareEngine(ProtocolEngine):
     needs_replica = True
     counts_every_step = True
 
-    def __init__(self, optimizer, grads_and_vars, global_step, samples, per_worker_batch: int, replica=None, **_):
+    def __init__(self, optimizer, grads_and_vars, global_step, samples, per_worker_batch: int, replica=None,
+                 clip_norm=None, **_):
         if replica is None:
             raise ValueError("b-fasgd needs the worker's model replica")
         self.loss = replica.loss
@@ -63,7 +65,8 @@ class BandwidthAwareEngine(ProtocolEngine):
             self._push_next = worker_variable("push_next", (), tf.bool, True)
             copies = list(replica.trainable)
             trained = {c.ref() for c in copies}
-            grads = [(dense(g), c) for g, c in zip(tf.gradients(self.loss, copies), copies) if g is not None]
+            grads = clipped([(dense(g), c) for g, c in zip(tf.gradients(self.loss, copies), copies) if g is not None],
+                            clip_norm)
             moments, decide = self._build_draws(grads)
             # Non-trainable state the model's update ops keep (batch-norm averages) moves on the copy: its move
             # since the last push goes to the shared variable whole, as each worker's update lands under ASP.

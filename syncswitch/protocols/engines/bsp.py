@@ -25,9 +25,11 @@ class SyncReplicasEngine(ProtocolEngine):
     name = "bsp"
 
     def __init__(self, optimizer, grads_and_vars, global_step, samples, per_worker_batch: int,
-                 num_workers: int, is_chief: bool, **_):
+                 num_workers: int, is_chief: bool, clip_norm=None, **_):
         group, take = self._group_state(global_step, num_workers)
-        counting = CountingOptimizer(optimizer, samples, tf.cast(take, tf.int64) * per_worker_batch, "bsp")
+        # The aggregate is clipped (what SyncReplicasOptimizer hands the optimizer), not each worker's gradient.
+        counting = CountingOptimizer(optimizer, samples, tf.cast(take, tf.int64) * per_worker_batch, "bsp",
+                                     clip_norm=clip_norm)
         self._opt = v1.train.SyncReplicasOptimizer(
             counting, replicas_to_aggregate=num_workers, total_num_replicas=num_workers, name="bsp_sync")
         self._opt._replicas_to_aggregate = take  # read by take_grad, accepts a tensor

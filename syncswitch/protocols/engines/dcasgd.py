@@ -5,6 +5,7 @@ from __future__ import annotations
 import tensorflow as tf
 
 from .base import CountingOptimizer, ProtocolEngine, StalenessMeter, dense, state_variable
+from .clipping import clipped
 
 v1 = tf.compat.v1
 EPSILON = 1e-7
@@ -28,7 +29,9 @@ class DelayCompensatedEngine(ProtocolEngine):
     name = "dc-asgd"
     counts_every_step = True
 
-    def __init__(self, optimizer, grads_and_vars, global_step, samples, per_worker_batch: int, update_log=None, **_):
+    def __init__(self, optimizer, grads_and_vars, global_step, samples, per_worker_batch: int, update_log=None,
+                 clip_norm=None, **_):
+        grads_and_vars = clipped(grads_and_vars, clip_norm)  # the worker's gradient, before its compensation
         self.meter = StalenessMeter(global_step, "dc_asgd", update_log)
         staleness = self.meter.at_apply([g for g, _ in grads_and_vars])
         self._params_in = v1.placeholder(tf.float32, [3], name="dc_asgd_params_in")

@@ -21,6 +21,7 @@ import tensorflow as tf
 
 from . import fused
 from .base import ProtocolEngine, dense, localize, worker_variable
+from .clipping import clipped
 
 v1 = tf.compat.v1
 RELEASE_ROUNDS = 64  # averages a released worker may still take alone before it reaches its boundary
@@ -37,7 +38,7 @@ class LocalSGDEngine(ProtocolEngine):
     needs_replica = True
 
     def __init__(self, optimizer, grads_and_vars, global_step, samples, per_worker_batch: int, num_workers: int,
-                 task_index: int, is_chief: bool = False, replica=None, rates=None, **_):
+                 task_index: int, is_chief: bool = False, replica=None, rates=None, clip_norm=None, **_):
         if replica is None or rates is None:
             raise ValueError("local-sgd needs the worker's model replica and the shared rate tensors")
         n = num_workers
@@ -48,7 +49,7 @@ class LocalSGDEngine(ProtocolEngine):
         # the averaged momentum is checkpointed and continues across a switch either way.
         optimizer.apply_gradients(grads_and_vars, name="local_sgd_slots")
         device = replica.device
-        pairs, anchors = self._build_local_step(optimizer, replica, per_worker_batch * n)
+        pairs, anchors = self._build_local_step(optimizer, replica, per_worker_batch * n, clip_norm)
         own = self._build_barrier(global_step, n, task_index)
         groups = fused.by_server([(shared, copy, anchor) for (shared, copy), anchor in zip(pairs, anchors)],
                                  self.name)
@@ -69,7 +70,7 @@ class LocalSGDEngine(ProtocolEngine):
         self._steps = 0
         self._waited = 0.0
 
-    def _build_local_step(self, optimizer, replica, samples_per_step: int):
+    def _build_local_step(self, optimizer, replica, samples_per_step: int, clip_norm=None):
         """The local step on the copy (this engine's train op); returns the (shared, local) pairs averaged each
         round and their anchors (the copy as last read)."""
         with tf.device(replica.device), v1.variable_scope("syncswitch_local_sgd"):
@@ -79,8 +80,8 @@ class LocalSGDEngine(ProtocolEngine):
             self._estimate = worker_variable("samples", (), tf.int64)  # the global count, extrapolated between averages
             self._unsynced = worker_variable("unsynced_steps", (), tf.int64)
             local_opt = v1.train.MomentumOptimizer(self._lr, self._momentum, name="local_sgd_momentum")
-            grads = [(dense(g), v) for g, v in local_opt.compute_gradients(self.loss, var_list=replica.trainable)
-                     if g is not None]
+            made = local_opt.compute_gradients(self.loss, var_list=replica.trainable)
+            grads = clipped([(dense(g), v) for g, v in made if g is not None], clip_norm)  # each local step's own
             before = {v.ref() for v in v1.global_variables()}
             step = local_opt.apply_gradients(grads)
             slots = [v for v in v1.global_variables() if v.ref() not in before]

@@ -24,6 +24,7 @@ import time
 import tensorflow as tf
 
 from .base import CollectiveStep, ProtocolEngine, StopFlag, worker_variable
+from .clipping import clipped
 from .replica_training import ReplicaTraining, mean, warm_publish
 
 INSTANCE_KEY = 3200  # this engine's average (BSP's all-reduce takes 3100)
@@ -37,7 +38,7 @@ class CollectiveLocalSGDEngine(ProtocolEngine):
     collective = True
 
     def __init__(self, optimizer, grads_and_vars, global_step, samples, per_worker_batch: int, num_workers: int,
-                 is_chief: bool = False, replica=None, schedule=None, **_):
+                 is_chief: bool = False, replica=None, schedule=None, clip_norm=None, **_):
         self.period = 2
         self._is_chief = is_chief
         # With the shared momentum slots, when no other protocol of the schedule made them: the published momentum
@@ -47,7 +48,7 @@ class CollectiveLocalSGDEngine(ProtocolEngine):
         with core.inside():
             last_loss = worker_variable("last_loss", (), tf.float32)
             self._mean_loss = worker_variable("mean_loss", (), tf.float32)
-            step = core.apply(core.grads)
+            step = core.apply(clipped(core.grads, clip_norm))  # each local step's own gradient
             own = tf.cast(replica.loss, tf.float32)
             with tf.control_dependencies([step]):
                 remembered = last_loss.assign(own, read_value=False)

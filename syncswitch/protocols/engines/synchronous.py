@@ -27,18 +27,19 @@ class SynchronousEngine(ProtocolEngine):
     needs_replica = True
 
     def __init__(self, optimizer, grads_and_vars, global_step, samples, per_worker_batch: int,
-                 num_workers: int, is_chief: bool, replica=None, schedule=None, bsp_ps: bool = True, **shared):
+                 num_workers: int, is_chief: bool, replica=None, schedule=None, bsp_ps: bool = True,
+                 clip_norm=None, **shared):
         """`bsp_ps`: whether a phase of this launch may take the parameter-server path (graph.py decides from the
         phases' parameters); without it only all-reduce is built, where the model allows it."""
         fits = replica is not None and schedule is not None and num_workers > 1 and gradients_supported(replica)
         self.ps = None
         if bsp_ps or not fits:
             self.ps = SyncReplicasEngine(optimizer, grads_and_vars, global_step, samples, per_worker_batch,
-                                         num_workers, is_chief, **shared)
+                                         num_workers, is_chief, clip_norm=clip_norm, **shared)
         self.fast = None
         if fits:
             self.fast = AllReduceEngine(optimizer, global_step, samples, per_worker_batch, num_workers, is_chief,
-                                        replica, schedule)
+                                        replica, schedule, clip_norm)
         self.samples_now = self.ps.samples_now if self.ps is not None else None
         self.active: ProtocolEngine = self.fast or self.ps
 
