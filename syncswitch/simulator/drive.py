@@ -28,7 +28,7 @@ def run_async(sim, rule, until_samples: int):
         point, stamp = reads[c]
         g, loss = sim.gradient(point, sim.batch(c))
         sim.before_update(rule)
-        rule.apply_update(g, stamp, c)
+        rule.apply_update(rule.worker_gradient(g), stamp, c)
         verdict = sim.after_update(rule, c, loss, t - began[c], 0.0)
         if verdict is not None:
             return verdict
@@ -73,7 +73,7 @@ def run_rounds(sim, rule, until_samples: int):
                 point, stamp = rule.fetch(c)
                 g, loss = first.take(c) if i == 0 else sim.gradient(point, sim.batch(c))
                 sim.now = rule.now = end
-                rule.apply_update(g, stamp, c)
+                rule.apply_update(rule.worker_gradient(g), stamp, c)
                 losses.append(loss)
             for c, loss in zip(order, losses):
                 verdict = sim.after_update(rule, c, loss, finish[c] / steps, (end - start - finish[c]) / steps)

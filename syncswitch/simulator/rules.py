@@ -31,6 +31,14 @@ class Shared:
     samples: int = 0
 
 
+def clip(g: np.ndarray, clip_norm: float | None) -> np.ndarray:
+    """`g` scaled to at most `clip_norm` in L2 norm (float32, as the engines compute it); unchanged without one."""
+    if not clip_norm:
+        return g
+    norm = np.sqrt(np.sum(np.square(g, dtype=np.float32), dtype=np.float32))
+    return g * np.float32(min(1.0, clip_norm / norm)) if norm > 0 else g
+
+
 class ServerRule(abc.ABC):
     """One protocol's update rule. `lr` and `momentum` are set by the driver before each update (the schedule's
     decayed, warmed-up rate at the current sample count). `rounds` rules are synchronous: every worker reads at
@@ -45,6 +53,7 @@ class ServerRule(abc.ABC):
     # Where each element of an all-reduce buffer sits in the flat vector (ring.buffer_order); the run sets it from
     # its model (None: in place); `state_order` the same for a buffer of the parameters then their momentum.
     order = state_order = None
+    clip_norm: float | None = None  # hyperparameters.clip_norm (the run sets it)
 
     def __init__(self, shared: Shared, workers: int, params: dict, batch: int, seed: int):
         self.s, self.n, self.params, self.batch = shared, workers, dict(params), batch
@@ -55,6 +64,12 @@ class ServerRule(abc.ABC):
 
     def fetch(self, client: int) -> tuple[np.ndarray, int]:
         return self.s.w, self.s.step
+
+    def worker_gradient(self, g: np.ndarray) -> np.ndarray:
+        """One worker's gradient as the rule is given it: clipped where an update is one worker's, before the rule's
+        own scaling (protocols/engines/clipping.py); a rule that combines the workers' gradients clips the
+        combination instead."""
+        return clip(g, self.clip_norm)
 
     @abc.abstractmethod
     def apply_update(self, grads: np.ndarray, timestamp: int, client: int) -> bool:
@@ -101,13 +116,16 @@ class Bsp(ServerRule):
         self.ring = self.needed == self.n and bool(self.params.get("allreduce", True))
         self._got: dict[int, np.ndarray] = {}
 
+    def worker_gradient(self, g):
+        return g  # the group's mean is the update's gradient: clipped in apply_update
+
     def apply_update(self, grads, timestamp, client):
         if timestamp != self.s.step:
             return False
         self._got[client] = grads
         if len(self._got) == self.needed:
             self.s.samples += self.batch * self.needed  # the update counts the group's examples at once
-            self.step_momentum(self.mean())
+            self.step_momentum(clip(self.mean(), self.clip_norm))
             self._got = {}
         return True
 

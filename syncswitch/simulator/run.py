@@ -168,6 +168,7 @@ class Simulation:
         rule = rule_for(planned.protocol, shared, self.workers, planned.params, batch,
                         self.options.seed * 1009 + k)
         rule.order, rule.state_order = self.model.buffer_order, self.model.state_order
+        rule.clip_norm = self.job.hyperparameters.clip_norm
         start = (self.now, shared.samples, shared.step)
         self.before_update(rule)
         self.folder.entered(self.now, k, planned, shared, float(rule.lr), float(rule.momentum), self.total)

@@ -20,8 +20,8 @@ LATE = [0, 2, 1, 0, 3, 1]
 PARAMS = {"dc-asgd": {"lambda": 2.0, "adaptive": True, "decay": 0.9}, "fasgd": {"power": 1.0}, "asp": {}}
 
 
-def _rule(protocol, params, w0):
-    rule = rule_for(protocol, Shared(w=w0.copy(), v=np.zeros_like(w0)), 4, params, test_engines.BATCH, 0)
+def _rule(protocol, params, w0, workers=4):
+    rule = rule_for(protocol, Shared(w=w0.copy(), v=np.zeros_like(w0)), workers, params, test_engines.BATCH, 0)
     rule.lr, rule.momentum = test_engines.LR, MOMENTUM
     return rule
 
@@ -33,16 +33,20 @@ def _peer(rule, k, delta):
         rule.s.step += k
 
 
+@pytest.mark.parametrize("clip_norm", [None, 0.1])
 @pytest.mark.parametrize("protocol", ["asp", "fasgd", "dc-asgd"])
-def test_an_asynchronous_rule_is_its_engine_step_by_step(protocol):
-    rig = test_engines.Rig(protocol, momentum=MOMENTUM)
+def test_an_asynchronous_rule_is_its_engine_step_by_step(protocol, clip_norm):
+    """hyperparameters.clip_norm 0.1 (G's norm is 0.37): the worker's gradient clipped before the rule, as the
+    engine clips it before FASGD's scale and DC-ASGD's compensation."""
+    rig = test_engines.Rig(protocol, momentum=MOMENTUM, clip_norm=clip_norm)
     rig.enter(**PARAMS[protocol])
     rule = _rule(protocol, PARAMS[protocol], test_engines.W0)
+    rule.clip_norm = clip_norm
     for k in LATE:
         w, _, step = rig.step(k=k)
         point, stamp = rule.fetch(0)  # the step reads, then the peers' updates land, then it pushes
         _peer(rule, k, test_engines.DELTA)
-        rule.apply_update(test_engines.G, stamp, 0)
+        rule.apply_update(rule.worker_gradient(test_engines.G), stamp, 0)
         np.testing.assert_allclose(rule.s.w, w, rtol=1e-5, atol=1e-7)
         assert rule.s.step == step
     assert rule.stats()["staleness_mean"] == pytest.approx(rig.engine.stats(rig.session)["staleness_mean"], abs=1e-4)
@@ -133,3 +137,20 @@ def test_fasgd_scales_by_the_count_at_arrival_and_records_the_landing_count():
     rule.apply_update(np.ones(3, np.float32), stamp, 0)
     np.testing.assert_allclose(rule.s.w, -test_engines.LR * np.ones(3), rtol=1e-6)  # scale 1/max(1, 1): unscaled
     assert rule.stats()["staleness_mean"] == 3 and rule.stats()["arrival_staleness_mean"] == 1
+
+
+def test_bsp_clips_the_groups_mean_and_local_sgd_each_workers_step():
+    """BSP's update is the workers' mean, clipped (one worker at batch nB); a local SGD step is one worker's."""
+    g = [test_engines.G, -3 * test_engines.G]  # mean -G (norm 0.37); worker 1's norm 1.12
+    bsp = _rule("bsp", {"allreduce": False}, test_engines.W0, workers=2)
+    bsp.clip_norm = 0.2
+    for c in (0, 1):
+        bsp.apply_update(bsp.worker_gradient(g[c]), 0, c)
+    mean = -test_engines.G * 0.2 / np.linalg.norm(test_engines.G)
+    np.testing.assert_allclose(bsp.s.w, test_engines.W0 - test_engines.LR * mean, rtol=1e-5)
+    local = _rule("local-sgd", {"period": 1}, test_engines.W0, workers=2)
+    local.clip_norm = 0.2
+    for c in (0, 1):
+        local.apply_update(local.worker_gradient(g[c]), 0, c)
+    steps = [gc * 0.2 / np.linalg.norm(gc) for gc in g]
+    np.testing.assert_allclose(local.s.w, test_engines.W0 - test_engines.LR * np.mean(steps, 0), rtol=1e-5)
