@@ -133,15 +133,21 @@ class EventRouter:
             ev.raise_for_event(source, codec.event(diverged=diverged), self.ctx.tasks.exits_expected, self._rate_hint())
 
     def _rate_hint(self) -> str:
-        """Where the running phase's rate is a multiple of the user's (the paper's linear scaling under BSP), what
-        to change: the user's rate worked on one worker, the multiple is syncswitch's."""
+        """What to change. Where the running phase's rate is a multiple of the user's (the paper's linear scaling
+        under BSP): the user's rate worked on one worker, the multiple is syncswitch's. Where no clip is set: a
+        blow-up at a rate that trains most steps (a Transformer's) is what clipping the gradients' norm holds."""
         plan = self.ctx.plan
-        config, rate = plan[min(self.ctx.running_phase, len(plan) - 1)].config, plan.spec.hyperparameters.learning_rate
-        if config.learning_rate <= rate:
-            return ""
-        return (f"; {config.protocol} ran at rate {config.learning_rate:.4g}, {config.learning_rate / rate:.3g} x "
-                f"hyperparameters.learning_rate (policy.configuration {plan.spec.policy.configuration}): a lower "
-                "learning_rate, or policy.configuration fixed (your rate under every protocol), may train")
+        hp = plan.spec.hyperparameters
+        config, rate = plan[min(self.ctx.running_phase, len(plan) - 1)].config, hp.learning_rate
+        hints = []
+        if config.learning_rate > rate:
+            scaled = config.learning_rate
+            hints.append(f"{config.protocol} ran at rate {scaled:.4g}, {scaled / rate:.3g} x hyperparameters."
+                         f"learning_rate (policy.configuration {plan.spec.policy.configuration}): a lower "
+                         "learning_rate, or policy.configuration fixed (your rate under every protocol), may train")
+        if hp.clip_norm is None:
+            hints.append("hyperparameters.clip_norm (the gradients clipped to a global norm) may hold the rate")
+        return "".join(f"; {hint}" for hint in hints)
 
     def _on_metrics(self, source: int, metrics: pb.Metrics, received: float) -> None:
         ctx = self.ctx

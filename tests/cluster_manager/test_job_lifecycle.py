@@ -479,13 +479,19 @@ def test_a_divergence_at_a_scaled_rate_says_which_rate_to_change(write_spec, tmp
     cluster = FakeCluster(total=2000, failure=Failure(worker=0, at=0.6, kind="diverged"))
     summary, _, _ = _run(write_spec, tmp_path, [BSP_ONLY, "policy.guard={max_rollbacks: 0}"], cluster=cluster)
     assert summary["status"] == "diverged"
-    assert summary["message"].endswith("bsp ran at rate 0.1, 2 x hyperparameters.learning_rate (policy.configuration "
+    clip = "; hyperparameters.clip_norm (the gradients clipped to a global norm) may hold the rate"
+    assert summary["message"].endswith("; bsp ran at rate 0.1, 2 x hyperparameters.learning_rate (policy.configuration "
                                        "paper): a lower learning_rate, or policy.configuration fixed (your rate under "
-                                       "every protocol), may train")
+                                       "every protocol), may train" + clip)
     fixed, _, _ = _run(write_spec, tmp_path / "fixed", [BSP_ONLY, "policy.guard={max_rollbacks: 0}",
                                                         "policy.configuration=fixed"],
                        cluster=FakeCluster(total=2000, failure=Failure(worker=0, at=0.6, kind="diverged")))
-    assert fixed["message"].endswith("of the workload")  # the user's own rate: nothing of syncswitch's to name
+    assert fixed["message"].endswith("of the workload" + clip)  # the user's own rate: nothing of syncswitch's
+    clipped, _, _ = _run(write_spec, tmp_path / "clipped", [BSP_ONLY, "policy.guard={max_rollbacks: 0}",
+                                                            "policy.configuration=fixed",
+                                                            "hyperparameters.clip_norm=1"],
+                         cluster=FakeCluster(total=2000, failure=Failure(worker=0, at=0.6, kind="diverged")))
+    assert clipped["message"].endswith("of the workload")  # clipped already, at the user's own rate: no hint
 
 
 def test_a_bsp_phase_that_diverges_again_backs_off_again_down_to_the_users_rate(write_spec, tmp_path):
