@@ -57,6 +57,9 @@ def file_sha256(path: str) -> str:
         raise StoreError(f"script {path}: cannot read it to sign the job ({exc.strerror})") from None
 
 
+SIGNATURE_DEFAULTS = {"clip_norm": None}  # hyperparameters added after stored policies existed
+
+
 def signature_inputs(script_path: str, params: dict, hyperparameters: Any, workers: int, backend: str) -> dict:
     """What a job signature covers; stored with each policy so `policy show` can say what it applies to."""
     return {
@@ -86,6 +89,11 @@ def signature_for_spec(job_spec) -> tuple[str, dict]:
     so the same job trained for longer is a different job to the search.
     """
     hyper = dict(_plain(job_spec.hyperparameters))
+    # A field added later with a default that changes nothing is left out where it holds that default: the jobs
+    # stored before it keep their signatures (and their policies).
+    for name, default in SIGNATURE_DEFAULTS.items():
+        if hyper.get(name, default) == default:
+            hyper.pop(name, None)
     hyper["workload"] = _plain(job_spec.workload)
     args = (job_spec.script, job_spec.params, hyper, job_spec.cluster.workers, job_spec.cluster.backend)
     return job_signature(*args), signature_inputs(*args)
