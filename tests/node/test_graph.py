@@ -6,7 +6,7 @@ import pytest
 
 tf = pytest.importorskip("tensorflow")
 
-from syncswitch.node.graph import decayed_rate, ramped  # noqa: E402
+from syncswitch.node.schedule import decayed_rate, ramped  # noqa: E402
 
 
 @pytest.mark.parametrize("samples, length, expected", [
