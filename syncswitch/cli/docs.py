@@ -38,13 +38,18 @@ FIELDS: tuple[Section, ...] = (
         "batch_size": "per-worker batch size B; the configuration policy scales it for BSP",
         "learning_rate": "learning rate eta; the configuration policy scales it for BSP",
         "momentum": "momentum",
-        "lr_decay": "step decay, `{boundaries: [fractions], factors: [multipliers]}`, in workload fractions",
+        "lr_decay": "the rate's schedule in workload fractions: step decay `{boundaries: [fractions], factors: "
+                    "[multipliers]}` or a cosine, after an optional warm-up",
         "clip_norm": "clip every update's gradients to this global L2 norm (Keras' `global_clipnorm`); a "
                      "synchronous update clips the workers' combined gradient; none by default",
     }),
     ("hyperparameters.lr_decay", "hyperparameters.lr_decay", model.LrDecay, (), {
         "boundaries": "fractions of the workload, strictly increasing",
         "factors": "multiplier of the learning rate from each boundary on, one per boundary",
+        "warmup": "a linear warm-up of the rate from 0 over this fraction of the workload (at most 0.5; Goyal et "
+                  "al.'s remedy for the large global batch BSP's linear rule makes), in every protocol",
+        "cosine": "a cosine decay after the warm-up, from the rate down to this factor of it at the end (0: to 0; "
+                  "Keras' CosineDecay); instead of boundaries",
     }),
     ("workload", "workload", model.WorkloadSpec, (), {
         "epochs": "passes over the training split (needs `num_examples` in the script); exactly one of the two",

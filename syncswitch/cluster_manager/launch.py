@@ -46,7 +46,9 @@ def launch_message(spec, plan, cluster, run_dir: str, index: int, start_phase: i
     return pb.Launch(
         task_index=index, num_workers=len(cluster.nodes), ps_hosts=cluster.ps_hosts(spec.cluster.parameter_servers),
         worker_hosts=cluster.worker_hosts(), params_json=json.dumps(spec.params), seed=spec.seed,
-        lr_decay=pb.LrDecay(boundaries=hp.lr_decay.boundaries, factors=hp.lr_decay.factors),
+        lr_decay=pb.LrDecay(boundaries=hp.lr_decay.boundaries, factors=hp.lr_decay.factors,
+                            warmup=hp.lr_decay.warmup, cosine=hp.lr_decay.cosine is not None,
+                            cosine_to=hp.lr_decay.cosine or 0.0),
         clip_norm=hp.clip_norm or 0.0,
         workload=workload, phases=phases, start_phase=start_phase,
         # Without a shared filesystem or checkpoint.dir the agent picks a node-local folder (its work dir's

@@ -4,6 +4,7 @@ computed from settings kept beside the sample counter."""
 from __future__ import annotations
 
 import dataclasses
+import math
 
 import tensorflow as tf
 
@@ -23,13 +24,16 @@ class Schedule:
     total: int
     boundaries: list
     factors: list
+    warmup: float = 0.0             # the workload's warm-up (a fraction), not a phase's ramp (`warmup_len`)
+    cosine: float | None = None     # the factor a cosine decay ends at; None: none
 
     def rates(self, samples, values=None):
         """(learning rate, momentum) at `samples`, from `values` (the settings, or copies of them)."""
         lr_base, momentum, ramp_start, ramp_len, warmup_len = values if values is not None else self.variables
         momentum_now = ramped(momentum, samples, ramp_start, ramp_len)
         progress = tf.cast(samples, tf.float32) / float(self.total)
-        rate = ramped(decayed_rate(lr_base, progress, self.boundaries, self.factors), samples, ramp_start, warmup_len)
+        decayed = decayed_rate(lr_base, progress, self.boundaries, self.factors, self.warmup, self.cosine)
+        rate = ramped(decayed, samples, ramp_start, warmup_len)
         return rate, momentum_now
 
 
@@ -51,16 +55,23 @@ class Settings:
     schedule: Schedule
 
 
-def decayed_rate(lr_base, progress, boundaries, factors):
-    """`lr_base` times the factor of the interval `progress` lies in: 1 up to the first boundary (included), then
-    each factor in turn, as `piecewise_constant` gives it. Picked by counting the boundaries passed: a handful of
-    ops where piecewise_constant's case builds a cond per interval (21 ops for two boundaries, built 17x slower,
-    and its switch and merge ops run at every step); the factor is the same float either way."""
-    if not boundaries:
-        return lr_base
-    values = tf.constant([1.0] + [float(f) for f in factors], tf.float32)
-    passed = tf.reduce_sum(tf.cast(progress > tf.constant([float(b) for b in boundaries], tf.float32), tf.int32))
-    return lr_base * tf.gather(values, passed)
+def decayed_rate(lr_base, progress, boundaries, factors, warmup: float = 0.0, cosine: float | None = None):
+    """`lr_base` times the workload's factor at `progress` (spec.model.LrDecay.factor_at). Step factors: the one
+    of the interval `progress` lies in, 1 up to the first boundary (included), as `piecewise_constant` gives it,
+    picked by counting the boundaries passed: a handful of ops where piecewise_constant's case builds a cond per
+    interval (21 ops for two boundaries, built 17x slower, and its switch and merge ops run at every step). A
+    cosine from 1 to `cosine` after the warm-up; the warm-up from 0 over its first `warmup`."""
+    rate = lr_base
+    if cosine is not None:
+        done = tf.clip_by_value((progress - warmup) / (1.0 - warmup), 0.0, 1.0)
+        rate = rate * (cosine + (1.0 - cosine) * 0.5 * (1.0 + tf.cos(math.pi * done)))
+    if boundaries:
+        values = tf.constant([1.0] + [float(f) for f in factors], tf.float32)
+        passed = tf.reduce_sum(tf.cast(progress > tf.constant([float(b) for b in boundaries], tf.float32), tf.int32))
+        rate = rate * tf.gather(values, passed)
+    if warmup > 0.0:
+        rate = rate * tf.minimum(progress / warmup, 1.0)
+    return rate
 
 
 def ramped(target, samples, start, length):
@@ -87,7 +98,8 @@ def build_settings(launch, total: int, samples) -> Settings:
     warmup_len = variable("lr_warmup_samples", tf.float32)
     schedule = Schedule(variables=[lr_base, momentum, ramp_start, ramp_len, warmup_len], total=total,
                         boundaries=[float(b) for b in launch.lr_decay.boundaries],
-                        factors=[float(f) for f in launch.lr_decay.factors])
+                        factors=[float(f) for f in launch.lr_decay.factors], warmup=float(launch.lr_decay.warmup),
+                        cosine=float(launch.lr_decay.cosine_to) if launch.lr_decay.cosine else None)
     # The rate and momentum are computed where their inputs live and where the updates apply them: on the
     # worker, each step cost a read of every input from the parameter server and a send of the result back
     # (6 extra transfers, ~25% of a small model's ASP step).

@@ -57,7 +57,8 @@ def file_sha256(path: str) -> str:
         raise StoreError(f"script {path}: cannot read it to sign the job ({exc.strerror})") from None
 
 
-SIGNATURE_DEFAULTS = {"clip_norm": None}  # hyperparameters added after stored policies existed
+# Hyperparameters (dotted paths) added after stored policies existed, with the default that changes nothing.
+SIGNATURE_DEFAULTS = {"clip_norm": None, "lr_decay.warmup": 0.0, "lr_decay.cosine": None}
 
 
 def signature_inputs(script_path: str, params: dict, hyperparameters: Any, workers: int, backend: str) -> dict:
@@ -91,9 +92,13 @@ def signature_for_spec(job_spec) -> tuple[str, dict]:
     hyper = dict(_plain(job_spec.hyperparameters))
     # A field added later with a default that changes nothing is left out where it holds that default: the jobs
     # stored before it keep their signatures (and their policies).
-    for name, default in SIGNATURE_DEFAULTS.items():
-        if hyper.get(name, default) == default:
-            hyper.pop(name, None)
+    for path, default in SIGNATURE_DEFAULTS.items():
+        *parents, name = path.split(".")
+        holder = hyper
+        for parent in parents:
+            holder = holder.get(parent) if isinstance(holder, dict) else None
+        if isinstance(holder, dict) and holder.get(name, default) == default:
+            holder.pop(name, None)
     hyper["workload"] = _plain(job_spec.workload)
     args = (job_spec.script, job_spec.params, hyper, job_spec.cluster.workers, job_spec.cluster.backend)
     return job_signature(*args), signature_inputs(*args)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 
 # The catalog's names (syncswitch/protocols/catalog.py; tests check they agree), for CLI choices.
 PROTOCOLS = ("bsp", "asp", "ssp", "dc-asgd", "fasgd", "specsync", "lookahead", "local-sgd", "b-fasgd")
@@ -23,14 +24,26 @@ NONBLOCKING_SWITCH_TO = "lookahead"
 
 @dataclasses.dataclass(frozen=True)
 class LrDecay:
+    """The rate's multiplier over the workload (fractions): a linear warm-up from 0 over its first `warmup`, then
+    step factors from each boundary on, or a cosine from 1 down to `cosine` over the rest (Loshchilov and Hutter's
+    SGDR without restarts; Keras' CosineDecay with its warm-up). Every protocol's rate follows it, so it holds
+    across a switch; the node's graph computes the same (node/schedule.py)."""
+
     boundaries: tuple[float, ...] = ()
     factors: tuple[float, ...] = ()
+    warmup: float = 0.0
+    cosine: float | None = None  # the factor the cosine ends at; None: no cosine
 
     def factor_at(self, fraction: float) -> float:
         out = 1.0
+        if self.cosine is not None:
+            done = min(max((fraction - self.warmup) / (1.0 - self.warmup), 0.0), 1.0)
+            out = self.cosine + (1.0 - self.cosine) * 0.5 * (1.0 + math.cos(math.pi * done))
         for b, f in zip(self.boundaries, self.factors):
             if fraction >= b:
                 out = f
+        if self.warmup > 0.0 and fraction < self.warmup:
+            out *= fraction / self.warmup
         return out
 
 

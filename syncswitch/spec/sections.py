@@ -18,7 +18,7 @@ def hyperparameters_section(doc: Any) -> Hyperparameters:
         if key not in doc:
             raise SpecError(f"hyperparameters.{key} is required")
     decay = mapping(doc.get("lr_decay"), "hyperparameters.lr_decay")
-    check_keys(decay, ("boundaries", "factors"), "hyperparameters.lr_decay.")
+    check_keys(decay, ("boundaries", "factors", "warmup", "cosine"), "hyperparameters.lr_decay.")
     boundaries = fraction_list(decay.get("boundaries", []), "hyperparameters.lr_decay.boundaries")
     factors = tuple(number(v, f"hyperparameters.lr_decay.factors[{i}]", lo=0.0, lo_open=True)
                     for i, v in enumerate(decay.get("factors", []) or []))
@@ -27,11 +27,18 @@ def hyperparameters_section(doc: Any) -> Hyperparameters:
                     f"needs one factor per boundary ({len(boundaries)})")
     if list(boundaries) != sorted(set(boundaries)):
         raise fail("hyperparameters.lr_decay.boundaries", list(boundaries), "must be strictly increasing")
+    warmup = number(decay.get("warmup", 0.0), "hyperparameters.lr_decay.warmup", lo=0.0, hi=0.5)
+    cosine = decay.get("cosine")
+    if cosine is not None:
+        cosine = number(cosine, "hyperparameters.lr_decay.cosine", lo=0.0, hi=1.0)
+        if boundaries:
+            raise fail("hyperparameters.lr_decay.cosine", cosine, "is a decay of its own: give it or boundaries, "
+                                                                  "not both")
     return Hyperparameters(
         batch_size=number(doc["batch_size"], "hyperparameters.batch_size", lo=1, integer=True),
         learning_rate=number(doc["learning_rate"], "hyperparameters.learning_rate", lo=0.0, lo_open=True),
         momentum=number(doc.get("momentum", 0.9), "hyperparameters.momentum", lo=0.0, hi=0.999999),
-        lr_decay=LrDecay(boundaries, factors),
+        lr_decay=LrDecay(boundaries, factors, warmup, cosine),
         clip_norm=None if doc.get("clip_norm") is None else number(doc["clip_norm"], "hyperparameters.clip_norm",
                                                                    lo=0.0, lo_open=True),
     )

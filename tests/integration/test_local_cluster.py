@@ -11,6 +11,7 @@ from syncswitch import spec as specmod
 from syncswitch.cli import cli
 from syncswitch.cluster_manager import submission
 from syncswitch.spec import default_switch_to
+from syncswitch.spec.model import LrDecay
 from syncswitch.wire import saved
 
 pytestmark = pytest.mark.cluster
@@ -148,15 +149,13 @@ def _records(tmp_path, kind):
 
 
 def _check_learning_rate(summary, tmp_path):
-    """Each phase starts with its configured rate times the decay factor the progress has reached."""
-    decay = summary["hyperparameters"]["lr_decay"]
+    """Each phase starts with its configured rate times the decay factor the progress has reached (the spec's, which
+    the simulator uses: step factors, a warm-up, a cosine)."""
+    decay = LrDecay(**summary["hyperparameters"]["lr_decay"])
     for record in _records(tmp_path, "entered"):
         phase = summary["schedule"][record["phase"]]
-        factor = 1.0
-        for boundary, value in zip(decay["boundaries"], decay["factors"]):
-            if phase["start_fraction"] >= boundary:
-                factor = value
-        assert record["learning_rate"] == pytest.approx(phase["config"]["learning_rate"] * factor, rel=1e-6)
+        factor = decay.factor_at(phase["start_fraction"])
+        assert record["learning_rate"] == pytest.approx(phase["config"]["learning_rate"] * factor, rel=1e-5)
         assert record["momentum"] == pytest.approx(phase["config"]["momentum"], rel=1e-6)
 
 
@@ -192,7 +191,9 @@ def test_relaunch_from_asp_back_to_bsp(write_spec, tmp_path, no_leftovers):
 
 
 def test_in_place_asp_to_bsp(write_spec, tmp_path, no_leftovers):
-    summary = _run(write_spec, tmp_path, ["policy.schedule=[{protocol: asp, until: 0.4}, {protocol: bsp}]"])
+    # A warm-up and a cosine decay (spec.model.LrDecay): BSP enters at the cosine's factor at 0.4.
+    summary = _run(write_spec, tmp_path, ["policy.schedule=[{protocol: asp, until: 0.4}, {protocol: bsp}]",
+                                          "hyperparameters.lr_decay={warmup: 0.05, cosine: 0.2}"])
     _check_common(summary, tmp_path)
     assert [p["protocol"] for p in summary["schedule"]] == ["asp", "bsp"]
     (switch,) = summary["switches"]

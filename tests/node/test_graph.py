@@ -1,4 +1,4 @@
-"""The worker graph: the momentum ramp, what a step moves, the seed, and which update paths a launch builds."""
+"""The worker graph: what a step moves, the seed, and which update paths a launch builds."""
 
 import pathlib
 
@@ -6,37 +6,6 @@ import pytest
 
 tf = pytest.importorskip("tensorflow")
 
-from syncswitch.node.schedule import decayed_rate, ramped  # noqa: E402
-
-
-@pytest.mark.parametrize("samples, length, expected", [
-    (100, 400.0, 0.0),     # the ramp starts at 0
-    (300, 400.0, 0.45),    # half-way: half the target
-    (500, 400.0, 0.9),     # done: the target
-    (9000, 400.0, 0.9),    # and no further
-    (300, 0.0, 0.9),       # no ramp: the target from the start
-])
-def test_ramped_momentum(samples, length, expected):
-    value = ramped(tf.constant(0.9), tf.constant(samples, tf.int64), tf.constant(100, tf.int64),
-                            tf.constant(length))
-    assert float(value) == pytest.approx(expected)
-
-
-@pytest.mark.parametrize("boundaries, factors", [([0.5, 0.75], [0.1, 0.01]), ([0.3], [0.5]),
-                                                 ([0.2, 0.4, 0.9], [0.3, 0.07, 0.001])])
-def test_decayed_rate_is_piecewise_constant(boundaries, factors):
-    """The decay by counting the boundaries passed gives piecewise_constant's factor bit for bit, the boundary itself
-    in the interval before it, at float32 progress values on and beside each boundary."""
-    points = [0.0, 1.0, 1.5] + [p for b in boundaries
-                                for p in (b, float(tf.experimental.numpy.nextafter(tf.constant(b, tf.float32), 2.0)),
-                                          float(tf.experimental.numpy.nextafter(tf.constant(b, tf.float32), -1.0)))]
-    values = [1.0] + factors
-    for point in points:
-        progress = tf.constant(point, tf.float32)
-        factor = tf.compat.v1.train.piecewise_constant(progress, boundaries, values)  # eager: a callable
-        expected = tf.constant(0.05) * factor()
-        assert decayed_rate(tf.constant(0.05), progress, boundaries, factors).numpy() == expected.numpy(), point
-    assert decayed_rate(tf.constant(0.05), tf.constant(0.9), [], []).numpy() == pytest.approx(0.05)
 
 
 # -- what one step moves between a worker and the parameter servers -----------------------------
