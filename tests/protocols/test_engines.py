@@ -414,14 +414,11 @@ class _LocalRig:
         return self.session.run([self.w, self.slot, self.samples])
 
 
-@pytest.mark.parametrize("period", [1, 2, 3])
-def test_local_sgd_averages_the_copies_and_their_momentum(period):
-    rig = _LocalRig(workers=2, momentum=0.9)
-    rig.enter(period=period)
-    w, slot, samples = rig.round(period)
-    # numpy: each copy takes `period` momentum steps from the shared weights with its own gradient.
+def _assert_averaged(w, slot, grads, period: int) -> None:
+    """numpy: each copy takes `period` momentum steps (0.9) from W0 with its own gradient; the shared weights and
+    momentum are the copies' means."""
     copies, velocities = [], []
-    for g in rig.grads:
+    for g in grads:
         x, v = W0.copy(), np.zeros(3, np.float32)
         for _ in range(period):
             v = 0.9 * v + g
@@ -430,6 +427,14 @@ def test_local_sgd_averages_the_copies_and_their_momentum(period):
         velocities.append(v)
     np.testing.assert_allclose(w, np.mean(copies, 0), rtol=1e-5)
     np.testing.assert_allclose(slot, np.mean(velocities, 0), rtol=1e-5)
+
+
+@pytest.mark.parametrize("period", [1, 2, 3])
+def test_local_sgd_averages_the_copies_and_their_momentum(period):
+    rig = _LocalRig(workers=2, momentum=0.9)
+    rig.enter(period=period)
+    w, slot, samples = rig.round(period)
+    _assert_averaged(w, slot, rig.grads, period)
     assert samples == 2 * period * BATCH
     assert rig.session.run(rig.global_step) == period  # the chief counts the group's steps, as BSP does
 
@@ -440,17 +445,7 @@ def test_local_sgd_clips_each_local_steps_gradient():
     rig = _LocalRig(workers=2, momentum=0.9, clip_norm=0.5)
     rig.enter(period=2)
     w, slot, _ = rig.round(2)
-    copies, velocities = [], []
-    for g in rig.grads:
-        g = g * min(1.0, 0.5 / float(np.linalg.norm(g)))
-        x, v = W0.copy(), np.zeros(3, np.float32)
-        for _ in range(2):
-            v = 0.9 * v + g
-            x = x - LR * v
-        copies.append(x)
-        velocities.append(v)
-    np.testing.assert_allclose(w, np.mean(copies, 0), rtol=1e-5)
-    np.testing.assert_allclose(slot, np.mean(velocities, 0), rtol=1e-5)
+    _assert_averaged(w, slot, [g * min(1.0, 0.5 / float(np.linalg.norm(g))) for g in rig.grads], 2)
 
 
 def test_local_sgd_adds_up_an_integer_variables_changes():
