@@ -62,8 +62,7 @@ class SpeculativeEngine(ProtocolEngine):
     def __init__(self, optimizer, grads_and_vars, global_step, samples, per_worker_batch: int,
                  num_workers: int, is_chief: bool = False, task_index: int = 0, update_log=None, clip_norm=None, **_):
         grads_and_vars = clipped(grads_and_vars, clip_norm)  # each update is one worker's gradient
-        self.num_workers = num_workers
-        self._is_chief = is_chief
+        self.num_workers, self._is_chief = num_workers, is_chief
         # The mean is the count the rule decides on (at the gradient's arrival); the rows, where kept, also say
         # how many peers' updates landed after it, before this one's own (the cond's round trip).
         self.meter = StalenessMeter(global_step, self.name, update_log)
