@@ -6,6 +6,7 @@ from .asp import AsyncEngine
 from .base import ENGINE_STATE, CountingOptimizer, ProtocolEngine, StalenessMeter
 from .bfasgd import BandwidthAwareEngine
 from .bsp import SyncReplicasEngine
+from .clipping import clipped
 from .dcasgd import DelayCompensatedEngine
 from .fasgd import StalenessAwareEngine
 from .localsgd import LocalSGDEngine
@@ -49,12 +50,17 @@ def build_engines(protocols, optimizer, grads_and_vars, global_step, samples, ba
     the phase's mean."""
     engines: dict[str, ProtocolEngine] = {}
     shared["update_log"] = LogPlace(num_workers, task_index) if update_log else None
+    worker_grads = None  # clipped once for every engine that applies a worker's gradient as it is
     for protocol in protocols:
         if protocol not in ENGINES:  # validated at spec load
             raise ValueError(f"unknown protocol {protocol!r}; valid: {', '.join(sorted(ENGINES))}")
-        engines[protocol] = engine_class(protocol, num_workers, shared.get("replica"), shared.get("schedule"))(
-            optimizer, grads_and_vars, global_step, samples, batch_by_protocol[protocol],
-            num_workers=num_workers, is_chief=is_chief, task_index=task_index, **shared)
+        cls = engine_class(protocol, num_workers, shared.get("replica"), shared.get("schedule"))
+        grads = grads_and_vars
+        if cls.worker_gradient and shared.get("clip_norm"):
+            worker_grads = worker_grads or clipped(grads_and_vars, shared["clip_norm"])
+            grads = worker_grads
+        engines[protocol] = cls(optimizer, grads, global_step, samples, batch_by_protocol[protocol],
+                                num_workers=num_workers, is_chief=is_chief, task_index=task_index, **shared)
     return engines
 
 

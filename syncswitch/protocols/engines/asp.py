@@ -5,18 +5,16 @@ from __future__ import annotations
 import tensorflow as tf
 
 from .base import CountingOptimizer, ProtocolEngine, StalenessMeter
-from .clipping import clipped
 
 
 class AsyncEngine(ProtocolEngine):
     """Plain asynchronous updates; the staleness of each is measured for the record."""
 
     name = "asp"
+    worker_gradient = True
     counts_every_step = True
 
-    def __init__(self, optimizer, grads_and_vars, global_step, samples, per_worker_batch: int, update_log=None,
-                 clip_norm=None, **_):
-        grads_and_vars = clipped(grads_and_vars, clip_norm)  # each update is one worker's gradient
+    def __init__(self, optimizer, grads_and_vars, global_step, samples, per_worker_batch: int, update_log=None, **_):
         self.meter = StalenessMeter(global_step, self.name, update_log)
         staleness = self.meter.at_apply([g for g, _ in grads_and_vars])
         counting = CountingOptimizer(optimizer, samples, per_worker_batch, self.name)

@@ -229,6 +229,10 @@ class ProtocolEngine(abc.ABC):
     collective = False
     # The chief's checkpoint taken as a copy and written beside training (add_snapshot); None: publish and save.
     snapshot = None
+    # Applies the shared model's gradient as one worker's update: build_engines hands it clipped to
+    # hyperparameters.clip_norm (clipping.py), before any rule of the engine's own scales or compensates it. Engines
+    # that combine the workers' gradients, or differentiate a replica, take `clip_norm` and clip where they apply.
+    worker_gradient = False
     # The call of a step that ends in the group's collective, where the engine has one (`averaging_step` says when
     # a step runs it); the warm-up runs it once on every worker.
     averaging: CollectiveStep | None = None

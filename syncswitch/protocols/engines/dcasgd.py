@@ -5,7 +5,6 @@ from __future__ import annotations
 import tensorflow as tf
 
 from .base import CountingOptimizer, ProtocolEngine, StalenessMeter, dense, state_variable
-from .clipping import clipped
 
 v1 = tf.compat.v1
 EPSILON = 1e-7
@@ -27,11 +26,10 @@ class DelayCompensatedEngine(ProtocolEngine):
     """
 
     name = "dc-asgd"
+    worker_gradient = True
     counts_every_step = True
 
-    def __init__(self, optimizer, grads_and_vars, global_step, samples, per_worker_batch: int, update_log=None,
-                 clip_norm=None, **_):
-        grads_and_vars = clipped(grads_and_vars, clip_norm)  # the worker's gradient, before its compensation
+    def __init__(self, optimizer, grads_and_vars, global_step, samples, per_worker_batch: int, update_log=None, **_):
         self.meter = StalenessMeter(global_step, "dc_asgd", update_log)
         staleness = self.meter.at_apply([g for g, _ in grads_and_vars])
         self._params_in = v1.placeholder(tf.float32, [3], name="dc_asgd_params_in")

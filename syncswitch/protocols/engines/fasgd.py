@@ -5,7 +5,6 @@ from __future__ import annotations
 import tensorflow as tf
 
 from .base import CountingOptimizer, ProtocolEngine, StalenessMeter, dense, state_variable
-from .clipping import clipped
 
 v1 = tf.compat.v1
 
@@ -23,11 +22,10 @@ class StalenessAwareEngine(ProtocolEngine):
     stale gradient's share of the velocity shrinks the same way."""
 
     name = "fasgd"
+    worker_gradient = True
     counts_every_step = True
 
-    def __init__(self, optimizer, grads_and_vars, global_step, samples, per_worker_batch: int, update_log=None,
-                 clip_norm=None, **_):
-        grads_and_vars = clipped(grads_and_vars, clip_norm)  # the worker's gradient, before its staleness scale
+    def __init__(self, optimizer, grads_and_vars, global_step, samples, per_worker_batch: int, update_log=None, **_):
         self.meter = StalenessMeter(global_step, self.name, update_log)
         staleness = self.meter.at_apply([g for g, _ in grads_and_vars])
         self.power = state_variable("syncswitch/fasgd_power", [], tf.float32, 1.0, colocate=global_step)

@@ -21,7 +21,6 @@ from __future__ import annotations
 import tensorflow as tf
 
 from .base import CountingOptimizer, ProtocolEngine, StalenessMeter, dense, state_variable
-from .clipping import clipped
 
 v1 = tf.compat.v1
 ADAPT_EVERY = 32  # chief steps between two updates of the look-ahead from the measured staleness
@@ -101,11 +100,11 @@ class LookaheadEngine(ProtocolEngine):
     (about n - 1 on a cluster of n concurrent workers, less where workers share cores)."""
 
     name = "lookahead"
+    worker_gradient = True
     counts_every_step = True
 
     def __init__(self, optimizer, grads_and_vars, global_step, samples, per_worker_batch: int,
-                 is_chief: bool = False, clip_norm=None, **_):
-        grads_and_vars = clipped(grads_and_vars, clip_norm)  # each update is one worker's gradient
+                 is_chief: bool = False, **_):
         self.meter = StalenessMeter(global_step, self.name)
         staleness = self.meter.at_apply([g for g, _ in grads_and_vars])
         self._is_chief = is_chief

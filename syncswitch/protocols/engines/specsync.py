@@ -11,7 +11,6 @@ import tensorflow as tf
 from syncswitch.protocols.speculation import Tuning, tune
 
 from .base import CountingOptimizer, ProtocolEngine, StalenessMeter, state_variable
-from .clipping import clipped
 
 v1 = tf.compat.v1
 LOG_SIZE = 256  # pushes the parameter servers remember for the tuning: several epochs of TUNE_EVERY chief steps
@@ -58,10 +57,10 @@ class SpeculativeEngine(ProtocolEngine):
     """
 
     name = "specsync"
+    worker_gradient = True
 
     def __init__(self, optimizer, grads_and_vars, global_step, samples, per_worker_batch: int,
-                 num_workers: int, is_chief: bool = False, task_index: int = 0, update_log=None, clip_norm=None, **_):
-        grads_and_vars = clipped(grads_and_vars, clip_norm)  # each update is one worker's gradient
+                 num_workers: int, is_chief: bool = False, task_index: int = 0, update_log=None, **_):
         self.num_workers, self._is_chief = num_workers, is_chief
         # The mean is the count the rule decides on (at the gradient's arrival); the rows, where kept, also say
         # how many peers' updates landed after it, before this one's own (the cond's round trip).

@@ -7,7 +7,6 @@ import time
 import tensorflow as tf
 
 from .base import CountingOptimizer, ProtocolEngine, StalenessMeter, state_variable
-from .clipping import clipped
 
 v1 = tf.compat.v1
 
@@ -28,11 +27,11 @@ class StaleSyncEngine(ProtocolEngine):
     """
 
     name = "ssp"
+    worker_gradient = True
     poll_s = 0.002
 
     def __init__(self, optimizer, grads_and_vars, global_step, samples, per_worker_batch: int,
-                 num_workers: int, task_index: int, update_log=None, clip_norm=None, **_):
-        grads_and_vars = clipped(grads_and_vars, clip_norm)  # each update is one worker's gradient
+                 num_workers: int, task_index: int, update_log=None, **_):
         self.worker = task_index
         self.staleness = 3
         self.meter = StalenessMeter(global_step, self.name, update_log)
