@@ -322,14 +322,14 @@ def _read_commands(holder: dict, commands: "queue.Queue[pb.Command]") -> None:
     os._exit(AGENT_GONE_EXIT)
 
 
-def _error_kind(exc) -> int:
+def _report(error) -> int:
+    """`error` (a SyncSwitchError) as the task's one-line error event, of its kind; returns its exit code."""
     from syncswitch.errors import ScriptError, SpecError
 
-    if isinstance(exc, ScriptError):
-        return pb.ERROR_KIND_SCRIPT
-    if isinstance(exc, SpecError):
-        return pb.ERROR_KIND_SPEC
-    return pb.ERROR_KIND_CLUSTER
+    kind = pb.ERROR_KIND_SCRIPT if isinstance(error, ScriptError) else \
+        pb.ERROR_KIND_SPEC if isinstance(error, SpecError) else pb.ERROR_KIND_CLUSTER
+    emit(codec.event(error=pb.TaskError(message=str(error), kind=kind)))
+    return error.exit_code
 
 
 def main() -> None:
@@ -361,8 +361,7 @@ def main() -> None:
         holder["task"] = task
         code = task.run()
     except SyncSwitchError as exc:
-        emit(codec.event(error=pb.TaskError(message=str(exc), kind=_error_kind(exc))))
-        code = exc.exit_code
+        code = _report(exc)
     except tf.errors.OutOfRangeError as exc:
         if "End of sequence" in str(exc):
             # The training set is repeated (graph.build), so it ends only when this worker's shard is empty.
@@ -370,8 +369,7 @@ def main() -> None:
             error = ScriptError(f"script {launch.script_path}: input_fn('train', ...) gave worker "
                                 f"{launch.task_index} no batch: each of the {n} workers reads one batch in {n}, so "
                                 f"the training set needs at least {n} batches")
-            emit(codec.event(error=pb.TaskError(message=str(error), kind=_error_kind(error))))
-            code = error.exit_code
+            code = _report(error)
         else:  # not the input pipeline (a closed queue, e.g. BSP's tokens): say what it was, traceback to the log
             traceback.print_exc()
             emit(codec.event(error=pb.TaskError(message=one_line(exc))))
@@ -379,11 +377,11 @@ def main() -> None:
     except Exception as exc:  # noqa: BLE001 - anything else is reported in one line, traceback to the log
         traceback.print_exc()
         error = batch_check.from_error(exc, launch.script_path)  # a batch of another size than batch_size
-        if error is None:
-            emit(codec.event(error=pb.TaskError(message=one_line(exc))))
+        if error is not None:
+            code = _report(error)
         else:
-            emit(codec.event(error=pb.TaskError(message=str(error), kind=_error_kind(error))))
-        code = error.exit_code if error else 1
+            emit(codec.event(error=pb.TaskError(message=one_line(exc))))
+            code = 1
     finally:
         try:
             sys.stderr.flush()
