@@ -16,7 +16,7 @@ import tensorflow as tf
 
 from syncswitch.cluster_manager.launch import INTRA_THREADS
 from syncswitch.node import script as scriptmod
-from syncswitch.simulator.ring import buffer_order, state_order
+from syncswitch.simulator.ring import buffer_order, slot_order
 
 
 def match_node_threads() -> bool:
@@ -58,7 +58,7 @@ class GradientModel:
         # Where each element sits in an all-reduce engine's buffer (its variables sorted by name: ring.py).
         names = [w.name.split(":")[0] for w in self.weights]
         self.buffer_order = buffer_order(names, self.sizes)
-        self.state_order = state_order(names, self.sizes)  # local SGD's: parameters and momentum
+        self.slot_order = slot_order(names, self.sizes)  # local SGD's average of the momenta
         self._test = None
         self._compile()
 

@@ -40,10 +40,10 @@ def buffer_order(names: list[str], sizes: list[int]) -> np.ndarray:
                                                                               key=lambda i: names[i])])
 
 
-def state_order(names: list[str], sizes: list[int]) -> np.ndarray:
-    """`buffer_order` of the parameters followed by their momentum (a vector twice the parameters' size): local
-    SGD's average, one buffer of every copy and its slot, `var` right before `var/Momentum`."""
-    return buffer_order([*names, *(f"{n}/{SLOT}" for n in names)], [*sizes, *sizes])
+def slot_order(names: list[str], sizes: list[int]) -> np.ndarray:
+    """`buffer_order` of the parameters' momentum slots (`var/Momentum`, sorted by that name): local SGD's average of
+    the workers' momenta when its phase ends."""
+    return buffer_order([f"{n}/{SLOT}" for n in names], sizes)
 
 
 def ring_mean(vectors: list[np.ndarray], trailing: int = 0, order: np.ndarray | None = None) -> np.ndarray:

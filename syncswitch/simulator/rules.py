@@ -51,8 +51,8 @@ class ServerRule(abc.ABC):
     # `call` prices each (a fraction of the step, spent off the core while the peers run).
     calls = 0
     # Where each element of an all-reduce buffer sits in the flat vector (ring.buffer_order); the run sets it from
-    # its model (None: in place); `state_order` the same for a buffer of the parameters then their momentum.
-    order = state_order = None
+    # its model (None: in place); `slot_order` the same for a buffer of their momentum.
+    order = slot_order = None
     clip_norm: float | None = None  # hyperparameters.clip_norm (the run sets it)
 
     def __init__(self, shared: Shared, workers: int, params: dict, batch: int, seed: int):
@@ -140,10 +140,11 @@ class Bsp(ServerRule):
 
 class LocalSgd(ServerRule):
     """Each worker steps on its own copy and momentum at the phase's (BSP) rate; after `period` local steps of
-    every worker (fewer where the phase ends first), copies and momenta are averaged into the shared ones as the
-    engine's one all-reduce does (localsgd_collective.py): every copy and its momentum in one buffer, the
-    variables sorted by their shared names, each followed by its slot, then the loss and the stop flag, summed in
-    the ring's order (ring.py). Between averages a checkpoint holds the chief's copy, as the engine's snapshot."""
+    every worker (fewer where the phase ends first), the copies are averaged into the shared model as the engine's
+    all-reduce does (localsgd_collective.py): every copy in one buffer, the variables sorted by their shared names,
+    then the loss and the stop flag, summed in the ring's order (ring.py). Each worker's momentum stays its own
+    until the phase ends, when the momenta are averaged in a buffer of their own. Between averages a checkpoint
+    holds the chief's copy and momentum, as the engine's snapshot."""
 
     name = "local-sgd"
     rounds = True
@@ -181,21 +182,18 @@ class LocalSgd(ServerRule):
     def average(self):
         if not any(self.done):
             return
-        size = self.s.w.size
-        mean = ring_mean([np.concatenate([w, v]) for w, v in zip(self.copies, self.velocities)], trailing=2,
-                         order=self.state_order)
-        self.s.w, self.s.v = mean[:size], mean[size:]
+        self.s.w = ring_mean(self.copies, trailing=2, order=self.order)
         self.s.step += max(self.done)
         self.averages += 1
-        self._start()
+        self.copies, self.done = [self.s.w] * self.n, [0] * self.n
 
     def checkpointed(self):
-        if not any(self.done):
-            return super().checkpointed()
         return self.copies[0], self.velocities[0], self.s.step + self.done[0], self.s.samples
 
     def leave(self):
         self.average()
+        self.s.v = ring_mean(self.velocities, order=self.slot_order)
+        self.velocities = [self.s.v] * self.n
 
     def stats(self):
         return {"averages": self.averages}

@@ -167,7 +167,7 @@ class Simulation:
         self._losses = [collections.deque(maxlen=REPORT_WINDOW) for _ in range(self.workers)]
         rule = rule_for(planned.protocol, shared, self.workers, planned.params, batch,
                         self.options.seed * 1009 + k)
-        rule.order, rule.state_order = self.model.buffer_order, self.model.state_order
+        rule.order, rule.slot_order = self.model.buffer_order, self.model.slot_order
         rule.clip_norm = self.job.hyperparameters.clip_norm
         start = (self.now, shared.samples, shared.step)
         self.before_update(rule)
@@ -188,9 +188,17 @@ class Simulation:
             if hasattr(rule, "retune"):
                 rule.retune()
         rule.leave()
+        self._saved_at_end(shared)
         planned = self.plan[k]  # the switch rule may have moved its end
         self.folder.phase_done(k, planned, start, (self.now, shared.samples, shared.step), self.total, rule.stats())
         return verdict
+
+    def _saved_at_end(self, shared: Shared) -> None:
+        """The real chief saves when a phase ends, over the checkpoint of its last step where one was taken: local
+        SGD's momenta are averaged in between (the rest of a checkpoint is the same either way)."""
+        for path, (_, _, step, samples) in list(self.snapshots.items()):
+            if path.startswith("sim://checkpoints/model.ckpt-") and (step, samples) == (shared.step, shared.samples):
+                self.snapshots[path] = (shared.w, shared.v, step, samples)
 
     def _say(self, line: str) -> None:
         if self.options.progress:

@@ -226,6 +226,31 @@ def test_local_sgd_averaged_every_step_by_all_reduce_is_one_worker_at_batch_nb(t
         np.testing.assert_allclose(many["vars"][name], value, rtol=2e-5, atol=2e-6, err_msg=name)
 
 
+# As DRIVER, and after each step every worker's copy and momentum of the first trained variable (local SGD).
+STATE_DRIVER = DRIVER.replace("""        engine.after_step(sessions[i], state)
+""", """        engine.after_step(sessions[i], state)
+        pair = next(p for p in engine._core.pairs if "Momentum" not in p[0].op.name)
+        slot = engine._core.optimizer.get_slot(pair[1], "momentum")
+        copy, velocity = sessions[i].run([pair[1], slot])
+        states.setdefault(i, []).append([copy.ravel().tolist(), velocity.ravel().tolist()])
+""").replace("losses = {}", "losses = {}\nstates = {}").replace('"losses": losses,', '"losses": losses, "states": states,')
+assert '"states": states' in STATE_DRIVER and "states.setdefault" in STATE_DRIVER
+
+
+@pytest.mark.cluster
+def test_local_sgd_averages_the_copies_and_leaves_each_workers_momentum_until_the_phase_ends(tmp_path):
+    """An average moves the copies alone (half the bytes): after it every worker holds the same copy and its own
+    momentum; the phase's end averages the momenta too, so the next phase continues from the group's mean."""
+    out = _run(tmp_path, 2, 8, 5, "local-sgd", {"period": 2}, driver_text=STATE_DRIVER)
+    first, second = out["states"]["0"], out["states"]["1"]
+    for step in (1, 3):  # after steps 2 and 4: averaged
+        assert first[step][0] == second[step][0]
+        assert not np.allclose(first[step][1], second[step][1])
+    assert first[0][0] != second[0][0]  # after step 1: each its own copy
+    assert first[4] == second[4]  # the boundary, after step 5: copies and momenta averaged
+    assert out["allreduce"]
+
+
 # As DRIVER, but each step as the training loop runs it: in one call with the average where the engine says so.
 FUSED_DRIVER = DRIVER.replace("""        _, state.samples, loss = sessions[i].run(fetches)
 """, """        fused = engine.averaging_step(state)

@@ -92,11 +92,12 @@ def checkpoint_state(checkpoint, names: list[str]) -> tuple[np.ndarray, np.ndarr
 @pytest.mark.slow
 @pytest.mark.parametrize("workers", [2, 4])
 def test_a_real_local_sgd_run_is_its_simulation_update_for_update(tmp_path, no_leftovers, workers):
-    """The all-reduce local SGD engine steps each copy on its own batches and every 2 steps averages every copy
-    and its momentum in one ring all-reduce; the simulator's rule does the same arithmetic in the same buffer
-    order (ring.py's state_order). Its checkpoints fall after an average or between two (where the chief's copy
-    is saved), and the phase ends one step after an average (125 steps at 2 workers, 63 at 4): the real
-    checkpoint at each evaluation point holds the simulated parameters and momentum, bit for bit."""
+    """The all-reduce local SGD engine steps each copy on its own batches and momentum, every 2 steps averages
+    every copy in one ring all-reduce, and the momenta in another when the phase ends; the simulator's rule does
+    the same arithmetic in the same buffer orders (ring.py). Its checkpoints fall after an average or between two
+    (the chief's copy and momentum are saved), and the phase ends one step after an average (125 steps at 2
+    workers, 63 at 4): the real checkpoint at each evaluation point holds the simulated parameters and momentum,
+    bit for bit."""
     real, sim, simulated = real_and_simulated(tmp_path, "[{protocol: local-sgd, period: 2}]", workers)
     names = [w.name.split(":")[0] for w in sim.model.weights]
     steps = []

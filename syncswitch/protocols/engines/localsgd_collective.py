@@ -1,11 +1,14 @@
-"""Local SGD averaged by all-reduce: the workers' copies (and their momentum) averaged in one collective.
+"""Local SGD averaged by all-reduce: the workers' copies averaged in one collective.
 
 The same protocol as `localsgd.py` (each worker steps on its own copy at BSP's rate, the copies are averaged
 every `period` steps), without the parameter servers in the loop: an average is one ring all-reduce of every
-copy and momentum buffer concatenated, after which each worker holds the mean. With period 1 this is BSP's
-all-reduce exactly (the momentum update is linear). The parameter servers get the model at the boundaries only
-(replica_training.py): the chief publishes its copy before a checkpoint (between averages, its copy is the
-last average plus its own steps since) and when the phase ends (after an average, so the group's mean).
+copy concatenated, after which each worker holds the mean. Each worker's momentum stays its own between
+averages (an average that carried it too moved twice the bytes: at period 2 as much per step as BSP), and the
+group's mean momentum is taken once, when the phase ends. With period 1 this is BSP's all-reduce exactly (the
+momentum update is linear, so the mean of the momenta follows BSP's). The parameter servers get the model at the
+boundaries only (replica_training.py): the chief publishes its copy before a checkpoint (between averages, its
+copy is the last average plus its own steps since, and its momentum its own) and when the phase ends (after the
+last average, so the group's mean).
 
 Every worker takes part in every average, so all must stop after the same one. A boundary reached by the sample
 count (exact on every worker: all step in lockstep between averages) is met by all at the same step, and each
@@ -28,6 +31,7 @@ from .clipping import clipped
 from .replica_training import ReplicaTraining, mean, warm_publish
 
 INSTANCE_KEY = 3200  # this engine's average (BSP's all-reduce takes 3100)
+MOMENTUM_KEY = 3201  # the momenta's average at the phase's end
 
 
 class CollectiveLocalSGDEngine(ProtocolEngine):
@@ -58,7 +62,13 @@ class CollectiveLocalSGDEngine(ProtocolEngine):
         self._core = core
         with tf.device(replica.device):
             self.stop = StopFlag("local_sgd")
-            copies = [copy for _, copy in core.pairs]
+            # An average moves the model's copies; each worker's momentum stays its own (post-local SGD's rule,
+            # Lin et al. 2020), which halves what a round moves. The momenta are averaged once, at the phase's
+            # end, for what comes after it: with the copies averaged every step the mean momentum follows BSP's
+            # exactly (the update is linear), so period 1 is still BSP.
+            slots = {mine.ref() for _, mine in core.momentum_pairs}
+            copies = [copy for _, copy in core.pairs if copy.ref() not in slots]
+            self._momentum_average = self._momenta_op([mine for _, mine in core.momentum_pairs], num_workers)
             self._average, _ = self._average_op(copies, last_loss, num_workers, "local_sgd")
             # The same average in the step's own call, read after the step (and after the loss the hooks fetch, so
             # that it is the last average's mean loss, as in a call of its own). Same instance key: a collective's
@@ -90,6 +100,14 @@ class CollectiveLocalSGDEngine(ProtocolEngine):
         with tf.control_dependencies(assigns):
             return tf.greater(tf.reshape(means[-1], []), 0.0, name=f"{name}_agreed_stop"), waited
 
+    @staticmethod
+    def _momenta_op(momenta, num_workers: int):
+        """The group's mean of the workers' momentum assigned to each (None where nothing is trained)."""
+        if not momenta:
+            return None
+        means, _ = mean([m.read_value() for m in momenta], num_workers, MOMENTUM_KEY, "local_sgd_momentum")
+        return tf.group(*[m.assign(v, read_value=False) for m, v in zip(momenta, means)])
+
     def _averaged(self, session, stop: bool) -> bool:
         """Run one average (with this worker's stop flag); whether the group agreed to stop."""
         if self._average_fn is None:
@@ -112,6 +130,7 @@ class CollectiveLocalSGDEngine(ProtocolEngine):
         # Pays the average's first call (graph registration, the group's resolution) before training; every worker
         # warms the protocols up in the same order, so all take part. Entry overwrites what it averaged.
         self._averaged(session, False)
+        self._average_momenta(session)
         warm_publish(session, self._enter, self._publish, self._is_chief)
         self._published = True
 
@@ -142,9 +161,16 @@ class CollectiveLocalSGDEngine(ProtocolEngine):
                 self._rounds += 1
                 waited = time.perf_counter() - t0
                 self._waited += waited
-        if state.at_boundary():
+        if state.at_boundary():  # after the group's last average, on every worker
+            t0 = time.perf_counter()
+            self._average_momenta(session)
+            waited += time.perf_counter() - t0
             self.publish(session)
         return waited
+
+    def _average_momenta(self, session) -> None:
+        if self._momentum_average is not None:
+            session.run(self._momentum_average)
 
     def add_snapshot(self, saved, global_step, samples) -> None:
         self.snapshot = self._core.snapshot(saved, global_step, samples)

@@ -115,6 +115,7 @@ class ReplicaTraining:
                           if g is not None]
         self.grads = [(dense(g), v) for g, v in self.raw_grads]
         self.pairs: list = []
+        self.momentum_pairs: list = []  # the (shared slot, worker's slot) pairs among `pairs`
         self._scope = None  # the engine's variable scope (`begin`)
 
     @classmethod
@@ -156,13 +157,14 @@ class ReplicaTraining:
         """(enter, publish): the phase's entry on every worker, the chief's write-back. `optimizer` is the shared
         one, whose momentum slots hold the canonical momentum."""
         localize(v1.get_default_graph(), self._slots)  # each worker's own momentum: out of checkpoints, readiness
-        pairs = list(self.replica.pairs)
+        momentum = []
         trained = {v.ref() for v in self.replica.trainable}
         for shared, copy in self.replica.pairs:
             mine, ours = self.optimizer.get_slot(copy, "momentum"), optimizer.get_slot(shared, "momentum")
             if copy.ref() in trained and mine is not None and ours is not None:
-                pairs.append((ours, mine))
-        self.pairs = sorted(pairs, key=lambda p: p[0].op.name)
+                momentum.append((ours, mine))
+        self.momentum_pairs = sorted(momentum, key=lambda p: p[0].op.name)
+        self.pairs = sorted([*self.replica.pairs, *momentum], key=lambda p: p[0].op.name)
         groups = fused.by_server(self.pairs, "replica")
         device = self.replica.device
         with tf.device(device):
