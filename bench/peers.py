@@ -2,7 +2,10 @@
 ParameterServerStrategy with a ClusterCoordinator (asynchronous), one process alone (the machine's limit), and
 syncswitch's `bsp`, `asp` and default switch, on the same job, seeds and nodes; `no-sync` (no communication at all)
 is the nodes' own ceiling, and `tf-no-sync` TensorFlow's: the one-process loop in one process per node, each on its
-shard of the data, which tells how much of MWMS's time its all-reduce takes.
+shard of the data, which tells how much of MWMS's time its all-reduce takes; `switched` is the default with its speed
+rule off (the switch taken where the default would weigh a trial first). --loopback-mbit limits all loopback traffic
+(every process of every variant talks over lo) to that rate for the part, a network that costs time as a cluster's
+does (bench/loopback.py), and records the bytes each run sent over it.
 
 Peers are plain TF2 scripts (bench/peer_scripts/, no syncswitch imports) given the job's script, params, batch,
 rate and sample count; they know the MNIST-1D CNN and the synthetic ResNet jobs (peer_common.MODELS). With
@@ -29,7 +32,8 @@ import sys
 import tempfile
 import time
 
-from bench import common
+from bench import common, loopback
+from bench.allocators import ALLOCATORS, allocator_env, allocator_library, allocator_of
 
 SCRIPTS = os.path.join(common.ROOT, "bench", "peer_scripts")
 PEERS = ("single", "mwms", "ps-strategy", "tf-no-sync")  # plain TF2 scripts in bench/peer_scripts/
@@ -37,45 +41,12 @@ SCRIPT_OF = {"tf-no-sync": "single"}  # tf-no-sync: single.py on a shard in each
 # `no-sync`: syncswitch's workers each stepping on their own copy, averaged once at the end (local SGD with the
 # longest period): what the same nodes do with no communication at all, the ceiling of any data-parallel
 # protocol's throughput there. Its accuracy is not a training result.
-VARIANTS = (*PEERS, "bsp", "asp", "default", "no-sync")
+# `switched`: the default with its speed rule off, so the switch is taken at the switch rule's point where the
+# default would weigh a trial first (a short job, or a target with no measured speed, stays on BSP).
+VARIANTS = (*PEERS, "bsp", "asp", "default", "switched", "no-sync")
 NO_SYNC = "policy.schedule=[{protocol: local-sgd, period: 10000}]"
 DECAY = ["--set", "hyperparameters.lr_decay.boundaries=[0.5,0.75]",
          "--set", "hyperparameters.lr_decay.factors=[0.1,0.01]"]
-
-
-# Where distributions put gperftools' tcmalloc (Debian/Ubuntu's libtcmalloc-minimal4, Fedora's gperftools-libs).
-TCMALLOC_NAMES = ("libtcmalloc_minimal.so.4", "libtcmalloc.so.4")
-LIB_DIRS = ("/usr/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu", "/usr/lib64", "/usr/lib", "/usr/local/lib")
-ALLOCATORS = ("system", "tcmalloc")
-
-
-def allocator_library(name: str, dirs=LIB_DIRS) -> str | None:
-    """The shared library to preload for allocator `name`; None for the system's malloc. Exits with a one-line
-    error where tcmalloc is asked for and not installed."""
-    if name == "system":
-        return None
-    if name not in ALLOCATORS:
-        raise SystemExit(f"--allocator: unknown allocator {name!r}; valid: {', '.join(ALLOCATORS)}")
-    for directory in dirs:
-        for lib in TCMALLOC_NAMES:
-            path = os.path.join(directory, lib)
-            if os.path.exists(path):
-                return path
-    raise SystemExit(f"--allocator tcmalloc: none of {', '.join(TCMALLOC_NAMES)} in {', '.join(dirs)} "
-                     "(install libtcmalloc-minimal4 or gperftools)")
-
-
-def allocator_of(doc: dict) -> str:
-    """The allocator a result file's runs used: its `allocator` name, `system` for files written before the
-    option."""
-    return (doc.get("allocator") or {}).get("name", "system")
-
-
-def allocator_env(library: str | None, env: dict) -> dict:
-    """`env` with `library` preloaded ahead of whatever the caller preloads already."""
-    if not library:
-        return dict(env)
-    return dict(env, LD_PRELOAD=" ".join(filter(None, [library, env.get("LD_PRELOAD")])))
 
 
 def free_port() -> int:
@@ -249,6 +220,8 @@ def syncswitch_variant(variant: str) -> list[str]:
         return ["--protocol", "asp"]
     if variant == "no-sync":
         return ["--set", NO_SYNC]
+    if variant == "switched":
+        return ["--set", "policy.switch_speed=false"]
     if allreduce_is_default():
         return ["--protocol", "bsp"] if variant == "bsp" else []
     if variant == "bsp":
@@ -297,7 +270,7 @@ def time_to(result: dict, target: float):
 
 def one(variant, job, job_path, seed, args, root) -> dict:
     common.log(f"seed {seed}: {variant} (load {os.getloadavg()[0]:.1f})")
-    cpu = children_cpu_s()
+    cpu, sent = children_cpu_s(), loopback.sent_bytes() if args.loopback_mbit else None
     try:
         if variant in PEERS:
             r = run_peer(variant, job, seed, args.workers, args.cpus_per_node, args.timeout, args.library)
@@ -308,6 +281,8 @@ def one(variant, job, job_path, seed, args, root) -> dict:
         return {"variant": variant, "seed": seed, "error": str(exc)}
     r["time_to_accuracy_s"] = time_to(r, args.target)
     r["cpu_s"] = round(children_cpu_s() - cpu, 1)  # the whole run's CPU, start-up and evaluations included
+    if sent is not None:  # everything through the limited loopback during the run, start-up and teardown included
+        r["loopback_bytes"] = loopback.sent_bytes() - sent
     common.log(f"  -> train {common.fmt(r.get('train_time_s'))} s, tta {common.fmt(r['time_to_accuracy_s'])} s, "
                f"acc {common.fmt(r.get('final_accuracy'), 3)}")
     return {"variant": variant, "seed": seed, **r}
@@ -339,6 +314,9 @@ RESULT_SCHEMA = {"job": "the job spec", "workers": "nodes", "cpus_per_node": "ea
                  "bsp_allreduce": "whether syncswitch's BSP ran by all-reduce as its default or when asked",
                  "table": "per variant: median [min, max] of time, TTA, accuracy, throughput; ratios to single "
                           "and mwms",
+                 "loopback_mbit": "all loopback traffic limited to this many Mbit/s for the part (tc tbf on lo: "
+                                  "an emulated network every process shares; null: unlimited); each run's "
+                                  "loopback_bytes is what crossed it",
                  "runs": "every run"}
 
 
@@ -353,6 +331,9 @@ def add_options(parser) -> None:
     parser.add_argument("--runs-dir", help="where syncswitch's run folders go (default: beside --out)")
     parser.add_argument("--allocator", default="system", choices=ALLOCATORS,
                         help="the malloc of every process of every variant: the system's, or tcmalloc preloaded")
+    parser.add_argument(loopback.OPTION, type=float, metavar="MBIT",
+                        help="limit all loopback traffic to MBIT Mbit/s for the part (tc tbf on lo; root): an "
+                             "emulated network, every variant's processes sharing it")
     parser.add_argument("--add-to", help="a result file of the same job, workers and budget whose runs this one "
                                          "keeps (seeds measured in short chunks); the summary covers them all")
 
@@ -365,7 +346,8 @@ def earlier_runs(args) -> list[dict]:
         doc = json.load(f)
     theirs = dict(doc, allocator=allocator_of(doc))
     for key, mine in (("job", args.job), ("workers", args.workers), ("cpus_per_node", args.cpus_per_node),
-                      ("target_accuracy", args.target), ("allocator", args.allocator)):
+                      ("target_accuracy", args.target), ("allocator", args.allocator),
+                      ("loopback_mbit", args.loopback_mbit)):
         if theirs.get(key) != mine:
             raise SystemExit(f"--add-to {args.add_to}: its {key} is {theirs.get(key)!r}, this run's {mine!r}")
     return doc["runs"]
@@ -382,13 +364,14 @@ def run_part(args, root) -> dict:
     seeds = [int(s) for s in args.seeds.split(",")]
     root = args.runs_dir or root
     runs = earlier_runs(args)
-    for seed in seeds:
-        k = seed % len(variants)  # interleaved: no variant always first, also when seeds run one per invocation
-        order = variants[k:] + variants[:k]
-        runs += [one(v, job, args.job, seed, args, root) for v in order]
+    with loopback.limited(args.loopback_mbit):
+        for seed in seeds:
+            k = seed % len(variants)  # interleaved: no variant always first, also when seeds run one per invocation
+            order = variants[k:] + variants[:k]
+            runs += [one(v, job, args.job, seed, args, root) for v in order]
     return {"job": args.job, "workers": args.workers, "cpus_per_node": args.cpus_per_node,
             "target_accuracy": args.target, "seeds": sorted({r["seed"] for r in runs}), "peer_model": model,
-            "allocator": {"name": args.allocator, "library": args.library},
+            "allocator": {"name": args.allocator, "library": args.library}, "loopback_mbit": args.loopback_mbit,
             "bsp_allreduce": "the default" if allreduce_is_default() else "asked for (allreduce: true)",
             "table": summarize([r for r in runs if "error" not in r]), "runs": runs}
 

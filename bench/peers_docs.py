@@ -23,6 +23,8 @@ PEER_NAMES = {"single": "one process alone", "mwms": "TensorFlow's MultiWorkerMi
               "bsp": "syncswitch BSP by all-reduce", "asp": "syncswitch ASP",
               "bsp-prefetch": "syncswitch BSP by all-reduce with one batch read ahead at the end of each worker's "
                               "input (30a9ec4; `bsp` in the same cell is the tree before it)",
+              "switched": "the default with its speed rule off (the switch taken at the switch rule's point, without "
+                          "weighing a trial first)",
               "default": "syncswitch's default switch (BSP by all-reduce until the switch rule's point, 0.25 at the "
                          "earliest, then `local-sgd` averaging by all-reduce every 2 steps)",
               "no-sync": "syncswitch's workers on their own copies, averaged once at the end (no communication: the "
@@ -49,7 +51,8 @@ def peers_setting(doc: dict) -> str:
     """What a cell ran: the job, the CPU budget, the malloc."""
     budget = f"{doc['cpus_per_node']} CPU per node" if doc.get("cpus_per_node") else "no CPU budget"
     malloc = "tcmalloc" if allocator_of(doc) == "tcmalloc" else "glibc malloc"
-    return f"`jobs/{os.path.basename(doc['job'])}`, {budget}, {malloc}"
+    network = f", loopback limited to {doc['loopback_mbit']:g} Mbit/s" if doc.get("loopback_mbit") else ""
+    return f"`jobs/{os.path.basename(doc['job'])}`, {budget}, {malloc}{network}"
 
 
 def peers_cell(doc: dict) -> str:
@@ -57,7 +60,7 @@ def peers_cell(doc: dict) -> str:
 
 
 def cell_key(doc: dict) -> tuple:
-    return doc["job"], doc.get("cpus_per_node"), peers_kernel(doc), allocator_of(doc)
+    return doc["job"], doc.get("cpus_per_node"), peers_kernel(doc), allocator_of(doc), doc.get("loopback_mbit")
 
 
 def answering_cells(docs: list[dict]) -> list[dict]:
@@ -72,7 +75,8 @@ def headline_cells(docs: list[dict]) -> list[dict]:
     """The answering cells the README may claim from: at least HEADLINE_SEEDS seeds. A diagnostic cell (`tf-no-sync`
     against `no-sync`), a cell of fewer seeds (a lent machine's few minutes) and earlier code's cells stay in
     results.md only."""
-    return answering_cells([doc for doc in docs if len(doc["seeds"]) >= HEADLINE_SEEDS])
+    return answering_cells([doc for doc in docs if len(doc["seeds"]) >= HEADLINE_SEEDS
+                            and not doc.get("loopback_mbit")])  # an emulated network is results.md's alone
 
 
 def peers_strongest(docs: list[dict]) -> list[dict]:
@@ -101,11 +105,16 @@ def _full_table(doc: dict) -> list[str]:
              x(v.get("train_time_vs_single")), x(v.get("train_time_vs_mwms")), x(v.get("tta_vs_mwms")),
              x(v.get("throughput_vs_mwms")), spread_text(_launch_to_exit(doc, name), 1)]
             for name, v in doc["table"].items()]
+    header = ["variant", "final accuracy", "training time s", "time to accuracy s", "examples/s",
+              "time / one process's", "time / MWMS's", "TTA / MWMS's", "throughput / MWMS's", "launch to exit s"]
+    if doc.get("loopback_mbit"):  # what each variant moved over the emulated network, start-up included
+        header.append("MB through lo")
+        for row, name in zip(rows, doc["table"]):
+            row.append(spread_text(common.spread([r["loopback_bytes"] / 1e6 for r in doc["runs"]
+                                                  if r["variant"] == name and "loopback_bytes" in r]), 0))
     title = f"### {peers_cell(doc)}: {_count(len(doc['seeds']), 'seed')}, time to {doc['target_accuracy']}"
     return [title, "", f"At {_commit(doc)}.", "",
-            *table(["variant", "final accuracy", "training time s", "time to accuracy s", "examples/s",
-                    "time / one process's", "time / MWMS's", "TTA / MWMS's", "throughput / MWMS's",
-                    "launch to exit s"], rows), ""]
+            *table(header, rows), ""]
 
 
 def _commit(doc: dict) -> str:

@@ -61,6 +61,7 @@ def test_syncswitch_variants_ask_for_all_reduce_only_where_it_is_not_the_default
         assert "allreduce: true" in default[1] and "local-sgd" in default[1]
         assert "allreduce: true" in peers.syncswitch_variant("bsp")[1]
     assert peers.syncswitch_variant("asp") == ["--protocol", "asp"]
+    assert peers.syncswitch_variant("switched") == ["--set", "policy.switch_speed=false"]
 
 
 @pytest.mark.slow
@@ -165,10 +166,13 @@ def test_runs_of_another_allocator_are_not_added_to_a_cell(tmp_path):
     cell = {"job": "j.yaml", "workers": 4, "cpus_per_node": None, "target_accuracy": 0.9, "runs": [{"seed": 1}]}
     earlier.write_text(json.dumps(cell))  # written before --allocator: the system's malloc
     args = argparse.Namespace(job="j.yaml", workers=4, cpus_per_node=None, target=0.9, add_to=str(earlier),
-                              allocator="system")
+                              allocator="system", loopback_mbit=None)
     assert peers.earlier_runs(args) == [{"seed": 1}]
     args.allocator = "tcmalloc"
     with pytest.raises(SystemExit, match="its allocator is 'system', this run's 'tcmalloc'"):
+        peers.earlier_runs(args)
+    args.allocator, args.loopback_mbit = "system", 50.0  # a cell on an emulated network is another cell
+    with pytest.raises(SystemExit, match="its loopback_mbit is None, this run's 50.0"):
         peers.earlier_runs(args)
 
 

@@ -108,3 +108,21 @@ def test_the_readme_row_names_the_newest_file_and_its_commit():
     assert pages.newest(figure, found) == 1
     assert pages.commits_text(figure, found).endswith("(the newest file's `2222222`)")
     assert pages.commits_text(figure, found[:1]) == "at commit `1111111`"
+
+
+def test_a_cell_on_a_limited_loopback_says_so_shows_its_bytes_and_stays_out_of_the_headline():
+    plain = _cell()
+    limited = dict(_cell(), loopback_mbit=50.0,
+                   runs=[{"variant": v, "seed": s, "loopback_bytes": b * 1e6} for v, b in (("mwms", 200), ("bsp", 190),
+                                                                                          ("default", 110))
+                         for s in range(5)])
+    assert docs.answering_cells([plain, limited]) == [plain, limited]  # two cells: the network differs
+    assert docs.headline_cells([plain, limited]) == [plain]
+    lines = docs.peers_render([limited], ["limited.json"])
+    title = next(line for line in lines if line.startswith("### "))
+    assert ", loopback limited to 50 Mbit/s, host" in title
+    header = next(line for line in lines if line.startswith("| variant"))
+    assert header.endswith("| MB through lo |")
+    assert next(line for line in lines if line.startswith("| `default`")).endswith("| 110 [110, 110] |")
+    plain_lines = docs.peers_render([plain], ["plain.json"])
+    assert "MB through lo" not in "\n".join(plain_lines) and "loopback" not in "\n".join(plain_lines)

@@ -233,7 +233,8 @@ STATE_DRIVER = DRIVER.replace("""        engine.after_step(sessions[i], state)
         slot = engine._core.optimizer.get_slot(pair[1], "momentum")
         copy, velocity = sessions[i].run([pair[1], slot])
         states.setdefault(i, []).append([copy.ravel().tolist(), velocity.ravel().tolist()])
-""").replace("losses = {}", "losses = {}\nstates = {}").replace('"losses": losses,', '"losses": losses, "states": states,')
+""").replace("losses = {}", "losses = {}\nstates = {}").replace('"losses": losses,',
+                                                              '"losses": losses, "states": states,')
 assert '"states": states' in STATE_DRIVER and "states.setdefault" in STATE_DRIVER
 
 
