@@ -17,6 +17,7 @@ from typing import Any
 from syncswitch.errors import SpecError
 from syncswitch.policies.base import Verdict
 from syncswitch.policies.guard import DegradationGuard, GuardSettings
+from syncswitch.policies.speed import REPORT_WINDOW
 from syncswitch.protocols.catalog import synchronous
 from syncswitch.runfolder import SUMMARY_FILE, find_run_dirs, read_records, read_summary
 from syncswitch.spec.policy import guard_section
@@ -101,6 +102,13 @@ def _read(run_dir: str) -> tuple[dict, list[dict]]:
     return summary, records
 
 
+def _window(summary: dict, phase: int) -> float:
+    """The workload fraction one metrics window spanned in the run's `phase`, as the live guard was told."""
+    batch = (summary["schedule"][phase].get("config") or {}).get("per_worker_batch")
+    workers, total = summary.get("workers"), summary.get("total_samples")
+    return REPORT_WINDOW * workers * batch / total if batch and workers and total else 0.0
+
+
 def replay_run(run_dir: str, overrides: dict[str, Any] | None = None, as_switch_at: float | None = None) -> Replay:
     """Feed one run's recorded stream through a fresh guard; stops at its first verdict or the run's own rollback."""
     summary, records = _read(run_dir)
@@ -119,7 +127,7 @@ def replay_run(run_dir: str, overrides: dict[str, Any] | None = None, as_switch_
             break  # the run rolled back: what follows is the fallback's branch
         if kind == "entered" and pretend is None and record.get("phase", -1) < len(schedule):
             protocol = schedule[record["phase"]].get("protocol", "bsp")
-            guard.on_phase(protocol, synchronous(protocol), float(fraction or 0.0))
+            guard.on_phase(protocol, synchronous(protocol), float(fraction or 0.0), _window(summary, record["phase"]))
             if guard.watching and watched_from is None:
                 watched_from = float(fraction or 0.0)
             continue

@@ -74,9 +74,10 @@ class GuardRuntime:
         return self.fallback[min(self.rollbacks, len(self.fallback) - 1)]
 
     # -- inputs ----------------------------------------------------------------------------------
-    def on_phase(self, protocol: str, fraction: float) -> None:
+    def on_phase(self, protocol: str, fraction: float, window: float = 0.0) -> None:
+        """`window`: the workload fraction one metrics window of the phase spans (DegradationGuard.on_phase)."""
         self._phase_start, self._phase_synchronous = fraction, synchronous(protocol)
-        self.policy.on_phase(protocol, self._phase_synchronous, fraction)
+        self.policy.on_phase(protocol, self._phase_synchronous, fraction, window)
 
     def on_loss(self, fraction: float, loss: float) -> Verdict | None:
         return self._decide(self.policy.on_loss(fraction, loss))

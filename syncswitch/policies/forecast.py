@@ -24,6 +24,7 @@ MIN_REPORTS = 4       # fewer reports there: no forecast
 STALL_SPAN = 0.1      # how long the phase's loss may hold at its low (the switch value, or lower) before a verdict
 STALL_MARGIN = 0.02   # "stopped falling": not more than this share below the low ...
 STALL_RISE = 0.25     # ... nor more than this share above it (a larger rise is the loss rule's, see `holding`)
+STALL_FALL = 0.05     # a loss this share below its value STALL_SPAN ago is still falling: no stall, whatever its low
 LOSS_HORIZON = 0.15   # BSP's loss trend is carried on this far past the switch, then held (curves flatten)
 STALL_GAP = 0.2       # a stall condemns only where BSP's forecast lies at least this share below the phase's low
 STALL_FLOOR = 0.1     # ... and only while that low is above this share of the run's initial loss (see `stalled`)
@@ -60,14 +61,22 @@ class LossForecast:
 
 
 def stalled(forecast: LossForecast | None, onset: float | None, fraction: float, smoothed: float | None,
-            low: float | None = None, initial: float | None = None) -> dict | None:
+            low: float | None = None, initial: float | None = None, span_ago: float | None = None) -> dict | None:
     """The verdict's values when the phase's smoothed loss has held at its low `low` (its value at the switch until
     it falls further) since `onset` for STALL_SPAN, while BSP's forecast, carried on for LOSS_HORIZON and then held,
     lies at least STALL_GAP below that low; None otherwise. Not below STALL_FLOOR of the run's `initial` loss: the
     log-linear forecast knows no floor, so after a steep fall it says BSP's loss would go on down past where a
     converged loss stops (a loss that fell from 2.3 to its floor of 0.1 just after the switch, as BSP's would have);
-    a loss down to a tenth of where training began has converged as far as this verdict can tell."""
+    a loss down to a tenth of where training began has converged as far as this verdict can tell.
+
+    Nor while the loss is still falling: `span_ago`, the smoothed loss STALL_SPAN before, more than STALL_FALL above
+    it. The low can be a dip the phase then climbs out of and back down to: a switch's first reports cover a step or
+    two, under the lag of the window means before them, and the loss then rises for a while (the ResNet's local SGD
+    at 4 workers: a dip to 0.44 at the switch, 0.58 a tenth later, back to 0.46 at 0.62, falling 14% over the span
+    as BSP's own run fell 16% there, to the same accuracy; held near that low, it drew a verdict)."""
     if forecast is None or onset is None or smoothed is None:
+        return None
+    if span_ago is not None and smoothed < span_ago * (1.0 - STALL_FALL):
         return None
     low = forecast.loss_at_start if low is None else low
     if fraction - onset < STALL_SPAN or (initial is not None and low < STALL_FLOOR * initial):

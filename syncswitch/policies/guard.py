@@ -9,8 +9,8 @@ import statistics
 
 from syncswitch.policies.base import GuardPolicy, Verdict, settings_from_spec
 from syncswitch.policies.speed import SLOWER
-from syncswitch.policies.forecast import (STALL_MARGIN, AccuracyForecast, LossForecast, expected_accuracy, holding,
-                                          stalled)
+from syncswitch.policies.forecast import (STALL_MARGIN, STALL_SPAN, AccuracyForecast, LossForecast, expected_accuracy,
+                                          holding, stalled)
 from syncswitch.spec.reference import interpolate
 
 # How far the training loss may rise over an asynchronous phase for its accuracy verdict to be repaired from the
@@ -111,6 +111,7 @@ class DegradationGuard(GuardPolicy):
         self.watching = False
         self._after_synchronous = False  # a synchronous phase ran: an asynchronous one now has a reference
         self.phase_start = 0.0
+        self._windows_full = 0.0  # where the running phase's metrics windows have filled (on_phase)
         self.reference_loss: float | None = None
         self._loss_onset: float | None = None       # since when the smoothed loss is above the limit
         self.forecast: LossForecast | None = None   # BSP's loss trend before the watched phase
@@ -119,12 +120,16 @@ class DegradationGuard(GuardPolicy):
         self._long_onset: float | None = None       # since when it is above the lower, long-window limit
 
     # -- inputs ---------------------------------------------------------------------------------
-    def on_phase(self, protocol: str, synchronous: bool, fraction: float) -> None:
+    def on_phase(self, protocol: str, synchronous: bool, fraction: float, window: float = 0.0) -> None:
+        """`window`: the workload fraction a worker's metrics window spans in this phase (its reported loss is the
+        mean of its last steps there, counted from the phase's first): until it has filled, the phase's reports
+        lag less than the ones before the switch, which the loss forecast is fitted on."""
         # An asynchronous phase that starts the run has nothing trustworthy to be compared with (early
         # training is noisy, and the user chose that protocol): only divergence is watched there.
         self.watching = not synchronous and self._after_synchronous
         self._after_synchronous |= synchronous
         self.phase_start = fraction
+        self._windows_full = fraction + window
         self._loss_onset = self._long_onset = None
         self._forget_after(fraction)  # a rollback restarts training from `fraction`
         self.reference_loss = self.smoothed_loss(fraction)
@@ -177,8 +182,13 @@ class DegradationGuard(GuardPolicy):
         The low is the loss at the switch until the phase's smoothed loss falls more than STALL_MARGIN below it,
         then that lower value: a phase that falls for a while and then stops (the memory GRU's ASP phase fell from
         0.69 to 0.35 and held there to the end, where BSP's went to ~0) stalled as surely as one that never fell."""
-        if self.forecast is None or fraction - self.phase_start < self.settings.smoothing:
-            return None  # the median still holds reports from before the switch
+        if self.forecast is None or fraction - self._windows_full < self.settings.smoothing:
+            # The median still holds reports from before the switch, or the phase's windows still fill: a report
+            # of its first few steps has no lag behind the loss, where BSP's before it had half a window's. On the
+            # ResNet's local SGD (a window is 0.21 of its workload at 4 workers) the phase's first reports set a
+            # low its later full-window means came back to while still falling as BSP's did: 4 of 5 runs fell
+            # back for a stall their accuracy never showed.
+            return None
         smoothed = self.smoothed_loss(fraction)
         if smoothed is None:
             return None  # no report in the window (sparse reports): nothing new either way
@@ -191,7 +201,8 @@ class DegradationGuard(GuardPolicy):
             return None
         if self._stall_onset is None:
             self._stall_onset = max(self.phase_start, fraction - self.settings.smoothing)
-        values = stalled(self.forecast, self._stall_onset, fraction, smoothed, low, self._initial_loss())
+        values = stalled(self.forecast, self._stall_onset, fraction, smoothed, low, self._initial_loss(),
+                         self.smoothed_loss(fraction - STALL_SPAN))
         if values is None:
             return None
         self.forecast = None  # one verdict per phase

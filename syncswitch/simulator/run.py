@@ -172,7 +172,8 @@ class Simulation:
         start = (self.now, shared.samples, shared.step)
         self.before_update(rule)
         self.folder.entered(self.now, k, planned, shared, float(rule.lr), float(rule.momentum), self.total)
-        self.guard.on_phase(planned.protocol, shared.samples / self.total)
+        self.guard.on_phase(planned.protocol, shared.samples / self.total,
+                            REPORT_WINDOW * self.workers * batch / self.total)
         path = f"sim://checkpoints/switch-{k}"
         self.snapshots[path] = (shared.w, shared.v, shared.step, shared.samples)
         self.guard.on_checkpoint(path, shared.samples / self.total, shared.samples)

@@ -177,3 +177,12 @@ def test_a_late_evaluation_is_decided_where_training_had_got_to(tmp_path):
     replay = replay_run(_run(tmp_path, "late", rest[:at + 1] + late + rest[at + 1:]))
     assert replay.verdict.fraction == 0.35 and replay.decided_at == 0.6
     assert "decided at 60.0%" in replay.line()
+
+
+def test_a_replay_tells_the_guard_how_long_each_phases_metrics_windows_take_to_fill():
+    from syncswitch.cluster_manager.guard_replay import _window
+
+    summary = {"workers": 4, "total_samples": 12000,
+               "schedule": [{"protocol": "bsp", "config": {"per_worker_batch": 32}}, {"protocol": "local-sgd"}]}
+    assert _window(summary, 0) == pytest.approx(20 * 4 * 32 / 12000)  # the ResNet's: 0.21 of its workload
+    assert _window(summary, 1) == 0.0  # a summary without the phase's batch: not waited for
