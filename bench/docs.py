@@ -681,7 +681,9 @@ PEERS_FILES = (  # in the order measured: a later cell of the same job, budget, 
     "peers-resnet-unbudgeted-tcmalloc-nosync-v595-2026-11-28.json",
     "peers-resnet-unbudgeted-tcmalloc-startup-v595-2026-11-28.json",
     "peers-mnist1d-unbudgeted-tcmalloc-startup-v595-2026-11-28.json",
-    "peers-bigvocab-unbudgeted-tcmalloc-v595-2026-11-28.json")
+    "peers-resnet-lo50-tcmalloc-v595-2026-11-28.json",
+    "peers-resnet-lo50-switched-tcmalloc-v595-2026-11-28.json",
+    "peers-bigvocab-unbudgeted-tcmalloc-v595-2026-11-28.json")  # last: the README's headline names the last file
 
 FIGURES += (
     Figure("core-overhead", "Switch overhead at the current code",
@@ -777,7 +779,14 @@ FIGURES += (
             "python -m bench peers --job bench/probes/big_vocab.yaml --seeds S --variants single,mwms,bsp,default "
             "--target 0.95 --allocator tcmalloc --add-to F --out F --runs-dir D (one seed per quiet call, D a folder "
             "of the seed's own; the fc-v595 host; 4ab9c7d, whose tree differed from its commit in "
-            "docs/protocols.md only)"),
+            "docs/protocols.md only)",
+            "python -m bench peers --job jobs/resnet_synthetic.yaml --seeds S --variants mwms,bsp,default,switched "
+            "--target 0.9 --allocator tcmalloc --loopback-mbit 50 --add-to F --out F --runs-dir D (one seed per quiet "
+            "call, D a folder of the seed's own; the fc-v595 host; 4ff637d)",
+            "python -m bench peers --job jobs/resnet_synthetic.yaml --seeds S --variants mwms,bsp,switched "
+            "--target 0.9 --allocator tcmalloc --loopback-mbit 50 --add-to F --out F --runs-dir D (one seed per quiet "
+            "call, D a folder of the seed's own; the fc-v595 host; 92430b5, the guard's stall rule waiting for the "
+            "phase's metrics windows)"),
            lambda docs: peers_render(docs, PEERS_FILES), headline=peers_headline, note=PEERS_NOTE),
     Figure("ray", "The ray backend against the local one (quickstart, 3 nodes, 5 seeds)",
            ("ray-compare-2026-11-26.json", "ray-recovery-2026-11-26.json", "ray-fanout-2026-11-26.json"),
