@@ -55,7 +55,7 @@ def limited(mbit: float | None, run=subprocess.run, is_root=None):
     if not mbit:
         yield None
         return
-    if not (run is not subprocess.run or shutil.which("tc")):
+    if run is subprocess.run and not shutil.which("tc"):
         raise SystemExit(f"{OPTION}: needs `tc` (iproute2) on the PATH")
     if not (os.geteuid() == 0 if is_root is None else is_root):
         raise SystemExit(f"{OPTION}: needs root (a qdisc on lo)")
@@ -68,8 +68,13 @@ def limited(mbit: float | None, run=subprocess.run, is_root=None):
         if _ours(run):
             _tc(run, "qdisc", "del", "dev", "lo", "root")
 
+    def on_term(signum, _frame):  # lift the limit, then die of the signal as the process would have
+        remove()
+        signal.signal(signum, previous)
+        os.kill(os.getpid(), signum)
+
     atexit.register(remove)
-    previous = signal.signal(signal.SIGTERM, lambda *a: (remove(), signal.default_int_handler(*a)))
+    previous = signal.signal(signal.SIGTERM, on_term)
     try:
         yield {"loopback_mbit": mbit, "qdisc": _tc(run, "qdisc", "show", "dev", "lo").strip()}
     finally:

@@ -98,3 +98,22 @@ def test_a_real_limit_holds_the_loopbacks_rate_and_is_gone_after():
     assert 150 <= rate <= 260, rate
     shown = subprocess.run(["tc", "qdisc", "show", "dev", "lo"], capture_output=True, text=True, check=True).stdout
     assert "tbf" not in shown
+
+
+@pytest.mark.slow
+def test_a_bench_killed_by_sigterm_lifts_its_limit_and_dies_of_the_signal(tmp_path):
+    import os
+    import signal
+    import sys
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    script = tmp_path / "held.py"
+    script.write_text("import time\nfrom bench import loopback\nwith loopback.limited(100):\n"
+                      "    print('set', flush=True)\n    time.sleep(60)\n")
+    proc = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True,
+                            env={**os.environ, "PYTHONPATH": root})
+    assert proc.stdout.readline().strip() == "set"
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=30) == -signal.SIGTERM
+    shown = subprocess.run(["tc", "qdisc", "show", "dev", "lo"], capture_output=True, text=True, check=True).stdout
+    assert "tbf" not in shown
