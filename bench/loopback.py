@@ -38,14 +38,15 @@ def _tc(run, *args: str) -> str:
     return done.stdout
 
 
-def _ours(run) -> bool:
-    return " tbf " in f" {_tc(run, 'qdisc', 'show', 'dev', 'lo')}"
+def _is_ours(shown: str) -> bool:
+    """Whether `tc qdisc show dev lo` shows a token bucket, the only qdisc this module puts there."""
+    return " tbf " in f" {shown}"
 
 
 def sent_bytes(run=subprocess.run) -> int | None:
     """Bytes through the loopback's limit so far; None where no limit of this module's is in place."""
     text = _tc(run, "-s", "qdisc", "show", "dev", "lo")
-    return parse_sent(text) if " tbf " in f" {text}" else None
+    return parse_sent(text) if _is_ours(text) else None
 
 
 @contextlib.contextmanager
@@ -65,7 +66,7 @@ def limited(mbit: float | None, run=subprocess.run, is_root=None):
     _tc(run, "qdisc", "add", "dev", "lo", "root", "tbf", "rate", f"{mbit:g}mbit", "burst", "256kb", "latency", "4s")
 
     def remove(*_):
-        if _ours(run):
+        if _is_ours(_tc(run, "qdisc", "show", "dev", "lo")):
             _tc(run, "qdisc", "del", "dev", "lo", "root")
 
     def on_term(signum, _frame):  # lift the limit, then die of the signal as the process would have

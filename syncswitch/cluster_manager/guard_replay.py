@@ -17,7 +17,7 @@ from typing import Any
 from syncswitch.errors import SpecError
 from syncswitch.policies.base import Verdict
 from syncswitch.policies.guard import DegradationGuard, GuardSettings
-from syncswitch.policies.speed import REPORT_WINDOW
+from syncswitch.policies.speed_settings import window_fraction
 from syncswitch.protocols.catalog import synchronous
 from syncswitch.runfolder import SUMMARY_FILE, find_run_dirs, read_records, read_summary
 from syncswitch.spec.policy import guard_section
@@ -105,8 +105,7 @@ def _read(run_dir: str) -> tuple[dict, list[dict]]:
 def _window(summary: dict, phase: int) -> float:
     """The workload fraction one metrics window spanned in the run's `phase`, as the live guard was told."""
     batch = (summary["schedule"][phase].get("config") or {}).get("per_worker_batch")
-    workers, total = summary.get("workers"), summary.get("total_samples")
-    return REPORT_WINDOW * workers * batch / total if batch and workers and total else 0.0
+    return window_fraction(summary.get("workers"), batch, summary.get("total_samples"))
 
 
 def replay_run(run_dir: str, overrides: dict[str, Any] | None = None, as_switch_at: float | None = None) -> Replay:

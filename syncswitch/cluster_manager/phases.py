@@ -9,7 +9,7 @@ from syncswitch.cluster_manager.launch import phase_config
 from syncswitch.cluster_manager.lifecycle import JobState
 from syncswitch.cluster_manager.plan import SwitchMode
 from syncswitch.errors import ClusterError
-from syncswitch.policies.speed import REPORT_WINDOW
+from syncswitch.policies.speed_settings import window_fraction
 from syncswitch.protocols.catalog import synchronous
 from syncswitch.wire import agent_pb2 as pb
 from syncswitch.wire import codec
@@ -30,11 +30,6 @@ class PhaseDriver:
         self.timing = timing  # the switch rule: holds a switch out of BSP until it decides
         self.saved: list[pb.Saved] = []  # the checkpoints saved on request (switch, final), as reported
 
-    def _window(self, per_worker_batch: int) -> float:
-        """The workload fraction one metrics window (REPORT_WINDOW steps of every worker) spans in a phase."""
-        total = self.ctx.record.total_samples
-        return REPORT_WINDOW * self.ctx.spec.cluster.workers * per_worker_batch / total if total else 0.0
-
     def on_saved(self, saved: pb.Saved) -> None:
         if saved.reason != pb.SAVE_REASON_PERIODIC:
             self.saved.append(saved)
@@ -50,7 +45,8 @@ class PhaseDriver:
         params = codec.struct(ctx.plan.params(planned))
         nodes.send(0, enter_phase=pb.EnterPhase(phase=k, config=phase_config(planned.config), params=params))
         ctx.feed.wait_until(lambda: run.entered is not None, f"the chief to enter phase {k}", timeout_s=60)
-        self.guard.on_phase(planned.protocol, run.entered.fraction, self._window(planned.config.per_worker_batch))
+        self.guard.on_phase(planned.protocol, run.entered.fraction, window_fraction(
+            ctx.spec.cluster.workers, planned.config.per_worker_batch, ctx.record.total_samples))
         if self.timing.scores_needed(self.guard.watching, k):
             # The guard compares the phase with the best accuracy reached before it.
             self.evaluations.release("watched phase")

@@ -18,6 +18,14 @@ REPORT_WINDOW = 20
 REPORT_INTERVAL_S = 0.5
 
 
+def window_fraction(workers: int | None, per_worker_batch: int | None, total_samples: int | None) -> float:
+    """The workload fraction one metrics window (REPORT_WINDOW steps of every worker) spans; 0.0 where a figure is
+    unknown. The guard waits for it before judging a phase's loss (DegradationGuard.on_phase)."""
+    if not (workers and per_worker_batch and total_samples):
+        return 0.0
+    return REPORT_WINDOW * workers * per_worker_batch / total_samples
+
+
 @dataclasses.dataclass(frozen=True)
 class SpeedSettings:
     """Thresholds of a speed rule (`policy.switch_speed` in a job spec).

@@ -18,6 +18,7 @@ from syncswitch.cluster_manager.plan import RunPlan
 from syncswitch.cluster_manager.switch_timing import SwitchTiming
 from syncswitch.errors import SpecError
 from syncswitch.policies.guard import GuardSettings
+from syncswitch.policies.speed_settings import REPORT_WINDOW, window_fraction
 from syncswitch.simulator import drive
 from syncswitch.simulator.cores import Cores
 from syncswitch.simulator.model import GradientModel, Shards
@@ -26,7 +27,6 @@ from syncswitch.simulator.rulebook import rule_for
 from syncswitch.simulator.rules import Shared
 
 
-REPORT_WINDOW = 20  # the steps a worker's reported loss is the mean of (MetricsHook's window)
 
 
 @dataclasses.dataclass
@@ -173,7 +173,7 @@ class Simulation:
         self.before_update(rule)
         self.folder.entered(self.now, k, planned, shared, float(rule.lr), float(rule.momentum), self.total)
         self.guard.on_phase(planned.protocol, shared.samples / self.total,
-                            REPORT_WINDOW * self.workers * batch / self.total)
+                            window_fraction(self.workers, batch, self.total))
         path = f"sim://checkpoints/switch-{k}"
         self.snapshots[path] = (shared.w, shared.v, shared.step, shared.samples)
         self.guard.on_checkpoint(path, shared.samples / self.total, shared.samples)
