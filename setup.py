@@ -20,6 +20,7 @@ setup(
         "click>=8.1,<9",
         "pyyaml>=6,<7",
         "numpy>=1.26",
+        "ml_dtypes>=0.3",  # bfloat16 for the simulator's compressed all-reduce (TensorFlow depends on it too)
         "psutil>=5.9",
         "tensorboard>=2.16",
         "matplotlib>=3.7",

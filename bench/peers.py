@@ -44,6 +44,8 @@ SCRIPT_OF = {"tf-no-sync": "single"}  # tf-no-sync: single.py on a shard in each
 # `switched`: the default with its speed rule off, so the switch is taken at the switch rule's point where the
 # default would weigh a trial first (a short job, or a target with no measured speed, stays on BSP).
 VARIANTS = (*PEERS, "bsp", "asp", "default", "switched", "no-sync")
+# A syncswitch variant with `+fp16` or `+bf16` runs with hyperparameters.compression so (e.g. `bsp+bf16`).
+WIRES = ("fp16", "bf16")
 NO_SYNC = "policy.schedule=[{protocol: local-sgd, period: 10000}]"
 DECAY = ["--set", "hyperparameters.lr_decay.boundaries=[0.5,0.75]",
          "--set", "hyperparameters.lr_decay.factors=[0.1,0.01]"]
@@ -213,9 +215,17 @@ def allreduce_is_default() -> bool:
     return bool(next(p.default for p in PROTOCOLS.get("bsp").params if p.name == "allreduce"))
 
 
+def known(variant: str) -> bool:
+    base, plus, wire = variant.partition("+")
+    return base in VARIANTS and (not plus or (base not in PEERS and wire in WIRES))
+
+
 def syncswitch_variant(variant: str) -> list[str]:
     """The submit options of a syncswitch variant: `default` is the job as shipped; BSP by all-reduce, asked for
-    where it is not yet the default."""
+    where it is not yet the default; a `+wire` suffix compresses the all-reduce."""
+    variant, plus, wire = variant.partition("+")
+    if plus:
+        return [*syncswitch_variant(variant), "--set", f"hyperparameters.compression={wire}"]
     if variant == "asp":
         return ["--protocol", "asp"]
     if variant == "no-sync":
@@ -356,9 +366,10 @@ def earlier_runs(args) -> list[dict]:
 def run_part(args, root) -> dict:
     job = common.load_spec(args.job)
     variants = [v for v in args.variants.split(",") if v]
-    unknown = sorted(set(variants) - set(VARIANTS))
+    unknown = sorted(v for v in set(variants) if not known(v))
     if unknown:
-        raise SystemExit(f"--variants: unknown variant(s) {unknown}; valid: {', '.join(VARIANTS)}")
+        raise SystemExit(f"--variants: unknown variant(s) {unknown}; valid: {', '.join(VARIANTS)}, and a "
+                         f"syncswitch one with +{' or +'.join(WIRES)}")
     model = peer_model(job) if set(variants) & set(PEERS) else None  # before any run: the peers know the job
     args.library = allocator_library(args.allocator)
     seeds = [int(s) for s in args.seeds.split(",")]

@@ -131,12 +131,20 @@ def _other_row(name: str, doc: dict) -> list[str]:
             str(len(doc["seeds"])), speeds, x(default.get("tta_vs_mwms")), accuracy]
 
 
+def peer_name(variant: str) -> str:
+    """What a variant is; `base+fp16` / `base+bf16`: the base's all-reduce compressed (hyperparameters.compression)."""
+    base, plus, wire = variant.partition("+")
+    if not plus:
+        return PEER_NAMES.get(variant, variant)
+    return f"{PEER_NAMES.get(base, base)}, its all-reduce sent in {wire} (`hyperparameters.compression: {wire}`)"
+
+
 def peers_render(docs: list[dict], names: list[str]) -> list[str]:
     """Each answering cell in full, then one row per other cell (`names`: the files, in the docs' order)."""
     seen = dict.fromkeys(v for doc in docs for v in doc["table"])
     lines = [f"{docs[0]['workers']} workers, variants interleaved within each seed; time to accuracy is the "
              "first evaluation at the cell's target. Variants: " +
-             "; ".join(f"`{v}` {PEER_NAMES.get(v, v)}" for v in seen) +
+             "; ".join(f"`{v}` {peer_name(v)}" for v in seen) +
              f". syncswitch's BSP ran by all-reduce ({docs[0].get('bsp_allreduce', 'asked for (allreduce: true)')}).",
              "", "The latest cell of each job, CPU budget, host and malloc, commit as named in its file:", ""]
     answering = answering_cells(docs)

@@ -64,6 +64,13 @@ def test_syncswitch_variants_ask_for_all_reduce_only_where_it_is_not_the_default
     assert peers.syncswitch_variant("switched") == ["--set", "policy.switch_speed=false"]
 
 
+def test_a_syncswitch_variant_may_compress_its_all_reduce_and_a_peer_may_not():
+    assert peers.syncswitch_variant("switched+bf16") == ["--set", "policy.switch_speed=false",
+                                                         "--set", "hyperparameters.compression=bf16"]
+    assert peers.known("bsp+fp16") and peers.known("default") and not peers.known("bsp+fp8")
+    assert not peers.known("mwms+fp16") and not peers.known("bsp+")
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("kind", ["ps-strategy", "mwms"])
 def test_a_peer_trains_the_resnet_job_on_real_tf_servers(kind, monkeypatch):

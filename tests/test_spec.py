@@ -39,6 +39,8 @@ def test_quickstart_spec_is_valid():
     ("hyperparameters.learning_rate=fast", "hyperparameters.learning_rate='fast': must be a number"),
     ("hyperparameters.clip_norm=0", "hyperparameters.clip_norm=0: must be > 0.0"),
     ("hyperparameters.clipnorm=1", "unknown key hyperparameters.clipnorm (did you mean 'clip_norm'?)"),
+    ("hyperparameters.compression=fp61",
+     "hyperparameters.compression='fp61': unknown wire type (did you mean 'fp16'?); valid: none, fp16, bf16"),
     ("hyperparameters.lr_decay={warmup: 0.7}", "hyperparameters.lr_decay.warmup=0.7: must be <= 0.5"),
     ("hyperparameters.lr_decay={cosin: 0}", "unknown key hyperparameters.lr_decay.cosin (did you mean 'cosine'?)"),
     ("hyperparameters.lr_decay={cosine: 0, boundaries: [0.5], factors: [0.1]}",
@@ -209,6 +211,12 @@ def test_set_override_parses_yaml_and_creates_sections(write_spec):
 def test_clip_norm_is_off_unless_given(write_spec):
     assert specmod.load(write_spec(MINIMAL)).hyperparameters.clip_norm is None
     assert specmod.load(write_spec(MINIMAL), ["hyperparameters.clip_norm=1.5"]).hyperparameters.clip_norm == 1.5
+
+
+def test_compression_is_float32_unless_given(write_spec):
+    assert specmod.load(write_spec(MINIMAL)).hyperparameters.compression is None
+    assert specmod.load(write_spec(MINIMAL), ["hyperparameters.compression=none"]).hyperparameters.compression is None
+    assert specmod.load(write_spec(MINIMAL), ["hyperparameters.compression=bf16"]).hyperparameters.compression == "bf16"
 
 
 def test_lr_decay_needs_matching_factors(write_spec):

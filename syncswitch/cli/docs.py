@@ -42,6 +42,10 @@ FIELDS: tuple[Section, ...] = (
                     "[multipliers]}` or a cosine, after an optional warm-up",
         "clip_norm": "clip every update's gradients to this global L2 norm (Keras' `global_clipnorm`); a "
                      "synchronous update clips the workers' combined gradient; none by default",
+        "compression": "the all-reduce's wire type, `fp16` or `bf16` (Horovod's `Compression.fp16`, DDP's "
+                       "compress hooks): BSP's gradients and local SGD's moves since its last average travel and "
+                       "are summed as 16-bit floats, half the bytes; the parameter servers' protocols are "
+                       "unchanged; `none` (float32) by default",
     }),
     ("hyperparameters.lr_decay", "hyperparameters.lr_decay", model.LrDecay, (), {
         "boundaries": "fractions of the workload, strictly increasing",

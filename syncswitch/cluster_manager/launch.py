@@ -50,6 +50,7 @@ def launch_message(spec, plan, cluster, run_dir: str, index: int, start_phase: i
                             warmup=hp.lr_decay.warmup, cosine=hp.lr_decay.cosine is not None,
                             cosine_to=hp.lr_decay.cosine or 0.0),
         clip_norm=hp.clip_norm or 0.0,
+        compression=hp.compression or "",
         workload=workload, phases=phases, start_phase=start_phase,
         # Without a shared filesystem or checkpoint.dir the agent picks a node-local folder (its work dir's
         # checkpoints/).

@@ -299,7 +299,8 @@ def build(launch, total: int, module, params: dict, cluster, train_examples: int
             engines = build_engines(protocols, optimizer, model.grads, global_step, samples, batch_by_protocol,
                                     launch.num_workers, index == 0, task_index=index, replica=replica,
                                     rates=(settings.learning_rate, settings.momentum_now), schedule=settings.schedule,
-                                    bsp_ps=_bsp_ps(launch), update_log=launch.update_log, clip_norm=launch.clip_norm)
+                                    bsp_ps=_bsp_ps(launch), update_log=launch.update_log, clip_norm=launch.clip_norm,
+                                    compression=launch.compression or None)
             if index == 0:  # the chief's checkpoints: replica engines copy at the step, write beside training
                 saved = checkpointed(graph)
                 for engine in engines.values():

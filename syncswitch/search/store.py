@@ -58,7 +58,7 @@ def file_sha256(path: str) -> str:
 
 
 # Hyperparameters (dotted paths) added after stored policies existed, with the default that changes nothing.
-SIGNATURE_DEFAULTS = {"clip_norm": None, "lr_decay.warmup": 0.0, "lr_decay.cosine": None}
+SIGNATURE_DEFAULTS = {"clip_norm": None, "compression": None, "lr_decay.warmup": 0.0, "lr_decay.cosine": None}
 
 
 def signature_inputs(script_path: str, params: dict, hyperparameters: Any, workers: int, backend: str) -> dict:

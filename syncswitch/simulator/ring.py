@@ -15,6 +15,7 @@ above that TensorFlow splits each chunk again).
 
 from __future__ import annotations
 
+import ml_dtypes
 import numpy as np
 
 # The shared optimizer's name (node/graph.py: MomentumOptimizer's default), the suffix of its momentum slots
@@ -22,6 +23,13 @@ import numpy as np
 SLOT = "Momentum"
 ALIGN_BYTES = 64  # EIGEN_MAX_ALIGN_BYTES of TensorFlow's x86-64 builds
 MAX_CHUNK_BYTES = 4 * 1024 * 1024  # RingAlg's kMaxChunkSizeBytes: one subdivision up to this chunk size
+# hyperparameters.compression: the type the buffer travels and is summed in (protocols/engines/compression.py)
+WIRE_TYPES = {"fp16": np.dtype(np.float16), "bf16": np.dtype(ml_dtypes.bfloat16)}
+
+
+def wire_dtype(compression: str | None):
+    """The numpy type `compression` sends in; None for float32."""
+    return WIRE_TYPES[compression] if compression else None
 
 
 def aligned_chunk(size: int, members: int, item_bytes: int = 4) -> int:
@@ -46,27 +54,31 @@ def slot_order(names: list[str], sizes: list[int]) -> np.ndarray:
     return buffer_order([f"{n}/{SLOT}" for n in names], sizes)
 
 
-def ring_mean(vectors: list[np.ndarray], trailing: int = 0, order: np.ndarray | None = None) -> np.ndarray:
+def ring_mean(vectors: list[np.ndarray], trailing: int = 0, order: np.ndarray | None = None,
+              wire=None) -> np.ndarray:
     """The float32 mean of `vectors` (member i's buffer first in the ring at chunk i) as the ring all-reduce
     returns it; `trailing`: elements the real buffer carries after these (the loss and the stop flag), which move
     the chunks' boundaries but are not returned; `order`: where each buffer element sits in the vectors
-    (`buffer_order`; None: in place)."""
+    (`buffer_order`; None: in place); `wire`: the type (`wire_dtype`) the buffer is cast to, summed and divided
+    in, then cast back to float32 (None: float32 throughout)."""
     n, size = len(vectors), vectors[0].size
+    kind = np.dtype(np.float32) if wire is None else wire
     if n == 1:
-        return vectors[0]
+        return vectors[0] if wire is None else vectors[0].astype(wire).astype(np.float32)
     if order is not None:
-        mean = ring_mean([v[order] for v in vectors], trailing)
+        mean = ring_mean([v[order] for v in vectors], trailing, wire=wire)
         out = np.empty_like(mean)
         out[order] = mean
         return out
     total = size + trailing
-    if total * 4 > MAX_CHUNK_BYTES * n:
-        raise ValueError(f"a {total}-element buffer is over one ring subdivision ({MAX_CHUNK_BYTES * n // 4})")
-    chunk, out = aligned_chunk(total, n), np.empty(size, np.float32)
+    if total * kind.itemsize > MAX_CHUNK_BYTES * n:
+        raise ValueError(f"a {total}-element buffer is over one ring subdivision "
+                         f"({MAX_CHUNK_BYTES * n // kind.itemsize})")
+    chunk, out = aligned_chunk(total, n, kind.itemsize), np.empty(size, np.float32)
     for c in range(n):
         lo, hi = min(c * chunk, size), min((c + 1) * chunk, size)
-        acc = vectors[c][lo:hi].astype(np.float32)
+        acc = vectors[c][lo:hi].astype(kind)
         for k in range(1, n):
-            acc = acc + vectors[(c + k) % n][lo:hi]
-        out[lo:hi] = acc / np.float32(n)
+            acc = acc + vectors[(c + k) % n][lo:hi].astype(kind)
+        out[lo:hi] = (acc / kind.type(n)).astype(np.float32)
     return out

@@ -54,6 +54,7 @@ class ServerRule(abc.ABC):
     # its model (None: in place); `slot_order` the same for a buffer of their momentum.
     order = slot_order = None
     clip_norm: float | None = None  # hyperparameters.clip_norm (the run sets it)
+    wire = None  # hyperparameters.compression's type (ring.wire_dtype; the run sets it): the all-reduce sends in it
 
     def __init__(self, shared: Shared, workers: int, params: dict, batch: int, seed: int):
         self.s, self.n, self.params, self.batch = shared, workers, dict(params), batch
@@ -132,8 +133,9 @@ class Bsp(ServerRule):
     def mean(self) -> np.ndarray:
         """The all-reduce's mean in its summation order (worker i first at chunk i; the buffer carries the loss
         and the stop flag after the gradients); the parameter servers' accumulator: once rounded."""
-        if self.ring:
-            return ring_mean([self._got[c] for c in range(self.n)], trailing=2, order=self.order)
+        if self.ring:  # compressed, the loss and the flag travel in a collective of their own
+            return ring_mean([self._got[c] for c in range(self.n)], trailing=0 if self.wire else 2,
+                             order=self.order, wire=self.wire)
         got = list(self._got.values())
         return np.mean(got, axis=0, dtype=np.float64).astype(np.float32) if len(got) > 1 else got[0]
 
@@ -182,7 +184,11 @@ class LocalSgd(ServerRule):
     def average(self):
         if not any(self.done):
             return
-        self.s.w = ring_mean(self.copies, trailing=2, order=self.order)
+        if self.wire is None:
+            self.s.w = ring_mean(self.copies, trailing=2, order=self.order)
+        else:  # each copy's move from the last average (the anchor, equal on every worker), then added to it
+            moves = [c - self.s.w for c in self.copies]
+            self.s.w = self.s.w + ring_mean(moves, order=self.order, wire=self.wire)
         self.s.step += max(self.done)
         self.averages += 1
         self.copies, self.done = [self.s.w] * self.n, [0] * self.n

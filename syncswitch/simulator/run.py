@@ -23,6 +23,7 @@ from syncswitch.simulator import drive
 from syncswitch.simulator.cores import Cores
 from syncswitch.simulator.model import GradientModel, Shards
 from syncswitch.simulator.output import RunFolder
+from syncswitch.simulator.ring import wire_dtype
 from syncswitch.simulator.rulebook import rule_for
 from syncswitch.simulator.rules import Shared
 
@@ -169,6 +170,7 @@ class Simulation:
                         self.options.seed * 1009 + k)
         rule.order, rule.slot_order = self.model.buffer_order, self.model.slot_order
         rule.clip_norm = self.job.hyperparameters.clip_norm
+        rule.wire = wire_dtype(self.job.hyperparameters.compression)
         start = (self.now, shared.samples, shared.step)
         self.before_update(rule)
         self.folder.entered(self.now, k, planned, shared, float(rule.lr), float(rule.momentum), self.total)

@@ -47,6 +47,10 @@ class LrDecay:
         return out
 
 
+# hyperparameters.compression: the 16-bit types the all-reduce can send in (engines/compression.py), and `none`.
+COMPRESSIONS = ("none", "fp16", "bf16")
+
+
 @dataclasses.dataclass(frozen=True)
 class Hyperparameters:
     batch_size: int
@@ -54,6 +58,7 @@ class Hyperparameters:
     momentum: float = 0.9
     lr_decay: LrDecay = LrDecay()
     clip_norm: float | None = None  # every update's gradients clipped to this global L2 norm (engines/clipping.py)
+    compression: str | None = None  # the all-reduce's wire type: fp16 | bf16 (engines/compression.py); None: float32
 
 
 @dataclasses.dataclass(frozen=True)

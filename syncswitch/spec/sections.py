@@ -7,13 +7,14 @@ from typing import Any
 from syncswitch.errors import SpecError
 from syncswitch.registry import BACKENDS
 from syncswitch.spec.fields import check_keys, choice, fail, fraction_list, mapping, number
-from syncswitch.spec.model import (EVALUATION_LIVE, PER_NODE, ClusterSpec, EvaluationSpec, Hyperparameters, LrDecay,
-                                   WorkloadSpec)
+from syncswitch.spec.model import (COMPRESSIONS, EVALUATION_LIVE, PER_NODE, ClusterSpec, EvaluationSpec,
+                                   Hyperparameters, LrDecay, WorkloadSpec)
 
 
 def hyperparameters_section(doc: Any) -> Hyperparameters:
     doc = mapping(doc, "hyperparameters")
-    check_keys(doc, ("batch_size", "learning_rate", "momentum", "lr_decay", "clip_norm"), "hyperparameters.")
+    check_keys(doc, ("batch_size", "learning_rate", "momentum", "lr_decay", "clip_norm", "compression"),
+               "hyperparameters.")
     for key in ("batch_size", "learning_rate"):
         if key not in doc:
             raise SpecError(f"hyperparameters.{key} is required")
@@ -41,7 +42,15 @@ def hyperparameters_section(doc: Any) -> Hyperparameters:
         lr_decay=LrDecay(boundaries, factors, warmup, cosine),
         clip_norm=None if doc.get("clip_norm") is None else number(doc["clip_norm"], "hyperparameters.clip_norm",
                                                                    lo=0.0, lo_open=True),
+        compression=compression(doc.get("compression")),
     )
+
+
+def compression(value: Any) -> str | None:
+    """`hyperparameters.compression`: the all-reduce's wire type; `none` (or absent) keeps float32."""
+    if value is None or value == "none":
+        return None
+    return choice(value, "hyperparameters.compression", COMPRESSIONS, "wire type")
 
 
 def cluster_section(doc: Any) -> ClusterSpec:

@@ -9,6 +9,7 @@ import subprocess
 import sys
 import textwrap
 
+import ml_dtypes
 import numpy as np
 import pytest
 
@@ -74,6 +75,7 @@ v1.disable_eager_execution()
 path, n, batch, steps, protocol = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
 params = json.loads(sys.argv[6])
 clip_norm = float(os.environ.get("CLIP_NORM", "0"))  # hyperparameters.clip_norm; 0: none
+compression = os.environ.get("COMPRESSION", "")  # hyperparameters.compression; empty: float32
 total = n * batch * steps
 
 
@@ -87,7 +89,8 @@ ps_hosts, workers = [f"127.0.0.1:{free_port()}"], [f"127.0.0.1:{free_port()}" fo
 servers, graphs = [], []
 for i in range(n):
     launch = pb.Launch(task_index=i, num_workers=n, ps_hosts=ps_hosts, worker_hosts=workers, script_path=path,
-                       seed=1, lr_decay=pb.LrDecay(boundaries=[0.5], factors=[0.1]), clip_norm=clip_norm)
+                       seed=1, lr_decay=pb.LrDecay(boundaries=[0.5], factors=[0.1]), clip_norm=clip_norm,
+                       compression=compression)
     phase = launch.phases.add(protocol=protocol, build=True, until=1.0)
     phase.config.per_worker_batch, phase.config.learning_rate, phase.config.momentum = batch, 0.2, 0.9
     phase.params.update(params)
@@ -140,13 +143,15 @@ os._exit(0)  # in-process TF servers cannot be stopped: the process goes, and th
 '''
 
 
-def _run(tmp_path, n, batch, steps, protocol, params=None, driver_text=DRIVER, script_text=SCRIPT, clip_norm=0.0):
+def _run(tmp_path, n, batch, steps, protocol, params=None, driver_text=DRIVER, script_text=SCRIPT, clip_norm=0.0,
+         compression=""):
     script = tmp_path / "model.py"
     script.write_text(textwrap.dedent(script_text))
     driver = tmp_path / "driver.py"
     driver.write_text(driver_text)
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    env = {**os.environ, "PYTHONPATH": root, "TF_CPP_MIN_LOG_LEVEL": "2", "CLIP_NORM": str(clip_norm)}
+    env = {**os.environ, "PYTHONPATH": root, "TF_CPP_MIN_LOG_LEVEL": "2", "CLIP_NORM": str(clip_norm),
+           "COMPRESSION": compression}
     done = subprocess.run([sys.executable, str(driver), str(script), str(n), str(batch), str(steps), protocol,
                            json.dumps(params or {})],
                           capture_output=True, text=True, timeout=240, env=env, check=False)
@@ -226,6 +231,25 @@ def test_local_sgd_averaged_every_step_by_all_reduce_is_one_worker_at_batch_nb(t
         np.testing.assert_allclose(many["vars"][name], value, rtol=2e-5, atol=2e-6, err_msg=name)
 
 
+@pytest.mark.cluster
+@pytest.mark.parametrize("compression", ["fp16", "bf16"])
+def test_a_compressed_bsp_step_is_one_workers_at_batch_nb_to_the_wire_types_precision(tmp_path, compression):
+    """hyperparameters.compression: the gradients travel as 16-bit floats, so the steps are one worker's at batch nB
+    to that type's precision, not to float32's; the loss the hooks watch travels in float32 beside them."""
+    steps = 6
+    many = _run(tmp_path, 3, 8, steps, "bsp", {"allreduce": True}, compression=compression)
+    exact = _run(tmp_path, 3, 8, steps, "bsp", {"allreduce": True})
+    one = _run(tmp_path, 1, 24, steps, "asp")
+    assert many["allreduce"] and many["samples"] == one["samples"] and many["global_step"] == steps
+    rounded = 0
+    for name, value in one["vars"].items():
+        np.testing.assert_allclose(many["vars"][name], value, rtol=1e-2, atol=1e-3, err_msg=name)
+        rounded += not np.allclose(many["vars"][name], exact["vars"][name], rtol=2e-5, atol=2e-6)
+    assert rounded  # the wire type was used
+    np.testing.assert_allclose(many["losses"]["0"], one["losses"]["0"], rtol=5e-3)
+    assert many["losses"]["0"] == many["losses"]["1"] == many["losses"]["2"]
+
+
 # As DRIVER, and after each step every worker's copy and momentum of the first trained variable (local SGD).
 STATE_DRIVER = DRIVER.replace("""        engine.after_step(sessions[i], state)
 """, """        engine.after_step(sessions[i], state)
@@ -250,6 +274,25 @@ def test_local_sgd_averages_the_copies_and_leaves_each_workers_momentum_until_th
     assert first[0][0] != second[0][0]  # after step 1: each its own copy
     assert first[4] == second[4]  # the boundary, after step 5: copies and momenta averaged
     assert out["allreduce"]
+
+
+@pytest.mark.cluster
+def test_compressed_local_sgd_sends_each_copys_move_and_keeps_the_copies_equal_after_an_average(tmp_path):
+    """Compressed, an average sends each copy's move since the last one (the copies themselves would lose their
+    low bits in 16-bit floats): after it every worker holds the same float32 copy, near the uncompressed run's."""
+    out = _run(tmp_path, 2, 8, 5, "local-sgd", {"period": 2}, driver_text=STATE_DRIVER, compression="bf16")
+    exact = _run(tmp_path, 2, 8, 5, "local-sgd", {"period": 2}, driver_text=STATE_DRIVER)
+    first, second = out["states"]["0"], out["states"]["1"]
+    for step in (1, 3):  # after steps 2 and 4: averaged
+        assert first[step][0] == second[step][0]
+        assert not np.allclose(first[step][1], second[step][1])
+    assert first[4] == second[4]  # the boundary: copies and momenta averaged
+    for name, value in exact["vars"].items():
+        np.testing.assert_allclose(out["vars"][name], value, rtol=1e-2, atol=1e-3, err_msg=name)
+    assert out["vars"] != exact["vars"]
+    # A weight of the copy (about 0.5) keeps float32's bits: bfloat16 would leave 8 of them.
+    weights = np.array(first[4][0], np.float32)
+    assert not np.array_equal(weights.astype(ml_dtypes.bfloat16).astype(np.float32), weights)
 
 
 # As DRIVER, but each step as the training loop runs it: in one call with the average where the engine says so.

@@ -111,15 +111,16 @@ def test_spec_signature_changes_with_workers_and_workload(job_file):
 
 def test_a_clip_or_schedule_changes_the_signature_and_their_defaults_keep_the_one_stored_before_them(job_file):
     spec = specmod.load(str(job_file))
-    # The hyperparameters as they were before clip_norm, lr_decay.warmup and lr_decay.cosine.
-    hyper = {k: v for k, v in dataclasses.asdict(spec.hyperparameters).items() if k != "clip_norm"}
+    # The hyperparameters as they were before clip_norm, compression, lr_decay.warmup and lr_decay.cosine.
+    hyper = {k: v for k, v in dataclasses.asdict(spec.hyperparameters).items()
+             if k not in ("clip_norm", "compression")}
     hyper["lr_decay"] = {"boundaries": list(spec.hyperparameters.lr_decay.boundaries),
                          "factors": list(spec.hyperparameters.lr_decay.factors)}
     hyper["workload"] = dataclasses.asdict(spec.workload)
     before = job_signature(spec.script, spec.params, hyper, spec.cluster.workers, spec.cluster.backend)
     assert signature_for_spec(spec)[0] == before
-    for change in ("hyperparameters.clip_norm=1", "hyperparameters.lr_decay={warmup: 0.05}",
-                   "hyperparameters.lr_decay={cosine: 0}"):
+    for change in ("hyperparameters.clip_norm=1", "hyperparameters.compression=bf16",
+                   "hyperparameters.lr_decay={warmup: 0.05}", "hyperparameters.lr_decay={cosine: 0}"):
         assert signature_for_spec(specmod.load(str(job_file), [change]))[0] != before, change
 
 

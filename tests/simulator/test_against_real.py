@@ -41,12 +41,12 @@ def test_a_real_run_lies_within_its_simulations_seed_spread(digits_job, tmp_path
                                                                                        simulated)
 
 
-def real_and_simulated(tmp_path, schedule: str, workers: int):
+def real_and_simulated(tmp_path, schedule: str, workers: int, compression: str = "none"):
     """The quickstart with `schedule` on `workers`, seed 2, 2 epochs, a checkpoint at every quarter (every 250 /
     workers / 32 updates), run for real and simulated under round-robin arrivals: (the real run's summary, the
     Simulation, its summary)."""
     overrides = [f"policy.schedule={schedule}", "policy.guard.enabled=false", "seed=2", "workload.epochs=2",
-                 "evaluation.every=0.25", f"cluster.workers={workers}"]
+                 "evaluation.every=0.25", f"cluster.workers={workers}", f"hyperparameters.compression={compression}"]
     job = specmod.load(os.path.join(ROOT, "jobs", "quickstart.yaml"), overrides)
     real = submission.submit(job, output_dir=str(tmp_path / "real"), progress=False)
     assert real["status"] == "completed", real["message"]
@@ -55,14 +55,15 @@ def real_and_simulated(tmp_path, schedule: str, workers: int):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("workers", [2, 4])
-def test_a_real_bsp_run_is_its_simulation_update_for_update(tmp_path, no_leftovers, workers):
+@pytest.mark.parametrize("workers,compression", [(2, "none"), (4, "none"), (4, "bf16")])
+def test_a_real_bsp_run_is_its_simulation_update_for_update(tmp_path, no_leftovers, workers, compression):
     """The all-reduce BSP engine averages the workers' gradients into one momentum step, and the simulator's BSP
     rule does the same arithmetic from the same initial weights on the same batches (test_model.py), its mean in
     the ring all-reduce's order (ring.py; at 4 workers a float64 mean leaves thousands of elements a few ulps off
     by update 16): on the quickstart, the real chief's checkpoint at each evaluation point holds the simulated
-    parameters after as many updates, bit for bit, and both score the same accuracy there."""
-    real, sim, simulated = real_and_simulated(tmp_path, "[{protocol: bsp}]", workers)
+    parameters after as many updates, bit for bit, and both score the same accuracy there. Compressed, the same
+    with the gradients summed in bfloat16 (ring.py's wire type)."""
+    real, sim, simulated = real_and_simulated(tmp_path, "[{protocol: bsp}]", workers, compression)
     import tensorflow as tf
 
     names = [w.name.split(":")[0] for w in sim.model.weights]
@@ -90,15 +91,15 @@ def checkpoint_state(checkpoint, names: list[str]) -> tuple[np.ndarray, np.ndarr
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("workers", [2, 4])
-def test_a_real_local_sgd_run_is_its_simulation_update_for_update(tmp_path, no_leftovers, workers):
+@pytest.mark.parametrize("workers,compression", [(2, "none"), (4, "none"), (4, "fp16")])
+def test_a_real_local_sgd_run_is_its_simulation_update_for_update(tmp_path, no_leftovers, workers, compression):
     """The all-reduce local SGD engine steps each copy on its own batches and momentum, every 2 steps averages
     every copy in one ring all-reduce, and the momenta in another when the phase ends; the simulator's rule does
     the same arithmetic in the same buffer orders (ring.py). Its checkpoints fall after an average or between two
     (the chief's copy and momentum are saved), and the phase ends one step after an average (125 steps at 2
     workers, 63 at 4): the real checkpoint at each evaluation point holds the simulated parameters and momentum,
-    bit for bit."""
-    real, sim, simulated = real_and_simulated(tmp_path, "[{protocol: local-sgd, period: 2}]", workers)
+    bit for bit. Compressed, the same with each copy's move since the last average summed in float16."""
+    real, sim, simulated = real_and_simulated(tmp_path, "[{protocol: local-sgd, period: 2}]", workers, compression)
     names = [w.name.split(":")[0] for w in sim.model.weights]
     steps = []
     for w, v, step, _ in sim.snapshots.values():

@@ -10,7 +10,7 @@ import sys
 import numpy as np
 import pytest
 
-from syncswitch.simulator.ring import aligned_chunk, buffer_order, ring_mean
+from syncswitch.simulator.ring import aligned_chunk, buffer_order, ring_mean, wire_dtype
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 # n logical CPU devices in a fresh process (their count is fixed before TensorFlow starts), each a member of one
@@ -56,6 +56,33 @@ def test_the_ring_mean_is_tensorflows_all_reduce_bit_for_bit_where_a_float64_mea
         if size >= 64:  # (7 elements may all round alike)
             rounded_once += np.array_equal((np.sum(xs, 0, dtype=np.float64) / n).astype(np.float32), real)
     assert rounded_once == 0  # the order matters at these sizes: the test can tell a float64 mean from the ring
+
+
+# The same reducer on buffers cast to a 16-bit type (hyperparameters.compression), the result cast back.
+REDUCE_WIRE = REDUCE.replace("collective_ops.all_reduce(tf.identity(inputs[i]), n, 1, 1 + key, \"Add\", \"Div\")",
+                             "tf.cast(collective_ops.all_reduce(tf.cast(inputs[i], WIRE), n, 1, 1 + key, \"Add\", "
+                             "\"Div\"), tf.float32)").replace("out = {}", "WIRE = getattr(tf, sys.argv[3])\nout = {}")
+assert "WIRE = getattr" in REDUCE_WIRE and "tf.cast(inputs[i], WIRE)" in REDUCE_WIRE
+
+
+@pytest.mark.parametrize("compression,tf_name", [("fp16", "float16"), ("bf16", "bfloat16")])
+def test_a_compressed_ring_mean_is_tensorflows_all_reduce_in_that_type_bit_for_bit(compression, tf_name):
+    """Cast, summed in the ring's order and divided in the wire type, as TensorFlow's reducer does on 16-bit
+    buffers (chunks padded to 64 bytes of 2-byte elements): 4 members, values down to fp16's flush to zero."""
+    pytest.importorskip("tensorflow")
+    n, sizes = 4, [7, 64, 1000, 29644]
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", CUDA_VISIBLE_DEVICES="")
+    done = subprocess.run([sys.executable, "-c", REDUCE_WIRE, str(n), json.dumps(sizes), tf_name],
+                          capture_output=True, text=True, env=env, cwd=ROOT, timeout=300, check=True)
+    reduced = json.loads(done.stdout.strip().splitlines()[-1])
+    wire, differs = wire_dtype(compression), 0
+    for size in sizes:
+        rng = np.random.default_rng(size)
+        xs = [(rng.standard_normal(size) * 10 ** rng.uniform(-4, 0, size)).astype(np.float32) for _ in range(n)]
+        real = np.frombuffer(bytes.fromhex(reduced[str(size)]), np.float32)
+        np.testing.assert_array_equal(ring_mean(xs, wire=wire), real, err_msg=f"{compression}, {size} elements")
+        differs += not np.array_equal(ring_mean(xs), real)
+    assert differs == len(sizes)  # 16 bits are not 32: the test can tell the wire type was used
 
 
 def test_chunks_are_padded_to_64_bytes_and_the_buffer_order_sorts_the_variables_by_name():

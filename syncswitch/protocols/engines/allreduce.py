@@ -21,7 +21,9 @@ A collective waits for all n workers, so every worker must stop after the same s
 sample count is met by all at the same step; a boundary moved while the phase runs (a policy's set_boundary
 arrives at each worker at a different step) is agreed through the flag: a worker past its boundary sends 1,
 and the step whose mean flag is positive is everyone's last. The loss the hooks watch is the group's mean
-loss from the same collective, so a divergence is seen by every worker at the same step.
+loss from the same collective, so a divergence is seen by every worker at the same step. With
+`hyperparameters.compression` the gradients travel as 16-bit floats and the loss and flag beside them in float32
+(compression.py).
 """
 
 from __future__ import annotations
@@ -30,7 +32,8 @@ import tensorflow as tf
 
 from .base import ProtocolEngine, StopFlag
 from .clipping import clipped
-from .replica_training import ReplicaTraining, mean, warm_publish
+from .compression import mean_with_control, wire_type
+from .replica_training import ReplicaTraining, warm_publish
 from .sparse_gather import RowPlan, gather_mean
 
 INSTANCE_KEY = 3100     # this engine's all-reduce (other engines' collectives take other keys)
@@ -47,7 +50,7 @@ class AllReduceEngine(ProtocolEngine):
     collective = True
 
     def __init__(self, optimizer, global_step, samples, per_worker_batch: int, num_workers: int, is_chief: bool,
-                 replica, schedule, clip_norm=None):
+                 replica, schedule, clip_norm=None, compression=None):
         self._is_chief = is_chief
         # With the shared momentum a parameter-server BSP's update would have made: checkpoints hold it, publish
         # fills it.
@@ -59,13 +62,13 @@ class AllReduceEngine(ProtocolEngine):
             plan = RowPlan(core.raw_grads)  # an embedding's rows: gathered, or dense in the buffer (sparse_gather)
             reduced = plan.reduced()
             loss = tf.reshape(tf.cast(replica.loss, tf.float32), [1])
-            means, self.collective_wait_s = mean([*reduced, loss, tf.reshape(flag, [1])], num_workers,
-                                                 INSTANCE_KEY, "allreduce")
+            means, (mean_loss, mean_flag), self.collective_wait_s = mean_with_control(
+                reduced, [loss, tf.reshape(flag, [1])], num_workers, INSTANCE_KEY, "allreduce", wire_type(compression))
             gathered = gather_mean(plan.gathered(), num_workers, SPARSE_KEY, "allreduce")
             # The group's mean is the update's gradient: clipped as one worker's at batch nB would be.
-            step = core.apply(clipped(plan.finish(means[:len(reduced)], gathered), clip_norm))
-            self.loss = tf.reshape(means[-2], [], name="allreduce_mean_loss")
-            self.agreed_stop = tf.greater(tf.reshape(means[-1], []), 0.0, name="allreduce_agreed_stop")
+            step = core.apply(clipped(plan.finish(means, gathered), clip_norm))
+            self.loss = tf.reshape(mean_loss, [], name="allreduce_mean_loss")
+            self.agreed_stop = tf.greater(tf.reshape(mean_flag, []), 0.0, name="allreduce_agreed_stop")
         self._finish(tf.group(step, lowered, name="allreduce_step"), core.estimate_after)
         enter, self._publish = core.boundaries(optimizer, global_step, samples)
         # A flag raised for a step whose call failed must not end the next phase at its first step.

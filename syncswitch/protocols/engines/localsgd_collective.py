@@ -18,6 +18,9 @@ flag set, its peers meet it at their next average, and the average whose mean fl
 last. Divergence is agreed the same way: the loss the hooks watch is the worker's own while finite, and the
 group's mean loss at the last average otherwise, so a non-finite copy is reported by every worker at once,
 after the average that spread it.
+
+With `hyperparameters.compression` an average sends each copy's move since the last average as 16-bit floats
+(compression.py): the copies stay float32 and equal on every worker after it.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ import tensorflow as tf
 
 from .base import CollectiveStep, ProtocolEngine, StopFlag, worker_variable
 from .clipping import clipped
+from .compression import mean_with_control, wire_type
 from .replica_training import ReplicaTraining, mean, warm_publish
 
 INSTANCE_KEY = 3200  # this engine's average (BSP's all-reduce takes 3100)
@@ -42,7 +46,7 @@ class CollectiveLocalSGDEngine(ProtocolEngine):
     collective = True
 
     def __init__(self, optimizer, grads_and_vars, global_step, samples, per_worker_batch: int, num_workers: int,
-                 is_chief: bool = False, replica=None, schedule=None, clip_norm=None, **_):
+                 is_chief: bool = False, replica=None, schedule=None, clip_norm=None, compression=None, **_):
         self.period = 2
         self._is_chief = is_chief
         # With the shared momentum slots, when no other protocol of the schedule made them: the published momentum
@@ -68,6 +72,14 @@ class CollectiveLocalSGDEngine(ProtocolEngine):
             # exactly (the update is linear), so period 1 is still BSP.
             slots = {mine.ref() for _, mine in core.momentum_pairs}
             copies = [copy for _, copy in core.pairs if copy.ref() not in slots]
+            self._wire = wire_type(compression)
+            # Compressed, an average moves each copy's change since the last one (compression.py): the anchors
+            # hold the last average (the entry's model at first), equal on every worker.
+            self._anchors = []
+            if self._wire is not None:
+                with core.inside():
+                    self._anchors = [worker_variable(f"anchor_{k}", c.shape, c.dtype.base_dtype)
+                                     for k, c in enumerate(copies)]
             self._momentum_average = self._momenta_op([mine for _, mine in core.momentum_pairs], num_workers)
             self._average, _ = self._average_op(copies, last_loss, num_workers, "local_sgd")
             # The same average in the step's own call, read after the step (and after the loss the hooks fetch, so
@@ -79,7 +91,7 @@ class CollectiveLocalSGDEngine(ProtocolEngine):
             self.averaging = CollectiveStep(self.train_op, core.estimate_after, self.stop, agreed, waited)
             self._reset_loss = self._mean_loss.assign(0.0, read_value=False)
         # A flag raised for a step whose call failed must not end the next phase at its first step.
-        self._enter = tf.group(enter, self.stop.lower_op)
+        self._enter = tf.group(self._anchored(enter, copies), self.stop.lower_op)
         self._average_fn = self._raise_fn = None
         self._published = True
         self._rounds = 0
@@ -92,13 +104,28 @@ class CollectiveLocalSGDEngine(ProtocolEngine):
         true where the group agreed to stop; the seconds it waited for the group). `after`: what its reads follow."""
         flag, lowered = self.stop.read(after)
         with tf.control_dependencies(list(after)):
-            values = [c.read_value() for c in copies] + [tf.reshape(last_loss.read_value(), [1]),
-                                                         tf.reshape(flag, [1])]
-        means, waited = mean(values, num_workers, INSTANCE_KEY, name)
-        assigns = [c.assign(m, read_value=False) for c, m in zip(copies, means)]
-        assigns += [self._mean_loss.assign(tf.reshape(means[-2], []), read_value=False), lowered]
+            values = [c.read_value() for c in copies]
+            control = [tf.reshape(last_loss.read_value(), [1]), tf.reshape(flag, [1])]
+            if self._wire is not None:
+                values = [v - a.read_value() for v, a in zip(values, self._anchors)]
+        means, (mean_loss, mean_flag), waited = mean_with_control(values, control, num_workers, INSTANCE_KEY, name,
+                                                                  self._wire)
+        if self._wire is not None:  # the anchor plus the mean move, in float32: the new anchor too
+            means = [a.read_value() + m for a, m in zip(self._anchors, means)]
+            assigns = [a.assign(m, read_value=False) for a, m in zip(self._anchors, means)]
+        else:
+            assigns = []
+        assigns += [c.assign(m, read_value=False) for c, m in zip(copies, means)]
+        assigns += [self._mean_loss.assign(tf.reshape(mean_loss, []), read_value=False), lowered]
         with tf.control_dependencies(assigns):
-            return tf.greater(tf.reshape(means[-1], []), 0.0, name=f"{name}_agreed_stop"), waited
+            return tf.greater(tf.reshape(mean_flag, []), 0.0, name=f"{name}_agreed_stop"), waited
+
+    def _anchored(self, enter, copies):
+        """`enter`, then (compressed) each anchor set to its copy as entry left it."""
+        if not self._anchors:
+            return enter
+        with tf.control_dependencies([enter]), tf.device(self._core.replica.device):
+            return tf.group(*[a.assign(c.read_value(), read_value=False) for a, c in zip(self._anchors, copies)])
 
     @staticmethod
     def _momenta_op(momenta, num_workers: int):

@@ -44,15 +44,20 @@ def gradients_supported(replica) -> bool:
             and all(c.shape.is_fully_defined() for _, c in replica.pairs))
 
 
-def mean(tensors, n: int, instance_key: int, name: str) -> tuple[list, tf.Tensor]:
+def mean(tensors, n: int, instance_key: int, name: str, wire=None) -> tuple[list, tf.Tensor]:
     """(the group's mean of each of `tensors` (float32), from one all-reduce of their concatenation; the seconds
     the all-reduce took on this worker). The latter is mostly waiting for the slowest peer: a worker's own speed is
-    its step time less it, which is how a straggler is told apart when every worker steps at the group's pace."""
+    its step time less it, which is how a straggler is told apart when every worker steps at the group's pace.
+    `wire`: the type the buffer travels and is summed in (compression.py); None: float32."""
     flat = tf.concat([tf.reshape(t, [-1]) for t in tensors], 0, name=f"{name}_flat")
+    if wire is not None:
+        flat = tf.cast(flat, wire, name=f"{name}_compressed")
     with tf.control_dependencies([flat]):
         start = tf.timestamp(name=f"{name}_wait_from")
     with tf.control_dependencies([start]):
         total = collective_ops.all_reduce(flat, n, GROUP_KEY, instance_key, "Add", "Div")
+    if wire is not None:
+        total = tf.cast(total, tf.float32, name=f"{name}_decompressed")
     with tf.control_dependencies([total]):
         waited = tf.subtract(tf.timestamp(name=f"{name}_wait_until"), start, name=f"{name}_wait_s")
     # An embedding's gradient, made dense, has a dynamic first dimension: its size is read from the graph then.

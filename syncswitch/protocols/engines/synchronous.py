@@ -28,7 +28,7 @@ class SynchronousEngine(ProtocolEngine):
 
     def __init__(self, optimizer, grads_and_vars, global_step, samples, per_worker_batch: int,
                  num_workers: int, is_chief: bool, replica=None, schedule=None, bsp_ps: bool = True,
-                 clip_norm=None, **shared):
+                 clip_norm=None, compression=None, **shared):
         """`bsp_ps`: whether a phase of this launch may take the parameter-server path (graph.py decides from the
         phases' parameters); without it only all-reduce is built, where the model allows it."""
         fits = replica is not None and schedule is not None and num_workers > 1 and gradients_supported(replica)
@@ -39,7 +39,7 @@ class SynchronousEngine(ProtocolEngine):
         self.fast = None
         if fits:
             self.fast = AllReduceEngine(optimizer, global_step, samples, per_worker_batch, num_workers, is_chief,
-                                        replica, schedule, clip_norm)
+                                        replica, schedule, clip_norm, compression)
         self.samples_now = self.ps.samples_now if self.ps is not None else None
         self.active: ProtocolEngine = self.fast or self.ps
 
