@@ -21,7 +21,8 @@ from collections.abc import Callable
 
 from bench import common
 from bench.docs_format import recorded_commit, spread_text, table, x
-from bench.peers_docs import PEERS_NOTE, peers_headline, peers_render
+from bench.peers_docs import (COMPRESSION_NOTE, PEERS_NOTE, compression_headline, compression_render,
+                              peers_headline, peers_render)
 
 RESULTS = os.path.join(common.ROOT, "bench", "results")
 MARK_BEGIN, MARK_END = "<!-- results:begin -->", "<!-- results:end -->"
@@ -685,6 +686,10 @@ PEERS_FILES = (  # in the order measured: a later cell of the same job, budget, 
     "peers-resnet-lo50-switched-tcmalloc-v595-2026-11-28.json",
     "peers-bigvocab-unbudgeted-tcmalloc-v595-2026-11-28.json")  # last: the README's headline names the last file
 
+COMPRESSION_FILES = ("peers-resnet-lo50-compression-v595-2026-11-29.json",
+                     "peers-resnet-unbudgeted-compression-v595-2026-11-29.json",
+                     "peers-mnist1d-unbudgeted-compression-v595-2026-11-29.json")
+
 FIGURES += (
     Figure("core-overhead", "Switch overhead at the current code",
            ("core-switch-overhead-2026-11-25.json",),
@@ -788,6 +793,19 @@ FIGURES += (
             "call, D a folder of the seed's own; the fc-v595 host; 92430b5, the guard's stall rule waiting for the "
             "phase's metrics windows)"),
            lambda docs: peers_render(docs, PEERS_FILES), headline=peers_headline, note=PEERS_NOTE),
+    Figure("compression", "All-reduce compression: BSP in 16-bit floats against MWMS",
+           COMPRESSION_FILES,
+           ("python -m bench peers --job jobs/resnet_synthetic.yaml --seeds S --variants "
+            "mwms,bsp,bsp+fp16,bsp+bf16,default+fp16,switched+fp16 --target 0.9 --allocator tcmalloc "
+            "--loopback-mbit 50 --add-to F --out F --runs-dir D (one seed per quiet call, D a folder of the seed's "
+            "own; the fc-v595 host)",
+            "python -m bench peers --job jobs/resnet_synthetic.yaml --seeds S --variants mwms,bsp,bsp+fp16,bsp+bf16 "
+            "--target 0.9 --allocator tcmalloc --add-to F --out F --runs-dir D (one seed per quiet call; the fc-v595 "
+            "host)",
+            "python -m bench peers --job jobs/mnist1d_cnn.yaml --seeds S --variants "
+            "mwms,bsp,bsp+fp16,bsp+bf16,default,default+bf16 --target 0.95 --allocator tcmalloc --add-to F --out F "
+            "--runs-dir D (one seed per quiet call; the fc-v595 host)"),
+           compression_render, headline=compression_headline, note=COMPRESSION_NOTE),
     Figure("ray", "The ray backend against the local one (quickstart, 3 nodes, 5 seeds)",
            ("ray-compare-2026-11-26.json", "ray-recovery-2026-11-26.json", "ray-fanout-2026-11-26.json"),
            ("python -m bench ray-backend compare --seeds 5 (nothing else running)",

@@ -251,3 +251,44 @@ PEERS_NOTE = (
     "workload, and a third of that is BSP's before the switch. "
     "How each cell was reached, and every change measured on the way: bench/notebook/ (coordinator and engine "
     "files of 2026-11-26 to 2026-11-28).")
+
+
+COMPRESSION_NOTE = (
+    "`hyperparameters.compression` (docs/protocols.md#all-reduce-compression) sends the all-reduce's buffer as 16-bit "
+    "floats; each `+fp16` / `+bf16` variant is its base variant so, in the same cell, seeds interleaved. MWMS has no "
+    "such option (tf.distribute's CommunicationOptions set packing, timeouts and the implementation only), so its "
+    "row is what a TensorFlow user runs. A cell limited by `--loopback-mbit` puts every process's traffic through "
+    "one token bucket on the loopback (bench/loopback.py), as the peers figure's; the others are the hosts' "
+    "compute-bound cells, where the bytes cost little time.")
+
+
+def compression_render(docs: list[dict]) -> list[str]:
+    """Every compression cell in full: its variants beside their uncompressed bases and MWMS."""
+    lines = ["4 workers, variants interleaved within each seed; time to accuracy is the first evaluation at the "
+             "cell's target. Variants: " + "; ".join(f"`{v}` {peer_name(v)}" for v in
+                                                     dict.fromkeys(v for doc in docs for v in doc["table"])) + ".",
+             ""]
+    for doc in docs:
+        lines += _full_table(doc)
+    return lines[:-1]
+
+
+def compression_headline(docs: list[dict]) -> tuple[str, str]:
+    """Per cell, the compressed BSP's time to accuracy against MWMS's, its throughput against uncompressed BSP's;
+    over every compressed variant, the widest accuracy gap to its uncompressed base."""
+    parts, gaps = [], []
+    for doc in docs:
+        t = doc["table"]
+        mine = [v for v in t if v.startswith("bsp+")]
+        network = f" at {doc['loopback_mbit']:g} Mbit/s" if doc.get("loopback_mbit") else ", no network limit"
+        tta = _range([t[v]["tta_vs_mwms"] for v in mine if t[v].get("tta_vs_mwms")]) if "mwms" in t else "–"
+        speed = _range([t[v]["examples_per_s"]["median"] / t["bsp"]["examples_per_s"]["median"] for v in mine])
+        parts.append(f"{job_name(doc)}{network}: {tta} / {speed}")
+        gaps += [t[v.split("+")[0]]["final_accuracy"]["median"] - t[v]["final_accuracy"]["median"]
+                 for v in t if "+" in v and v.split("+")[0] in t]
+    worst = max(gaps)
+    return ("BSP with `hyperparameters.compression` (fp16, bf16), 4 workers: its time to accuracy as a ratio to MWMS's "
+            "/ its throughput to uncompressed BSP's (5 seeds a cell)",
+            "; ".join(parts) + (f"; every compressed variant's accuracy within {worst * 100:.1f} points of its "
+                                "uncompressed twin's" if worst > 0 else
+                                "; every compressed variant's accuracy at or above its uncompressed twin's"))

@@ -75,10 +75,12 @@ class AllReduceEngine(ProtocolEngine):
         self._enter = tf.group(enter, self.stop.lower_op)
         self._core = core
         self._published = True
+        self._waited = 0.0
 
     def enter_worker(self, session, params: dict | None = None) -> None:
         session.run(self._enter)
         self._published = True
+        self._waited = 0.0
 
     def before_warm_up(self, session) -> None:
         warm_publish(session, self._enter, self._publish, self._is_chief)
@@ -86,6 +88,7 @@ class AllReduceEngine(ProtocolEngine):
 
     def after_step(self, session, state) -> float:
         self._published = False
+        self._waited += state.last_wait_s  # the step's all-reduce, as its own call timed it
         if state.at_boundary():
             self.publish(session)
         return 0.0
@@ -98,3 +101,8 @@ class AllReduceEngine(ProtocolEngine):
         if self._is_chief and not self._published:
             session.run(self._publish)
             self._published = True
+
+    def stats(self, session) -> dict:
+        """The seconds this worker spent in the phase's all-reduces: on the group's slowest worker (the last to
+        pause, whose stats the summary keeps) that is the transfers' time, not a wait for a peer."""
+        return {"allreduce_s": round(self._waited, 3)}
