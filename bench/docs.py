@@ -1143,7 +1143,8 @@ FIGURES += (
                 "row's real runs are theirs. How each row was reached, and the rows it replaced: bench/notebook/ (the"
                 " simulator files of 2026-11-26 to 2026-11-28)."),
 )
-HEADLINE_ORDER = ("peers", "safety", "tta", "protocols", "stragglers", "recovery")  # the README's rows, at most 6
+# The README's rows, at most 6.
+HEADLINE_ORDER = ("peers", "compression", "safety", "protocols", "stragglers", "recovery")
 
 
 def figure_section(figure: Figure) -> list[str]:

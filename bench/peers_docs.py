@@ -287,8 +287,8 @@ def compression_headline(docs: list[dict]) -> tuple[str, str]:
         gaps += [t[v.split("+")[0]]["final_accuracy"]["median"] - t[v]["final_accuracy"]["median"]
                  for v in t if "+" in v and v.split("+")[0] in t]
     worst = max(gaps)
-    return ("BSP with `hyperparameters.compression` (fp16, bf16), 4 workers: its time to accuracy as a ratio to MWMS's "
-            "/ its throughput to uncompressed BSP's (5 seeds a cell)",
+    return ("BSP with `hyperparameters.compression` (fp16, bf16; off by default), 4 workers: its time to accuracy as a "
+            "ratio to MWMS's / its throughput to uncompressed BSP's (5 seeds a cell)",
             "; ".join(parts) + (f"; every compressed variant's accuracy within {worst * 100:.1f} points of its "
                                 "uncompressed twin's" if worst > 0 else
                                 "; every compressed variant's accuracy at or above its uncompressed twin's"))

@@ -85,34 +85,16 @@ def summary_table(summary: dict) -> str:
     for sw in summary.get("switches", []):
         rows.append((f"switch {sw['from']}->{sw['to']} @ {sw['at_fraction']:.3f}",
                      f"{sw['mode']}, overhead {sw['overhead_s']:.3f} s"))
-    hint = compression_hint(summary)
-    if hint:
-        rows.append(("hint", hint))
     rows.append(("outputs", summary.get("run_dir")))
     width = max(len(k) for k, _ in rows)
     return "\n".join(f"  {k:<{width}}  {v}" for k, v in rows)
 
 
-HINT_SHARE = 0.3  # a synchronous phase whose all-reduce took this share of its time is the network's
-
-
 def collective_share(phase: dict) -> float | None:
     """The share of a phase's time its all-reduces took on the last worker to pause (the group's slowest, whose
-    time in them is the transfers', not a wait for a peer): BSP's every step, local SGD's averages."""
+    time in them is the collective's own, not a wait for a peer): BSP's every step, local SGD's averages. It is
+    the bytes' time on a slow network and a large model, the round trips' on a small model: only the former is
+    what `hyperparameters.compression` shortens (docs/protocols.md)."""
     measured, wall = phase.get("measured") or {}, phase.get("wall_time_s")
     spent = measured.get("allreduce_s", measured.get("average_s") if measured.get("allreduce") else None)
     return min(1.0, spent / wall) if spent is not None and wall else None
-
-
-def compression_hint(summary: dict) -> str | None:
-    """Where a phase's all-reduces took much of its time and nothing compresses them: what would halve their
-    bytes."""
-    if (summary.get("hyperparameters") or {}).get("compression"):
-        return None
-    shares = [(share, p["protocol"]) for p in summary.get("schedule", [])
-              if (share := collective_share(p)) is not None]
-    share, protocol = max(shares, default=(0.0, ""))
-    if share < HINT_SHARE:
-        return None
-    return (f"{protocol}'s all-reduces took {share:.0%} of its time: `hyperparameters.compression: bf16` sends half "
-            "their bytes (docs/protocols.md#all-reduce-compression)")
