@@ -280,15 +280,14 @@ def compression_headline(docs: list[dict]) -> tuple[str, str]:
     for doc in docs:
         t = doc["table"]
         mine = [v for v in t if v.startswith("bsp+")]
-        network = f" at {doc['loopback_mbit']:g} Mbit/s" if doc.get("loopback_mbit") else ", no network limit"
+        network = f", {doc['loopback_mbit']:g} Mbit/s" if doc.get("loopback_mbit") else ""
         tta = _range([t[v]["tta_vs_mwms"] for v in mine if t[v].get("tta_vs_mwms")]) if "mwms" in t else "–"
         speed = _range([t[v]["examples_per_s"]["median"] / t["bsp"]["examples_per_s"]["median"] for v in mine])
         parts.append(f"{job_name(doc)}{network}: {tta} / {speed}")
         gaps += [t[v.split("+")[0]]["final_accuracy"]["median"] - t[v]["final_accuracy"]["median"]
                  for v in t if "+" in v and v.split("+")[0] in t]
     worst = max(gaps)
-    return ("BSP with `hyperparameters.compression` (fp16, bf16; off by default), 4 workers: its time to accuracy as a "
-            "ratio to MWMS's / its throughput to uncompressed BSP's (5 seeds a cell)",
-            "; ".join(parts) + (f"; every compressed variant's accuracy within {worst * 100:.1f} points of its "
-                                "uncompressed twin's" if worst > 0 else
-                                "; every compressed variant's accuracy at or above its uncompressed twin's"))
+    return ("`hyperparameters.compression` (fp16, bf16; opt-in): compressed BSP's time to accuracy / throughput, as "
+            "ratios to MWMS's / to float32 BSP's (4 workers, 5 seeds a cell; no network limit unless named)",
+            "; ".join(parts) + (f"; accuracy within {worst * 100:.1f} points of float32's" if worst > 0 else
+                                "; accuracy at or above float32's"))
