@@ -55,3 +55,9 @@ def test_a_switch_that_will_happen_is_warmed_up(tmp_path):
 def test_the_clip_norm_reaches_every_node_and_none_is_zero(tmp_path):
     assert _launch(tmp_path).clip_norm == 0.0
     assert _launch(tmp_path, "hyperparameters.clip_norm=2.5").clip_norm == 2.5
+
+
+def test_the_compression_reaches_every_node_and_none_is_empty(tmp_path):
+    assert _launch(tmp_path).compression == ""
+    assert _launch(tmp_path, "hyperparameters.compression=none").compression == ""
+    assert _launch(tmp_path, "hyperparameters.compression=bf16").compression == "bf16"
