@@ -5,7 +5,8 @@ is the nodes' own ceiling, and `tf-no-sync` TensorFlow's: the one-process loop i
 shard of the data, which tells how much of MWMS's time its all-reduce takes; `switched` is the default with its speed
 rule off (the switch taken where the default would weigh a trial first). --loopback-mbit limits all loopback traffic
 (every process of every variant talks over lo) to that rate for the part, a network that costs time as a cluster's
-does (bench/loopback.py), and records the bytes each run sent over it.
+does (bench/loopback.py), and records the bytes each run sent over it. A syncswitch variant with `+fp16` or `+bf16`
+(`bsp+bf16`) runs with `hyperparameters.compression` so.
 
 Peers are plain TF2 scripts (bench/peer_scripts/, no syncswitch imports) given the job's script, params, batch,
 rate and sample count; they know the MNIST-1D CNN and the synthetic ResNet jobs (peer_common.MODELS). With

@@ -104,5 +104,5 @@ class AllReduceEngine(ProtocolEngine):
 
     def stats(self, session) -> dict:
         """The seconds this worker spent in the phase's all-reduces: on the group's slowest worker (the last to
-        pause, whose stats the summary keeps) that is the transfers' time, not a wait for a peer."""
+        pause, whose stats the summary keeps) that is the collective's own time, not a wait for a slower peer."""
         return {"allreduce_s": round(self._waited, 3)}
