@@ -135,7 +135,8 @@ class EventRouter:
     def _rate_hint(self) -> str:
         """What to change. Where the running phase's rate is a multiple of the user's (the paper's linear scaling
         under BSP): the user's rate worked on one worker, the multiple is syncswitch's. Where no clip is set: a
-        blow-up at a rate that trains most steps (a Transformer's) is what clipping the gradients' norm holds."""
+        blow-up at a rate that trains most steps (a Transformer's) is what clipping the gradients' norm holds. Where
+        the all-reduce sends float16: a large gradient overflows there."""
         plan = self.ctx.plan
         hp = plan.spec.hyperparameters
         config, rate = plan[min(self.ctx.running_phase, len(plan) - 1)].config, hp.learning_rate
@@ -147,6 +148,8 @@ class EventRouter:
                          "learning_rate, or policy.configuration fixed (your rate under every protocol), may train")
         if hp.clip_norm is None:
             hints.append("hyperparameters.clip_norm (the gradients clipped to a global norm) may hold the rate")
+        if hp.compression == "fp16":  # a gradient past 65504 is infinite in float16: the step is, too
+            hints.append("hyperparameters.compression fp16 overflows past 65504; bf16 keeps float32's range")
         return "".join(f"; {hint}" for hint in hints)
 
     def _on_metrics(self, source: int, metrics: pb.Metrics, received: float) -> None:

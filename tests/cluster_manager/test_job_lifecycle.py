@@ -492,6 +492,14 @@ def test_a_divergence_at_a_scaled_rate_says_which_rate_to_change(write_spec, tmp
                                                             "hyperparameters.clip_norm=1"],
                          cluster=FakeCluster(total=2000, failure=Failure(worker=0, at=0.6, kind="diverged")))
     assert clipped["message"].endswith("of the workload")  # clipped already, at the user's own rate: no hint
+    for wire, said in (("fp16", True), ("bf16", False)):
+        compressed, _, _ = _run(write_spec, tmp_path / wire, [BSP_ONLY, "policy.guard={max_rollbacks: 0}",
+                                                              "policy.configuration=fixed",
+                                                              "hyperparameters.clip_norm=1",
+                                                              f"hyperparameters.compression={wire}"],
+                                cluster=FakeCluster(total=2000, failure=Failure(worker=0, at=0.6, kind="diverged")))
+        assert compressed["message"].endswith("; hyperparameters.compression fp16 overflows past 65504; bf16 keeps "
+                                              "float32's range") == said
 
 
 def test_a_bsp_phase_that_diverges_again_backs_off_again_down_to_the_users_rate(write_spec, tmp_path):
