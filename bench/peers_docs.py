@@ -139,12 +139,16 @@ def peer_name(variant: str) -> str:
     return f"{PEER_NAMES.get(base, base)}, its all-reduce sent in {wire} (`hyperparameters.compression: {wire}`)"
 
 
+def _variants_line(docs: list[dict]) -> str:
+    """What the cells ran: the workers, the interleaving, the target, each variant named once."""
+    seen = dict.fromkeys(v for doc in docs for v in doc["table"])
+    return (f"{docs[0]['workers']} workers, variants interleaved within each seed; time to accuracy is the first "
+            "evaluation at the cell's target. Variants: " + "; ".join(f"`{v}` {peer_name(v)}" for v in seen))
+
+
 def peers_render(docs: list[dict], names: list[str]) -> list[str]:
     """Each answering cell in full, then one row per other cell (`names`: the files, in the docs' order)."""
-    seen = dict.fromkeys(v for doc in docs for v in doc["table"])
-    lines = [f"{docs[0]['workers']} workers, variants interleaved within each seed; time to accuracy is the "
-             "first evaluation at the cell's target. Variants: " +
-             "; ".join(f"`{v}` {peer_name(v)}" for v in seen) +
+    lines = [_variants_line(docs) +
              f". syncswitch's BSP ran by all-reduce ({docs[0].get('bsp_allreduce', 'asked for (allreduce: true)')}).",
              "", "The latest cell of each job, CPU budget, host and malloc, commit as named in its file:", ""]
     answering = answering_cells(docs)
@@ -264,10 +268,7 @@ COMPRESSION_NOTE = (
 
 def compression_render(docs: list[dict]) -> list[str]:
     """Every compression cell in full: its variants beside their uncompressed bases and MWMS."""
-    lines = ["4 workers, variants interleaved within each seed; time to accuracy is the first evaluation at the "
-             "cell's target. Variants: " + "; ".join(f"`{v}` {peer_name(v)}" for v in
-                                                     dict.fromkeys(v for doc in docs for v in doc["table"])) + ".",
-             ""]
+    lines = [_variants_line(docs) + ".", ""]
     for doc in docs:
         lines += _full_table(doc)
     return lines[:-1]
@@ -284,8 +285,9 @@ def compression_headline(docs: list[dict]) -> tuple[str, str]:
         tta = _range([t[v]["tta_vs_mwms"] for v in mine if t[v].get("tta_vs_mwms")]) if "mwms" in t else "–"
         speed = _range([t[v]["examples_per_s"]["median"] / t["bsp"]["examples_per_s"]["median"] for v in mine])
         parts.append(f"{job_name(doc)}{network}: {tta} / {speed}")
-        gaps += [t[v.split("+")[0]]["final_accuracy"]["median"] - t[v]["final_accuracy"]["median"]
-                 for v in t if "+" in v and v.split("+")[0] in t]
+        bases = {v: v.partition("+")[0] for v in t if "+" in v}
+        gaps += [t[base]["final_accuracy"]["median"] - t[v]["final_accuracy"]["median"]
+                 for v, base in bases.items() if base in t]
     worst = max(gaps)
     return ("`hyperparameters.compression` (fp16, bf16; opt-in): compressed BSP's time to accuracy / throughput, as "
             "ratios to MWMS's / to float32 BSP's (4 workers, 5 seeds a cell; no network limit unless named)",

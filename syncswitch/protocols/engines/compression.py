@@ -33,13 +33,11 @@ def wire_type(compression: str | None):
 
 def mean_with_control(values, control, n: int, instance_key: int, name: str, wire=None):
     """(the group's mean of each of `values`, of each of `control`, the seconds the values' all-reduce took):
-    one float32 collective without `wire`; with it, `values` in `wire` and `control` in float32 beside."""
-    if wire is None:
+    one float32 collective without `wire` (or without values to send in it); with it, `values` in `wire` and
+    `control` in float32 beside."""
+    if wire is None or not values:
         means, waited = mean([*values, *control], n, instance_key, name)
         return means[:len(values)], means[len(values):], waited
-    if not values:
-        means, waited = mean(control, n, instance_key, name)
-        return [], means, waited
     means, waited = mean(values, n, instance_key, name, wire)
     controls, _ = mean(control, n, instance_key + CONTROL_OFFSET, f"{name}_control")
     return means, controls, waited
