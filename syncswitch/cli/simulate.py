@@ -23,7 +23,8 @@ from syncswitch.cli.errors import friendly_errors
                    "ASP's staleness S; on a replay, by default to the staleness the run measured; a step held off "
                    "the cores after its read with probability P, for M mean steps on average); and +call:F (a "
                    "protocol's blocking call outside its read-to-update window, SSP's and specsync's, takes F of a "
-                   "step off the core; default 0).")
+                   "step off the core; default 0); and +link:MBIT[:latency=MS][:burst=KB][:shared] (the network: "
+                   "all-reduces and parameter-server transfers take time on links of MBIT Mbit/s; default free).")
 @click.option("--step-time", type=click.FloatRange(min=0, min_open=True), default=1.0, show_default=True,
               help="Seconds of one step on the simulated cluster (the time scale of round-robin and speeds).")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seeds the model, the arrivals and the draws.")

@@ -22,6 +22,9 @@ staleness its tail). Without the suffix every worker has a core of its own.
 And a suffix `+call:F`: a protocol's own blocking call to the parameter servers outside its read-to-update
 window (SSP's clock poll after each step, specsync's update decided in a second round trip) takes F of the
 worker's step, off its core (the worker waits for the servers' answer); default 0, calls cost nothing.
+
+And a suffix `+link:MBIT[:latency=MS][:burst=KB][:shared]`: the network (syncswitch/simulator/network.py). The
+collectives and parameter-server transfers take time on links of MBIT Mbit/s each way; without it they are free.
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ import numpy as np
 
 from syncswitch.errors import SpecError
 from syncswitch.simulator.cores import calibrate_quantum
+from syncswitch.simulator.network import LINK, parse_link
 
 NAMES = ("round-robin", "speeds[:SIGMA][:jitter=J][:block=K]", "replay:RUN_DIR")
 CORES = "+cores:C[:q=QUANTUM|:staleness=S][:stall=P/M]"
@@ -50,6 +54,7 @@ class ArrivalModel(abc.ABC):
         self.cores: int | None = None  # shared cores (None: each worker its own) and their slice, in mean steps
         self.quantum = 1.0
         self.call = 0.0  # a protocol's blocking call outside its window, as a fraction of the step (off the core)
+        self.link = None  # the network (network.Link): None, communication is free
         self.stall_p, self.stall_mean = 0.0, 0.0  # a step held off the shared cores after its read: probability, mean
         self._stalls: dict[int, np.ndarray] = {}
 
@@ -76,7 +81,8 @@ class ArrivalModel(abc.ABC):
         if self.stall_p > 0:
             shared.update(stall_p=self.stall_p, stall_mean=self.stall_mean)
         call = {"call": self.call} if self.call else {}
-        return {"model": self.name, "unit_s": self.unit, **shared, **call}
+        link = {"link": self.link.describe()} if self.link else {}
+        return {"model": self.name, "unit_s": self.unit, **shared, **call, **link}
 
 
 class RoundRobin(ArrivalModel):
@@ -178,15 +184,27 @@ def measured_staleness(run_dir: str) -> float | None:
 def arrival_model(text: str, workers: int, seed: int, unit: float = 1.0) -> ArrivalModel:
     """The model `text` names (see the module's docstring); a clear error names the valid ones."""
     text = text or "round-robin"
-    rest, priced, call = text.rpartition("+call:")
-    rest = rest if priced else text
+    unlinked, link = _take_link(text)
+    rest, priced, call = unlinked.rpartition("+call:")
+    rest = rest if priced else unlinked
     base, plus, shared = rest.rpartition("+cores:")
     model = _base_model(base if plus else rest, text, workers, seed, unit)
     if plus:
         _share_cores(model, shared, text)
     if priced:
         model.call = _call_fraction(call, text)
+    if link is not None:
+        model.link = parse_link(link, text)
     return model
+
+
+def _take_link(text: str) -> tuple[str, str | None]:
+    """`text` without its `+link:...` suffix (wherever it stands among the others), and that suffix's argument."""
+    head, found, tail = text.partition("+link:")
+    if not found:
+        return text, None
+    arg, plus, rest = tail.partition("+")
+    return head + plus + rest, arg
 
 
 def _call_fraction(arg: str, text: str) -> float:
@@ -243,7 +261,7 @@ def _base_model(kind_arg: str, text: str, workers: int, seed: int, unit: float) 
     if kind == "replay" and arg:
         return Replay(workers, seed, unit, arg)
     raise SpecError(f"--arrivals {text!r}: unknown arrival model; valid: {', '.join(NAMES)} "
-                    f"(each with {CORES} and {CALL})")
+                    f"(each with {CORES}, {CALL} and {LINK})")
 
 
 def _speeds(arg: str, text: str, workers: int, seed: int, unit: float) -> Speeds:

@@ -300,6 +300,9 @@ class BFasgd(Asp):
         self.pushing[client] = bool(self.rng.uniform() < transmit_probability(float(self.params["push"]), v))
         return applied
 
+    def step_traffic(self, client, size):
+        return 4 * size * (int(self.due[client]) + int(self.pushing[client]))  # what the last step drew
+
     def stats(self):
         steps = self.counts["steps"]
         return {**super().stats(), **self.counts,

@@ -44,10 +44,12 @@ def run_async(sim, rule, until_samples: int):
 
 def start(cpu, sim, rule, now: float, worker: int) -> None:
     """The worker's next step: its time from the arrival model, of which the rule's blocking calls outside its
-    read-to-update window (`rule.calls` of them, each `call` of a step) are spent off the cores before the read."""
+    read-to-update window (`rule.calls` of them, each `call` of a step) are spent off the cores before the read;
+    on a network, its pull and push wait there too (before the read: the update lands as the compute ends, so a
+    push's time on the link counts once per step without moving the read's staleness window)."""
     work = sim.step_time(worker)
     waiting = min(rule.calls * sim.arrivals.call, 0.9) * work
-    cpu.start(now, worker, work - waiting, waiting)
+    cpu.start(now, worker, work - waiting, waiting + sim.transfer(rule, worker, now))
 
 
 def run_rounds(sim, rule, until_samples: int):
@@ -65,6 +67,7 @@ def run_rounds(sim, rule, until_samples: int):
         if rule.name == "bsp":
             order = order[:rule.needed]
         end = start + finish[order[-1]]
+        end += sim.communicate(rule, end, len(order))
         first = FirstSteps(sim, rule, order)
         for i in range(steps):
             sim.before_update(rule)  # the rate at the count every worker's step i reads it at

@@ -76,6 +76,28 @@ class ServerRule(abc.ABC):
     def apply_update(self, grads: np.ndarray, timestamp: int, client: int) -> bool:
         """Apply one worker's gradient computed at the parameters of `timestamp`; False if it was dropped."""
 
+    # -- traffic (network.py prices it on an arrival model's link; `size` counts the model's float32 parameters) --
+    def step_traffic(self, client: int, size: int) -> int:
+        """Bytes the worker's next asynchronous step moves through the parameter servers: its pull and its push."""
+        return 8 * size
+
+    def round_traffic(self, size: int) -> tuple[list[int], int]:
+        """What a synchronous round's end sends: each ring all-reduce's buffer in bytes, in turn, and each
+        aggregated worker's parameter-server pull and push in bytes (0: none)."""
+        return [], 0
+
+    def leave_traffic(self, size: int) -> list[int]:
+        """The ring all-reduces' buffers, in bytes, of the phase's end."""
+        return []
+
+    def ring_buffers(self, size: int, trailing: int) -> list[int]:
+        """An all-reduce of `size` values with `trailing` float32 ones (the loss, the stop flag) beside them: one
+        float32 buffer, or compressed, the values in the wire type and the rest in a float32 collective of their
+        own (protocols/engines/compression.py)."""
+        if self.wire is None:
+            return [4 * (size + trailing)]
+        return [self.wire.itemsize * size] + ([4 * trailing] if trailing else [])
+
     def blocked(self, client: int) -> bool:
         """Whether `client` must wait before its next step (SSP's bound)."""
         return False
@@ -119,6 +141,9 @@ class Bsp(ServerRule):
 
     def worker_gradient(self, g):
         return g  # the group's mean is the update's gradient: clipped in apply_update
+
+    def round_traffic(self, size):
+        return (self.ring_buffers(size, 2), 0) if self.ring else ([], 8 * size)
 
     def apply_update(self, grads, timestamp, client):
         if timestamp != self.s.step:
@@ -195,6 +220,12 @@ class LocalSgd(ServerRule):
 
     def checkpointed(self):
         return self.copies[0], self.velocities[0], self.s.step + self.done[0], self.s.samples
+
+    def round_traffic(self, size):
+        return self.ring_buffers(size, 2), 0
+
+    def leave_traffic(self, size):
+        return [4 * size]  # the momenta, in float32 (compression leaves them out)
 
     def leave(self):
         self.average()

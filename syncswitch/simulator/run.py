@@ -22,6 +22,7 @@ from syncswitch.policies.speed_settings import REPORT_WINDOW, window_fraction
 from syncswitch.simulator import drive
 from syncswitch.simulator.cores import Cores
 from syncswitch.simulator.model import GradientModel, Shards
+from syncswitch.simulator.network import Network
 from syncswitch.simulator.output import RunFolder
 from syncswitch.simulator.ring import wire_dtype
 from syncswitch.simulator.rulebook import rule_for
@@ -60,6 +61,9 @@ class Simulation:
         self.until = 0  # samples at which the running phase ends (the switch rule may end BSP earlier)
         self.folder = RunFolder(options.out_dir, job, self)
         self.now = 0.0
+        link = getattr(self.arrivals, "link", None)
+        self.network = None if link is None else Network(link, self.workers, job.cluster.ps_tasks)
+        self.size = int(sum(self.model.sizes))  # float32 parameters: what a transfer's bytes count
         self._steps = [0] * self.workers   # each worker's step count (the arrival model's index)
         # Each worker's steps, busy and waiting seconds so far (a worker process's counters: kept across phases).
         self._local, self._busy, self._wait = [0] * self.workers, [0.0] * self.workers, [0.0] * self.workers
@@ -77,6 +81,25 @@ class Simulation:
     def cores(self) -> Cores:
         """The machine the workers step on: their own cores, or C shared ones time-sliced (the arrival model's)."""
         return Cores(self.arrivals.cores, self.arrivals.quantum, self.arrivals.unit, self.arrivals.stall)
+
+    def transfer(self, rule, worker: int, now: float) -> float:
+        """Seconds the worker's asynchronous step waits for its pull and push on the network (0 without one)."""
+        if self.network is None:
+            return 0.0
+        return self.network.push_pull(now, rule.step_traffic(worker, self.size))
+
+    def communicate(self, rule, at: float, pushing: int, buffers=None) -> float:
+        """Seconds after `at` until a synchronous round's all-reduces (in turn) and the `pushing` workers' transfers
+        through the servers (at once, queued) are done; `buffers` instead of the round's: the phase's end."""
+        if self.network is None:
+            return 0.0
+        rings, each = rule.round_traffic(self.size) if buffers is None else (buffers, 0)
+        t = at
+        for nbytes in rings:
+            t += self.network.all_reduce(t, nbytes)
+        if each:
+            t = max([t] + [at + self.network.push_pull(at, each) for _ in range(pushing)])
+        return t - at
 
     def batch(self, worker: int):
         return self._shards[self.config.per_worker_batch].next(worker)
@@ -191,6 +214,7 @@ class Simulation:
             if hasattr(rule, "retune"):
                 rule.retune()
         rule.leave()
+        self.now += self.communicate(rule, self.now, 0, rule.leave_traffic(self.size))
         self._saved_at_end(shared)
         planned = self.plan[k]  # the switch rule may have moved its end
         self.folder.phase_done(k, planned, start, (self.now, shared.samples, shared.step), self.total, rule.stats())

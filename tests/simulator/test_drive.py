@@ -30,6 +30,9 @@ class _Sim:
     def batch(self, worker):
         return worker
 
+    def transfer(self, rule, worker, now):
+        return 0.0  # no network
+
     def gradient(self, point, batch):
         return np.ones(2, np.float32), 0.0
 

@@ -220,3 +220,55 @@ def test_a_rounds_first_steps_in_one_call_are_the_bits_of_one_call_each(digits_j
         # 0.5 + 3 steps of 4 workers at 8 of the 640 samples: each worker counts the group's batches a step (the
         # engine's count), so the first report of a step is after all 4 landed
         assert summary["guard_events"][0]["fraction"] == pytest.approx(0.5 + 3 * 4 * 8 / 640)
+
+
+def test_a_link_prices_each_round_s_all_reduce_and_leaves_the_arithmetic_alone(digits_job, tmp_path):
+    """BSP by all-reduce on 4 workers: each round pays one ring all-reduce of the gradients, the loss and the stop
+    flag (2(n-1) chunks of the buffer over n on each node's link, a latency each); fp16 sends the gradients in half
+    the bytes and the two float32s in a collective of their own. The updates are the same bits with a link as
+    without: a synchronous round's order does not depend on time."""
+    n, latency, mbit = 4, 0.002, 80.0  # 1e7 bytes a second
+    schedule = [only("bsp"), "workload={samples: 320}"]
+    free, _ = simulate(digits_job, tmp_path, n, schedule, name="free")
+    runs = {}
+    for wire in ("none", "fp16"):
+        sim, summary = simulate(digits_job, tmp_path, n, [*schedule, f"hyperparameters.compression={wire}"],
+                                arrivals=f"round-robin+link:{mbit}:latency={latency * 1e3}", name=wire)
+        runs[wire] = (sim, summary["total_time_s"] - free.now)
+        assert summary["simulation"]["arrivals"]["link"]["mbit"] == mbit
+    rounds, size, rate = free.final.step, free.size, mbit * 1e6 / 8
+    assert rounds == 10 and runs["none"][0].final.step == rounds
+    np.testing.assert_array_equal(runs["none"][0].final.w, free.final.w)
+    ring = 2 * (n - 1)
+    assert runs["none"][1] == pytest.approx(rounds * ring * (4 * (size + 2) / n / rate + latency), rel=1e-9)
+    fp16 = rounds * ring * (2 * size / n / rate + 4 * 2 / n / rate + 2 * latency)
+    assert runs["fp16"][1] == pytest.approx(fp16, rel=1e-9)
+
+
+def test_local_sgd_pays_an_average_a_period_and_its_momenta_at_the_end(digits_job, tmp_path):
+    n, mbit = 4, 80.0
+    schedule = [only("local-sgd", period=2), "workload={samples: 320}"]
+    free, _ = simulate(digits_job, tmp_path, n, schedule, name="free")
+    sim, summary = simulate(digits_job, tmp_path, n, schedule, arrivals=f"round-robin+link:{mbit}", name="link")
+    averages, rate, size = summary["schedule"][0]["measured"]["averages"], mbit * 1e6 / 8, sim.size
+    assert averages == 5
+    wire = 2 * (n - 1) / n / rate
+    assert sim.now - free.now == pytest.approx(averages * wire * 4 * (size + 2) + wire * 4 * size, rel=1e-9)
+
+
+def test_asynchronous_steps_queue_for_the_parameter_servers_link(digits_job, tmp_path):
+    """ASP on one shared slow link: every step's pull and push (8 bytes a parameter) go through it in turn, so the
+    run takes its steps times that, whatever the workers' compute; so does one PS (the job's) on links of their own;
+    with a PS a node, the servers keep up and each worker's step waits for its own transfers."""
+    n, steps, mbit = 4, 40, 0.8  # 1e5 bytes a second
+    schedule = [only("asp"), f"workload={{samples: {steps * 8}}}"]
+    shared, _ = simulate(digits_job, tmp_path, n, schedule, arrivals=f"round-robin+link:{mbit}:shared",
+                         name="shared")
+    per_step = 8 * shared.size / 1e5
+    assert per_step * n > 1.0  # the link, not the workers' 1-s steps, bounds it
+    assert shared.now == pytest.approx(steps * per_step + 1.0, rel=1e-9)  # the last transfer, then its step
+    one, _ = simulate(digits_job, tmp_path, n, schedule, arrivals=f"round-robin+link:{mbit}", name="one")
+    assert one.job.cluster.ps_tasks == 1 and one.now == shared.now
+    spread, _ = simulate(digits_job, tmp_path, n, [*schedule, f"cluster.parameter_servers={n}"],
+                         arrivals=f"round-robin+link:{mbit}", name="spread")
+    assert spread.now == pytest.approx(steps / n * (1.0 + per_step), rel=1e-9)
