@@ -32,6 +32,7 @@ PARTS = {
     "cgroup-period": ("bench.cgroup_period", "step-time spread under a node CPU budget, per CFS period"),
     "peers": ("bench.peers", "syncswitch against MultiWorkerMirroredStrategy and one process alone, same job"),
     "ray-backend": ("bench.ray_backend", "the quickstart and fan-out, local against ray; recovery on ray"),
+    "network": ("bench.network", "the simulator's network model against real runs on a limited loopback; projections"),
     "scale": ("bench.scale", "every protocol on 2 to 64 simulated workers, accuracy against BSP"),
     "suite": ("bench.suite", "the main parts in one go (--quick about 20 min on 2 cores, --full hours)"),
 }

@@ -5,13 +5,17 @@ asynchronous update lands as its step ends. With one, the rules' traffic takes t
 
 - A ring all-reduce (BSP by all-reduce, local SGD's averages, its momenta's at a phase's end) is TensorFlow's ring
   (ring.py): 2(n-1) steps, each member sending one chunk of size/n to the next at once (reduce-scatter, then
-  all-gather). On links of their own each step takes latency + chunk/rate: 2(n-1)/n of the buffer on the wire per
-  node, the alpha-beta model the ring's bandwidth optimality comes from (Patarasuk and Yuan 2009; NCCL's "bus
-  bandwidth"). On a `shared` link, one medium carries every node's traffic (a loopback under a rate limit, as
+  all-gather): 2(n-1)/n of the buffer on each node's link, the bandwidth term of the alpha-beta model the ring's
+  optimality comes from (Patarasuk and Yuan 2009; NCCL's "bus bandwidth"). A step takes the longer of its chunk's
+  time on the link and the latency (a message's fixed cost: the RPC, the peers' turn on a shared core), as LogP
+  spaces a processor's messages by the larger of its overhead and its gap: the fixed cost overlaps the bytes.
+  Collectives issued in one call (compressed: the values, and the loss and stop flag in float32) run at once and
+  share the steps. On a `shared` link, one medium carries every node's traffic (a loopback under a rate limit, as
   `bench --loopback-mbit` sets up): the n chunks of a step queue on it, 2(n-1) buffers in all.
 - A parameter-server transfer (an asynchronous step's pull and push; BSP's on the servers, `aggregate: m`) moves
   the parameters each way through the worker's link and the servers' links: the PS tasks spread the variables,
-  so together they serve at ps_tasks times a link's rate (one rate when shared), first come first served.
+  so together they serve at ps_tasks times a link's rate (one rate when shared), first come first served; at
+  least two latencies (a pull and a push).
 
 `burst=KB` makes each link a token bucket (`tc qdisc ... tbf`'s burst): while it idles it banks up to KB of rate
 to send at once, so a worker's compute between two collectives hides up to KB of the next one's bytes. A real NIC
@@ -81,20 +85,23 @@ class Network:
         servers = 1 if link.shared else max(1, ps_tasks)
         self.servers = self.ring if link.shared else Bucket(link.rate * servers, link.burst_bytes * servers)
 
-    def all_reduce(self, now: float, nbytes: float) -> float:
-        """Seconds a ring all-reduce of an `nbytes` buffer started at `now` takes."""
-        if self.n == 1:
+    def all_reduce(self, now: float, buffers: list[float]) -> float:
+        """Seconds the ring all-reduces of `buffers` (bytes each), issued together at `now`, take: they run at once
+        (one call: compressed, the values and the float32 loss beside them), their chunks sharing each ring step."""
+        if self.n == 1 or not buffers:
             return 0.0
-        messages = 2 * (self.n - 1)
-        on_wire = messages * nbytes / self.n * (self.n if self.link.shared else 1)
-        return self.ring.send(now, on_wire) - now + messages * self.link.latency_s
+        step = sum(buffers) / self.n * (self.n if self.link.shared else 1)  # on each link, a ring step
+        t = now
+        for _ in range(2 * (self.n - 1)):  # each step waits for the previous one's chunk
+            t = max(self.ring.send(t, step), t + self.link.latency_s)
+        return t - now
 
     def push_pull(self, now: float, nbytes: float) -> float:
         """Seconds one worker's pull and push, `nbytes` together, asked for at `now`, take through the servers."""
         done = self.servers.send(now, nbytes)
         if not self.link.shared:  # the worker's own link carries its two transfers at its rate
             done = max(done, now + nbytes / self.link.rate)
-        return done - now + 2 * self.link.latency_s
+        return max(done, now + 2 * self.link.latency_s) - now
 
 
 def parse_link(arg: str, text: str) -> Link:

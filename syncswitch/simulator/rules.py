@@ -82,7 +82,7 @@ class ServerRule(abc.ABC):
         return 8 * size
 
     def round_traffic(self, size: int) -> tuple[list[int], int]:
-        """What a synchronous round's end sends: each ring all-reduce's buffer in bytes, in turn, and each
+        """What a synchronous round's end sends: each ring all-reduce's buffer in bytes (issued together), and each
         aggregated worker's parameter-server pull and push in bytes (0: none)."""
         return [], 0
 

@@ -89,14 +89,12 @@ class Simulation:
         return self.network.push_pull(now, rule.step_traffic(worker, self.size))
 
     def communicate(self, rule, at: float, pushing: int, buffers=None) -> float:
-        """Seconds after `at` until a synchronous round's all-reduces (in turn) and the `pushing` workers' transfers
-        through the servers (at once, queued) are done; `buffers` instead of the round's: the phase's end."""
+        """Seconds after `at` until a synchronous round's all-reduces (issued together) and the `pushing` workers'
+        transfers through the servers (at once, queued) are done; `buffers` instead of the round's: the phase's end."""
         if self.network is None:
             return 0.0
         rings, each = rule.round_traffic(self.size) if buffers is None else (buffers, 0)
-        t = at
-        for nbytes in rings:
-            t += self.network.all_reduce(t, nbytes)
+        t = at + self.network.all_reduce(at, rings)
         if each:
             t = max([t] + [at + self.network.push_pull(at, each) for _ in range(pushing)])
         return t - at

@@ -27,10 +27,28 @@ def test_a_burst_banks_idle_time_up_to_its_depth():
 def test_a_ring_all_reduce_moves_2_n_minus_1_chunks_of_a_buffer_over_n():
     size, n = 4_000_000, 4
     own = Network(Link(mbit=8.0, latency_s=0.001), n, ps_tasks=n)  # 1e6 bytes a second
-    assert own.all_reduce(0.0, size) == pytest.approx(2 * (n - 1) * (size / n / 1e6 + 0.001))
+    assert own.all_reduce(0.0, [size]) == pytest.approx(2 * (n - 1) * size / n / 1e6)
     shared = Network(Link(mbit=8.0, shared=True), n, ps_tasks=n)
-    assert shared.all_reduce(0.0, size) == pytest.approx(2 * (n - 1) * size / 1e6)  # every chunk on one medium
-    assert Network(Link(mbit=8.0), 1, 1).all_reduce(0.0, size) == 0.0
+    assert shared.all_reduce(0.0, [size]) == pytest.approx(2 * (n - 1) * size / 1e6)  # every chunk on one medium
+    assert Network(Link(mbit=8.0), 1, 1).all_reduce(0.0, [size]) == 0.0
+
+
+def test_a_ring_step_takes_the_longer_of_its_chunk_and_the_latency():
+    n = 4
+    slow = Network(Link(mbit=8.0, latency_s=0.5), n, ps_tasks=n)
+    assert slow.all_reduce(0.0, [400_000]) == pytest.approx(6 * 0.5)  # 0.1 s of bytes a step hide in the latency
+    # Two collectives of one call (compressed values, the float32 loss and flag) share the steps and their latency.
+    both = Network(Link(mbit=8.0, latency_s=0.5), n, ps_tasks=n)
+    assert both.all_reduce(0.0, [400_000, 8]) == pytest.approx(6 * 0.5)
+    fast = Network(Link(mbit=8.0, latency_s=0.5), n, ps_tasks=n)
+    assert fast.all_reduce(0.0, [4_000_000, 4_000_000]) == pytest.approx(6 * 2.0)
+
+
+def test_a_banked_burst_shortens_the_first_ring_steps():
+    n, size = 2, 2_000_000  # 2 steps of 1e6 bytes on each link
+    net = Network(Link(mbit=8.0, burst_bytes=500_000), n, ps_tasks=n)
+    assert net.all_reduce(0.0, [size]) == pytest.approx(0.5 + 1.0)
+    assert net.all_reduce(1.5, [size]) == pytest.approx(2.0)  # no idle time since: the bank is empty
 
 
 def test_parameter_servers_serve_their_workers_in_turn_at_their_links_rate():
@@ -38,6 +56,7 @@ def test_parameter_servers_serve_their_workers_in_turn_at_their_links_rate():
     waits = [net.push_pull(0.0, 1e6) for _ in range(4)]
     # Each worker's own link bounds it at 1 s; the servers' queue ends the fourth at 4 x 1e6 / 2e6.
     assert waits == pytest.approx([1.0, 1.0, 1.5, 2.0])
+    assert Network(Link(mbit=8.0, latency_s=0.7), 4, 4).push_pull(0.0, 1e5) == pytest.approx(1.4)  # two round trips
     shared = Network(Link(mbit=8.0, shared=True), members=4, ps_tasks=4)
     assert [shared.push_pull(0.0, 1e6) for _ in range(2)] == pytest.approx([1.0, 2.0])
 
