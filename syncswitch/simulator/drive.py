@@ -1,7 +1,7 @@
 """The two ways workers take turns: asynchronous arrivals (an event queue) and synchronous rounds.
 
-Both call the same hooks of the simulation: `batch(worker)`, `gradient(point, batch)`, `before_update()` (the
-rate at the current sample count) and `after_update(worker, loss, step_s, wait_s)`, which records the worker's
+Both call the same hooks of the simulation: `batch(worker)`, `gradient(point, batch, worker)`, `before_update()`
+(the rate at the current sample count) and `after_update(worker, loss, step_s, wait_s)`, which records the worker's
 report, evaluates at the evaluation points and returns a guard verdict or None. A driver returns when the phase's
 sample budget is spent or a verdict came in.
 """
@@ -26,7 +26,7 @@ def run_async(sim, rule, until_samples: int):
             began[c], reads[c] = t, rule.fetch(c)
             continue
         point, stamp = reads[c]
-        g, loss = sim.gradient(point, sim.batch(c))
+        g, loss = sim.gradient(point, sim.batch(c), c)
         sim.before_update(rule)
         rule.apply_update(rule.worker_gradient(g), stamp, c)
         verdict = sim.after_update(rule, c, loss, t - began[c], 0.0)
@@ -74,7 +74,7 @@ def run_rounds(sim, rule, until_samples: int):
             losses = []
             for c in order:
                 point, stamp = rule.fetch(c)
-                g, loss = first.take(c) if i == 0 else sim.gradient(point, sim.batch(c))
+                g, loss = first.take(c) if i == 0 else sim.gradient(point, sim.batch(c), c)
                 sim.now = rule.now = end
                 rule.apply_update(rule.worker_gradient(g), stamp, c)
                 losses.append(loss)
@@ -96,7 +96,8 @@ class FirstSteps:
         point = rule.fetch(order[0])[0]
         assert all(rule.fetch(c)[0] is point for c in order), "a round's workers read different parameters"
         self.sim, batches = sim, [sim.batch(c) for c in order]
-        self._steps = {c: (batch, out) for c, batch, out in zip(order, batches, sim.gradients(point, batches))}
+        self._steps = {c: (batch, out) for c, batch, out in zip(order, batches,
+                                                                 sim.gradients(point, batches, order))}
 
     def take(self, worker: int) -> tuple:
         """(gradient, loss) of the worker's first step."""

@@ -6,7 +6,9 @@ assigns the snapshot a worker read, so the shared parameters and every worker's 
 
 from __future__ import annotations
 
+import contextlib
 import os
+import random
 
 os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -53,6 +55,11 @@ class GradientModel:
         out = scriptmod.call_model_fn(self.module, job.script, features, labels, self.params, True)
         self.model = tf.keras.Model([features, labels], [out["logits"], out["loss"]])
         self.weights = self.model.trainable_variables
+        # What the model updates but does not train (batch normalization's moving averages): each gradient call's
+        # update ops move it, as a worker's step runs them (ModelState keeps whose it is).
+        self.state_variables = self.model.non_trainable_variables
+        self.scorer, self._score_pairs = self._scoring_model(features, labels) if self.state_variables else \
+            (self.model, [])
         self.shapes = [tuple(w.shape) for w in self.weights]
         self.sizes = [int(np.prod(s)) for s in self.shapes]
         # Where each element sits in an all-reduce engine's buffer (its variables sorted by name: ring.py).
@@ -78,9 +85,11 @@ class GradientModel:
             grads = tape.gradient(loss, weights)
             return tf.concat([tf.reshape(g, [-1]) for g in grads], 0), loss
 
+        scorer = self.scorer
+
         @tf.function(reduce_retracing=True)
         def score(x, y):
-            logits, loss = model([x, y], training=False)
+            logits, loss = scorer([x, y], training=False)
             if logits.shape.rank == 1 or logits.shape[-1] == 1:
                 predicted = tf.cast(tf.reshape(logits, [-1]) > 0, y.dtype)
             else:
@@ -112,6 +121,28 @@ class GradientModel:
         """The freshly initialized parameters (seeded) as one vector."""
         return np.concatenate([w.numpy().reshape(-1) for w in self.weights]).astype(np.float32)
 
+    def _scoring_model(self, features, labels):
+        """(the model as the evaluator builds it, the variable pairs to copy before a score). model_fn bakes its
+        training flag into the layers it calls, and one built for training scores with each test batch's
+        statistics where the evaluator's (training=False) reads batch normalization's moving averages. A script that
+        reuses its model shares the variables; one that builds anew gets copies, given the trained values before
+        each score. Built with the random state given back, so the weights and data order stay the run's."""
+        with random_state_kept():
+            out = scriptmod.call_model_fn(self.module, self.job.script, features, labels, self.params, False)
+        scorer = tf.keras.Model([features, labels], [out["logits"], out["loss"]])
+        theirs, ours = scorer.variables, self.model.variables
+        if len(theirs) != len(ours) or any(a.shape != b.shape for a, b in zip(theirs, ours)):
+            return self.model, []  # no pairing: scored as trained, as before
+        return scorer, [(a, b) for a, b in zip(theirs, ours) if a is not b]
+
+    def state(self) -> tuple:
+        """The untrained variables' values now."""
+        return tuple(v.numpy() for v in self.state_variables)
+
+    def set_state(self, values: tuple) -> None:
+        for variable, value in zip(self.state_variables, values):
+            variable.assign(value)
+
     def gradient(self, flat: np.ndarray, batch) -> tuple[np.ndarray, float]:
         """(gradient, loss) of the batch's loss at the parameters `flat`."""
         g, loss = self._call(self._gradient, tf.constant(flat), *batch)
@@ -135,8 +166,10 @@ class GradientModel:
         return self._concrete[key](flat, x, y)
 
     def evaluate(self, flat: np.ndarray) -> tuple[float, float]:
-        """(accuracy, mean loss) on the job's test split at the parameters `flat`."""
+        """(accuracy, mean loss) on the job's test split at the parameters `flat` (and the untrained state now)."""
         self._assign(tf.constant(flat))
+        for mine, trained in self._score_pairs:
+            mine.assign(trained)
         if self._test is None:
             ds = scriptmod.call_input_fn(self.module, self.job.script, "test", self.job.evaluation.batch_size,
                                          self.params)
@@ -154,6 +187,26 @@ class GradientModel:
 
     def train_examples(self) -> int | None:
         return scriptmod.num_train_examples(self.module, self.job.script, self.params)
+
+
+@contextlib.contextmanager
+def random_state_kept():
+    """Within: what is drawn from Python's, numpy's, Keras' seed generator's and TensorFlow's op-seed sequence is given
+    back after, so building a layer more leaves the weights and draws a run makes after it as they were (a stateful
+    TensorFlow op's kernel keeps its own position: a script that draws from one in model_fn is not covered)."""
+    from tensorflow.python.eager import context
+    from tf_keras.src import backend as keras_backend
+
+    generators = [random, getattr(keras_backend._SEED_GENERATOR, "generator", None), context.context()._rng]
+    saved = [g.getstate() if g is not None else None for g in generators]
+    numpy_state = np.random.get_state()
+    try:
+        yield
+    finally:
+        for g, state in zip(generators, saved):
+            if g is not None:
+                g.setstate(state)
+        np.random.set_state(numpy_state)
 
 
 def serial_options() -> tf.data.Options:

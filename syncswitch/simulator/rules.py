@@ -55,6 +55,9 @@ class ServerRule(abc.ABC):
     order = slot_order = None
     clip_norm: float | None = None  # hyperparameters.clip_norm (the run sets it)
     wire = None  # hyperparameters.compression's type (ring.wire_dtype; the run sets it): the all-reduce sends in it
+    # Whether the workers step on replicas of the whole model (the chief's copy is the model's at a checkpoint and
+    # when the phase ends), or on the parameter servers' one: where batch normalization's moving averages move.
+    replicas = False
 
     def __init__(self, shared: Shared, workers: int, params: dict, batch: int, seed: int):
         self.s, self.n, self.params, self.batch = shared, workers, dict(params), batch
@@ -137,6 +140,7 @@ class Bsp(ServerRule):
         self.needed = int(self.params.get("aggregate") or 0) or self.n
         # The engine's path (protocols/engines/synchronous.py): all-reduce unless told off or aggregating.
         self.ring = self.needed == self.n and bool(self.params.get("allreduce", True))
+        self.replicas = self.ring
         self._got: dict[int, np.ndarray] = {}
 
     def worker_gradient(self, g):
@@ -175,6 +179,7 @@ class LocalSgd(ServerRule):
 
     name = "local-sgd"
     rounds = True
+    replicas = True
 
     def __init__(self, *args):
         super().__init__(*args)

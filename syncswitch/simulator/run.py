@@ -22,6 +22,7 @@ from syncswitch.policies.speed_settings import REPORT_WINDOW, window_fraction
 from syncswitch.simulator import drive
 from syncswitch.simulator.cores import Cores
 from syncswitch.simulator.model import GradientModel, Shards
+from syncswitch.simulator.model_state import ModelState
 from syncswitch.simulator.network import Network
 from syncswitch.simulator.output import RunFolder
 from syncswitch.simulator.ring import wire_dtype
@@ -69,6 +70,8 @@ class Simulation:
         self._local, self._busy, self._wait = [0] * self.workers, [0.0] * self.workers, [0.0] * self.workers
         self._shards: dict[int, Shards] = {}
         self.snapshots: dict[str, tuple] = {}
+        self.state = ModelState(self.model)  # batch normalization's moving averages: whose, as the protocols keep them
+        self.snapshot_states: dict[str, tuple] = {}
         every = job.evaluation.every
         self._all_points = [min(1.0, every * (k + 1)) for k in range(int(np.ceil(1.0 / every - 1e-9)))]
         self._points = list(self._all_points)
@@ -102,10 +105,13 @@ class Simulation:
     def batch(self, worker: int):
         return self._shards[self.config.per_worker_batch].next(worker)
 
-    def gradient(self, point, batch):
-        return self.model.gradient(point, batch)
+    def gradient(self, point, batch, worker: int = 0):
+        with self.state.of(worker):
+            return self.model.gradient(point, batch)
 
-    def gradients(self, point, batches):
+    def gradients(self, point, batches, workers):
+        if self.state.copies is not None:  # each worker's update ops move its own copy: one call each
+            return [self.gradient(point, batch, c) for batch, c in zip(batches, workers)]
         return self.model.gradients(point, batches)
 
     def before_update(self, rule) -> None:
@@ -152,8 +158,10 @@ class Simulation:
         w, v, step, samples = rule.checkpointed()
         path = f"sim://checkpoints/model.ckpt-{step}-{samples}"
         self.snapshots[path] = (w, v, step, samples)
+        self.snapshot_states[path] = self.state.canonical()
         self.guard.on_checkpoint(path, fraction, samples)
-        accuracy, loss = self.model.evaluate(w)
+        with self.state.scoring():
+            accuracy, loss = self.model.evaluate(w)
         self.folder.evaluation(self.now, fraction, path, accuracy, loss)
         if self.options.progress:
             print(f"  {fraction:6.1%} {self.protocol:>10}  accuracy {accuracy:.3f}  loss {loss:.3f}", flush=True)
@@ -192,6 +200,7 @@ class Simulation:
         rule.order, rule.slot_order = self.model.buffer_order, self.model.slot_order
         rule.clip_norm = self.job.hyperparameters.clip_norm
         rule.wire = wire_dtype(self.job.hyperparameters.compression)
+        self.state.enter(rule.replicas, self.workers)
         start = (self.now, shared.samples, shared.step)
         self.before_update(rule)
         self.folder.entered(self.now, k, planned, shared, float(rule.lr), float(rule.momentum), self.total)
@@ -199,6 +208,7 @@ class Simulation:
                             window_fraction(self.workers, batch, self.total))
         path = f"sim://checkpoints/switch-{k}"
         self.snapshots[path] = (shared.w, shared.v, shared.step, shared.samples)
+        self.snapshot_states[path] = self.state.canonical()
         self.guard.on_checkpoint(path, shared.samples / self.total, shared.samples)
         self.until = until = int(np.ceil(planned.until * self.total - 1e-9))
         epochs = [until] if planned.protocol != "specsync" or not planned.params.get("adaptive") else \
@@ -212,6 +222,7 @@ class Simulation:
             if hasattr(rule, "retune"):
                 rule.retune()
         rule.leave()
+        self.state.leave()
         self.now += self.communicate(rule, self.now, 0, rule.leave_traffic(self.size))
         self._saved_at_end(shared)
         planned = self.plan[k]  # the switch rule may have moved its end
@@ -235,6 +246,7 @@ class Simulation:
         if self.guard.rolls_back(reached):
             target, protocol = self.guard.plan_rollback(verdict)
             w, v, step, samples = self.snapshots[target.path]
+            self.state.restore(self.snapshot_states[target.path])
             lost = shared.samples - samples
             shared = Shared(w, v, step, samples)
             action = f"rollback to {target.fraction:.1%}, continue with {protocol}"

@@ -113,3 +113,40 @@ def test_a_real_local_sgd_run_is_its_simulation_update_for_update(tmp_path, no_l
     assert len(steps) == 4 and any(s % 2 for s in steps[:-1]), steps  # one between two averages, at least
     assert [round(e["accuracy"], 3) for e in sorted(real["evaluations"], key=lambda e: e["fraction"])] == \
         [round(e["accuracy"], 3) for e in simulated["evaluations"]]
+
+
+@pytest.mark.slow
+def test_a_real_bsp_run_with_batch_norm_keeps_the_chiefs_moving_averages_as_its_simulation(tmp_path, no_leftovers,
+                                                                                           monkeypatch):
+    """A small ResNet of the shipped example (batch normalization), BSP by all-reduce on 4 workers. Each worker's
+    update ops move its replica's moving averages and the chief's are the model's: at the first checkpoint the
+    real chief's hold the simulated chief's to 1e-3, where one copy moved by every worker's steps (a parameter
+    server's) is 0.9 off. The ResNet's parameters are not the simulated ones bit for bit (1.4e-3 apart after 4
+    updates, where the quickstart's are equal; not yet explained), so only the first checkpoint is compared."""
+    import tensorflow as tf
+
+    from syncswitch.simulator.model_state import ModelState
+
+    overrides = ["policy.schedule=[{protocol: bsp}]", "policy.guard.enabled=false", "seed=2", "workload.epochs=2",
+                 "evaluation.every=0.25", "params.train_examples=512", "params.test_examples=256", "params.width=4",
+                 "hyperparameters.batch_size=16"]
+    job = specmod.load(os.path.join(ROOT, "jobs", "resnet_synthetic.yaml"), overrides)
+    real = submission.submit(job, output_dir=str(tmp_path / "real"), progress=False)
+    assert real["status"] == "completed", real["message"]
+    reader = tf.train.load_checkpoint(str(tmp_path / "real" / "checkpoints" / "model.ckpt-4"))
+
+    def first_checkpoint(name):
+        sim = Simulation(job, Options(4, arrival_model("round-robin", 4, 2), 2, str(tmp_path / name)))
+        sim.run()
+        path = next(p for p, (_, _, step, _) in sim.snapshots.items() if step == 4)
+        names = [v.name.split(":")[0] for v in sim.model.state_variables]
+        return sim, sim.snapshots[path][0], max(float(np.max(np.abs(reader.get_tensor(n) - v)))
+                                               for n, v in zip(names, sim.snapshot_states[path]))
+
+    sim, w, apart = first_checkpoint("replicas")
+    weights = [reader.get_tensor(v.name.split(":")[0]).reshape(-1) for v in sim.model.weights]
+    np.testing.assert_allclose(np.concatenate(weights), w, atol=5e-3)
+    assert apart < 1e-3
+    enter = ModelState.enter
+    monkeypatch.setattr(ModelState, "enter", lambda self, replicas, workers: enter(self, False, workers))
+    assert first_checkpoint("shared")[2] > 0.5

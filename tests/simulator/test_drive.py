@@ -33,7 +33,7 @@ class _Sim:
     def transfer(self, rule, worker, now):
         return 0.0  # no network
 
-    def gradient(self, point, batch):
+    def gradient(self, point, batch, worker=0):
         return np.ones(2, np.float32), 0.0
 
     def before_update(self, rule):

@@ -193,7 +193,7 @@ class OneCallPerWorker:
         self.sim, self.rule = sim, rule
 
     def take(self, worker):
-        return self.sim.gradient(self.rule.fetch(worker)[0], self.sim.batch(worker))
+        return self.sim.gradient(self.rule.fetch(worker)[0], self.sim.batch(worker), worker)
 
 
 SWITCHED = ["policy.schedule=[{protocol: bsp, until: 0.5}, {protocol: local-sgd, period: 2}]",
