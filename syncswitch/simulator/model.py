@@ -136,8 +136,9 @@ class GradientModel:
         return scorer, [(a, b) for a, b in zip(theirs, ours) if a is not b]
 
     def state(self) -> tuple:
-        """The untrained variables' values now."""
-        return tuple(v.numpy() for v in self.state_variables)
+        """The untrained variables' values now (copies: a variable's numpy() may share the buffer its next update
+        writes)."""
+        return tuple(np.array(v.numpy(), copy=True) for v in self.state_variables)
 
     def set_state(self, values: tuple) -> None:
         for variable, value in zip(self.state_variables, values):

@@ -4,14 +4,17 @@ A model's update ops (a batch normalization layer's moving mean and variance) ru
 parameter-server protocol they move the shared variables, so every worker's step moves the one copy the
 checkpoints and the evaluator read. Under a replica protocol (BSP by all-reduce, local SGD) each worker pulls every
 variable of the model onto its replica at the phase's entry (node/replica.py, replica_training.py), its own steps
-move its own copy, and the chief's copy is the one a checkpoint snapshots and the phase's end publishes. The
-simulator's one Keras model holds one set of these variables: this module swaps each worker's copy in around its
-gradient call, and hands the chief's to the evaluator. A model without such variables pays nothing.
+move its own copy (local SGD's average moves them to their mean with the rest of the replica), and the chief's
+copy is the one a checkpoint snapshots and the phase's end publishes. The simulator's one Keras model holds one
+set of these variables: this module swaps each worker's copy in around its gradient call, and hands the chief's
+to the evaluator. A model without such variables pays nothing.
 """
 
 from __future__ import annotations
 
 import contextlib
+
+import numpy as np
 
 
 class ModelState:
@@ -44,6 +47,14 @@ class ModelState:
         if self.copies is not None:
             return self.copies[0]
         return self.model.state() if self.active else ()
+
+    def average(self) -> None:
+        """Local SGD's average: it moves every copy of the replica, these too (localsgd_collective.py), to their
+        mean (float32 of a float64 mean; the ring's order is the trained parameters' alone, ring.py)."""
+        if self.copies is not None:
+            mean = tuple(np.mean(np.stack(values), axis=0, dtype=np.float64).astype(values[0].dtype)
+                         for values in zip(*self.copies))
+            self.copies = [mean] * len(self.copies)
 
     def restore(self, values: tuple) -> None:
         """A rollback to a checkpoint: its state becomes the shared one (the phase after it enters from there)."""

@@ -58,6 +58,7 @@ class ServerRule(abc.ABC):
     # Whether the workers step on replicas of the whole model (the chief's copy is the model's at a checkpoint and
     # when the phase ends), or on the parameter servers' one: where batch normalization's moving averages move.
     replicas = False
+    averaged = None  # called after each average of the copies (the run's: the untrained state is in the buffer too)
 
     def __init__(self, shared: Shared, workers: int, params: dict, batch: int, seed: int):
         self.s, self.n, self.params, self.batch = shared, workers, dict(params), batch
@@ -221,6 +222,8 @@ class LocalSgd(ServerRule):
             self.s.w = self.s.w + ring_mean(moves, order=self.order, wire=self.wire)
         self.s.step += max(self.done)
         self.averages += 1
+        if self.averaged is not None:
+            self.averaged()
         self.copies, self.done = [self.s.w] * self.n, [0] * self.n
 
     def checkpointed(self):

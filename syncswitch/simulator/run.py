@@ -201,6 +201,7 @@ class Simulation:
         rule.clip_norm = self.job.hyperparameters.clip_norm
         rule.wire = wire_dtype(self.job.hyperparameters.compression)
         self.state.enter(rule.replicas, self.workers)
+        rule.averaged = self.state.average
         start = (self.now, shared.samples, shared.step)
         self.before_update(rule)
         self.folder.entered(self.now, k, planned, shared, float(rule.lr), float(rule.momentum), self.total)

@@ -91,3 +91,25 @@ def test_under_bsp_by_all_reduce_each_worker_moves_its_own_copy_and_the_chiefs_i
     shared = _bsp(resnet_job, tmp_path, "shared")
     np.testing.assert_array_equal(shared.final.w, sim.final.w)  # the same training
     assert not np.array_equal(shared.state.shared[0], sim.state.shared[0])
+
+
+def test_local_sgd_averages_the_moving_averages_with_the_copies(resnet_job, tmp_path, monkeypatch):
+    from syncswitch.simulator.model_state import ModelState
+
+    before, after = [], []
+    average = ModelState.average
+
+    def recorded(self):
+        before.append(list(self.copies))  # the list is written in place by the next steps
+        average(self)
+        after.append(list(self.copies))
+
+    monkeypatch.setattr(ModelState, "average", recorded)
+    job = specmod.load(resnet_job, ["policy.schedule=[{protocol: local-sgd, period: 2}]"])
+    Simulation(job, Options(4, arrival_model("round-robin", 4, 0), 0, str(tmp_path / "run"))).run()
+    assert len(after) == 2  # 128 examples, 4 workers at batch 8: 4 steps, an average every 2
+    for copies, averaged in zip(before, after):
+        assert not np.array_equal(copies[0][0], copies[1][0])
+        mean = np.mean([c[0] for c in copies], axis=0, dtype=np.float64).astype(np.float32)
+        for copy in averaged:
+            np.testing.assert_array_equal(copy[0], mean)
