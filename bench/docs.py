@@ -696,7 +696,8 @@ NETWORK_NOTE = (
     "(200, 100, 50 Mbit/s). The second is the projection. On links of each node's own, local SGD halves the "
     "collectives: the switched run takes 0.78x BSP's time when latency binds and 0.68x at 50 Mbit/s. Its time to "
     "0.95 stays at 0.88-0.94x, since the target comes soon after the switch at 0.25, and only with bf16 does it fall "
-    "under the issue's 0.8x (0.63x at 100 Mbit/s, 0.52x at 50), every seed keeping local SGD at BSP's accuracy. "
+    "under the 0.8x bar set against MWMS (0.63x at 100 Mbit/s, 0.52x at 50), every seed keeping local SGD at BSP's "
+    "accuracy. "
     "`bsp` stands for MWMS in bytes only: on this host the real MWMS also spends more CPU a step (the peers "
     "figure). Evaluations every 0.02 of the workload. bench/notebook/2026-11-29-coordinator-21.md.")
 COMPRESSION_FILES = ("peers-resnet-lo50-compression-v595-2026-11-29.json",
