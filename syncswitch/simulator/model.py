@@ -198,7 +198,9 @@ def random_state_kept():
     from tensorflow.python.eager import context
     from tf_keras.src import backend as keras_backend
 
-    generators = [random, getattr(keras_backend._SEED_GENERATOR, "generator", None), context.context()._rng]
+    # Keras' and TensorFlow's generators are private: where a release renames them, they are left as they are.
+    keras_seeds = getattr(getattr(keras_backend, "_SEED_GENERATOR", None), "generator", None)
+    generators = [random, keras_seeds, getattr(context.context(), "_rng", None)]
     saved = [g.getstate() if g is not None else None for g in generators]
     numpy_state = np.random.get_state()
     try:
