@@ -25,12 +25,10 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 import time
 
 from bench import loopback
-from bench.common import ROOT, log, median_with_misses, ratio, spread
+from bench.common import ROOT, load_spec, log, median_with_misses, ratio, run_summary, spread
 from bench.sim_pool import SimPool
 
 BURST_KB = 256  # bench/loopback.py's bucket
@@ -77,20 +75,15 @@ def run_part(args, root) -> dict:
 
 def real_run(job: str, seed: int, wire: str, out: str, sets=()) -> dict:
     """One real BSP run of `job` (its summary), on the loopback as it is now."""
-    cmd = [sys.executable, "-m", "syncswitch", "submit", job, "--protocol", "bsp", "--set", f"seed={seed}",
-           "--set", f"hyperparameters.compression={wire}", "--quiet", "--output-dir", out]
-    cmd += [arg for kv in sets for arg in ("--set", kv)]
-    done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=900, check=False)
-    if done.returncode != 0:
-        raise RuntimeError(f"{' '.join(cmd)} failed ({done.returncode}): {done.stderr.strip()[-500:]}")
-    with open(os.path.join(out, "summary.json"), encoding="utf-8") as fh:
-        return json.load(fh)
+    summary = run_summary(load_spec(job, [f"seed={seed}", f"hyperparameters.compression={wire}", *sets]), "bsp", out)
+    if summary.get("status") != "completed":
+        raise RuntimeError(f"the real bsp run in {out} ended {summary.get('status')}: {summary.get('message')}")
+    return summary
 
 
 def simulate_one(job: str, variant: str, seed: int, arrivals: str, out: str, target: float | None = None,
                  extra=()) -> dict:
     """One simulated run (in a SimPool child): its time, time to `target` and final accuracy."""
-    from bench.common import load_spec
     from syncswitch.simulator.arrivals import arrival_model
     from syncswitch.simulator.run import Options, Simulation
 
@@ -187,14 +180,12 @@ def project_rows(runs: dict) -> list[dict]:
     rows = []
     for (mbit, variant), done in runs.items():
         bsp = runs.get((mbit, "bsp"), [])
-        times, ttas = [r["time_s"] for r in done], [r["time_to_accuracy_s"] for r in done]
-        bsp_time, bsp_tta = spread([r["time_s"] for r in bsp])["median"], \
-            median_with_misses([r["time_to_accuracy_s"] for r in bsp])
-        rows.append({"mbit": mbit, "variant": variant, "time_s": spread(times), "time_to_accuracy_s": spread(ttas),
-                     "median_tta_s": median_with_misses(ttas),
+        times, tta = spread([r["time_s"] for r in done]), median_with_misses([r["time_to_accuracy_s"] for r in done])
+        rows.append({"mbit": mbit, "variant": variant, "time_s": times,
+                     "time_to_accuracy_s": spread([r["time_to_accuracy_s"] for r in done]), "median_tta_s": tta,
                      "final_accuracy": spread([r["final_accuracy"] for r in done]),
-                     "time_over_bsp": ratio(spread(times)["median"], bsp_time),
-                     "tta_over_bsp": ratio(median_with_misses(ttas), bsp_tta),
+                     "time_over_bsp": ratio(times["median"], spread([r["time_s"] for r in bsp])["median"]),
+                     "tta_over_bsp": ratio(tta, median_with_misses([r["time_to_accuracy_s"] for r in bsp])),
                      "guard_acted": sum(bool(r["guard_actions"]) for r in done),
                      "kept_switch": sum(len(r["schedule"]) > 1 and r["schedule"][-1] != "bsp" for r in done),
                      "runs": done})
