@@ -267,3 +267,58 @@ def test_loss_rose_after_a_rollback_compares_with_the_branch_it_restarts():
     guard.on_phase("ssp", False, 0.3)
     _reports(guard, 0.35, [1.05, 1.0])
     assert guard.loss_rose(2) is False
+
+
+def _learning_phase(phase_loss):
+    """BSP whose loss falls from 2.0 (log-linear) to the switch at 0.25, then a watched phase whose loss reports
+    follow `phase_loss(fraction)`, every 0.002 of the workload up to 0.6; evaluations before the switch peak at
+    0.66."""
+    guard = DegradationGuard()
+    guard.on_phase("bsp", True, 0.0)
+    for i in range(125):
+        guard.on_loss(i * 0.002, 2.0 * math.exp(-2.0 * i * 0.002))
+    for f, acc in [(0.05, 0.2), (0.1, 0.4), (0.15, 0.5), (0.2, 0.6), (0.25, 0.66)]:
+        guard.on_evaluation(f, acc)
+    guard.on_phase("local-sgd", False, 0.25)
+    for i in range(126, 300):
+        guard.on_loss(i * 0.002, phase_loss(i * 0.002))
+    return guard
+
+
+def test_where_the_loss_falls_as_fast_as_bsps_an_evaluation_dip_needs_three_in_a_row():
+    # The ResNet's local SGD: its loss fell faster than BSP's, its evaluations swung as BSP's own did.
+    guard = _learning_phase(lambda f: 1.2 * math.exp(-3.0 * (f - 0.25)))
+    assert guard.learning(0.35)
+    assert guard.on_evaluation(0.30, 0.38) is None
+    assert guard.on_evaluation(0.35, 0.15) is None          # two in a row: a swing BSP shows too
+    assert guard.on_evaluation(0.40, 0.62) is None          # back
+    assert guard.on_evaluation(0.45, 0.40) is None
+    assert guard.on_evaluation(0.50, 0.45) is None
+    verdict = guard.on_evaluation(0.55, 0.50)               # the third in a row
+    assert (verdict.reason, verdict.onset, verdict.fraction) == ("accuracy", 0.45, 0.55)
+
+
+def test_where_the_loss_stopped_falling_two_of_three_low_evaluations_still_fire():
+    # A plateau the switched phase stays on: its loss held at the switch's, so it does not vouch for the phase.
+    guard = _learning_phase(lambda f: 1.2)
+    assert not guard.learning(0.35)
+    assert guard.on_evaluation(0.30, 0.38) is None
+    assert guard.on_evaluation(0.35, 0.15).reason == "accuracy"
+
+
+def test_a_loss_above_bsps_trend_does_not_vouch_even_where_it_fell():
+    # Down a fifth from the switch, but BSP's trend (slope -2, carried 0.15 on) lies lower still.
+    guard = _learning_phase(lambda f: 0.95)  # the switch's 1.21 less a fifth is 0.97; BSP's trend ends at 0.90
+    assert not guard.learning(0.50)
+    assert guard.on_evaluation(0.45, 0.40) is None
+    assert guard.on_evaluation(0.50, 0.45).reason == "accuracy"
+
+
+def test_without_the_loss_forecast_nothing_vouches():
+    guard = DegradationGuard(GuardSettings(forecast=False))
+    guard.on_phase("bsp", True, 0.0)
+    for i in range(125):
+        guard.on_loss(i * 0.002, 2.0 * math.exp(-2.0 * i * 0.002))
+    guard.on_phase("asp", False, 0.25)
+    guard.on_loss(0.3, 0.1)
+    assert not guard.learning(0.3)
