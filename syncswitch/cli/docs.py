@@ -102,8 +102,7 @@ FIELDS: tuple[Section, ...] = (
         "loss_rise": "relative loss rise the loss rule needs over `window` (half of it over `long_window`)",
         "loss_margin": "absolute loss rise (nats) the loss rule also needs",
         "accuracy_drop": "accuracy below the best before the switch (or the reference) that counts as degraded",
-        "window": "a degradation must span this fraction of the workload (two of the last three evaluations; three "
-                  "in a row where the training loss vouches)",
+        "window": "a degradation must span this fraction of the workload (two of the last three evaluations)",
         "long_window": "the loss rule's longer window",
         "smoothing": "the loss is the median of every worker's reports over this trailing fraction",
         "max_rollbacks": "repairs before the run ends `diverged`",

@@ -9,8 +9,8 @@ import statistics
 
 from syncswitch.policies.base import GuardPolicy, Verdict, settings_from_spec
 from syncswitch.policies.speed import SLOWER
-from syncswitch.policies.forecast import (LOSS_HORIZON, STALL_GAP, STALL_MARGIN, STALL_SPAN, AccuracyForecast,
-                                          LossForecast, expected_accuracy, holding, stalled)
+from syncswitch.policies.forecast import (STALL_MARGIN, STALL_SPAN, AccuracyForecast, LossForecast, expected_accuracy,
+                                          holding, stalled)
 from syncswitch.spec.reference import interpolate
 
 # How far the training loss may rise over an asynchronous phase for its accuracy verdict to be repaired from the
@@ -22,13 +22,6 @@ LOSS_HELD = 0.1
 # checkpoint at or before the last report short of that, not just before the NaN (a Transformer at twice its rate
 # reported 1.6, then 8026, then NaN; at four times, 1.6 then NaN: a checkpoint between them was no repair).
 BLOWN_UP = 10.0
-# Evaluations below the floor in a row that an accuracy verdict needs where the training loss vouches for the phase
-# (`DegradationGuard.learning`); two of the last three otherwise. The synthetic ResNet's evaluations swing under BSP
-# itself before its rate decays (seed 1: 0.66, 0.56, 0.28, 0.66; seed 3: 0.59, 0.46, 0.44, 0.74, every 0.05 of the
-# workload), while its training loss falls steadily: local SGD's phase, its loss falling faster than BSP's, dipped
-# as BSP's evaluations do and fell back on two of them in 2-4 of 5 runs, real and simulated, each recovering at the
-# next evaluation or at the rate's decay (bench/notebook/2026-11-29-coordinator-22.md).
-VOUCHED_RUN = 3
 
 
 @dataclasses.dataclass(frozen=True)
@@ -121,8 +114,7 @@ class DegradationGuard(GuardPolicy):
         self._windows_full = 0.0  # where the running phase's metrics windows have filled (on_phase)
         self.reference_loss: float | None = None
         self._loss_onset: float | None = None       # since when the smoothed loss is above the limit
-        self.forecast: LossForecast | None = None   # BSP's loss trend before the watched phase (for the stall rule)
-        self._trend: LossForecast | None = None     # the same, kept after a stall verdict (`learning`)
+        self.forecast: LossForecast | None = None   # BSP's loss trend before the watched phase
         self._stall_onset: float | None = None      # since when the phase's loss has held at its low
         self._stall_low: float | None = None        # its lowest smoothed loss since the switch (None: the switch's)
         self._long_onset: float | None = None       # since when it is above the lower, long-window limit
@@ -142,7 +134,7 @@ class DegradationGuard(GuardPolicy):
         self._forget_after(fraction)  # a rollback restarts training from `fraction`
         self.reference_loss = self.smoothed_loss(fraction)
         self._stall_onset = self._stall_low = None
-        self.forecast = self._trend = LossForecast.fit(self._fractions, self._losses, fraction) \
+        self.forecast = LossForecast.fit(self._fractions, self._losses, fraction) \
             if self.watching and self.settings.forecast else None
 
     def on_loss(self, fraction: float, loss: float) -> Verdict | None:
@@ -253,13 +245,10 @@ class DegradationGuard(GuardPolicy):
         # for its past), and two of the last three, the first of them at least `window` back: twice in a row
         # alone missed an ASP phase that oscillated (0.36, 0.41, 0.22, 0.39, 0.34 against a floor of 0.37) and
         # ended 17 points below BSP; one dip between healthy evaluations still does not fire.
-        # Where the training loss vouches for the phase (`learning`), a dip must last VOUCHED_RUN evaluations in a row.
-        after = [(f, a) for f, a in self._scores if f > self.phase_start]
-        needed = VOUCHED_RUN if self.learning(after[-1][0]) else 2
-        last = [(f, a, self._below(f, a)) for f, a in after[-max(3, needed):]]
+        last = [(f, a, self._below(f, a)) for f, a in self._scores if f > self.phase_start][-3:]
         bad = [f for f, _, below in last if below]
         latest, latest_accuracy, latest_below = last[-1]
-        sustained = latest_below and len(bad) >= needed and latest - bad[0] >= self.settings.window
+        sustained = latest_below and len(bad) >= 2 and latest - bad[0] >= self.settings.window
         # The final evaluation is the model the run delivers, and no later one can confirm or refute a dip: below
         # its floor it is a verdict alone (a GRU job's switched run scored 0.88-0.90 up to 95% and 0.72 at the end).
         final = latest_below and latest >= 1.0
@@ -276,18 +265,6 @@ class DegradationGuard(GuardPolicy):
         if forecast is not None:
             values["forecast_accuracy"] = forecast.at(latest)
         return Verdict("accuracy", latest, bad[0], values)
-
-    def learning(self, fraction: float) -> bool:
-        """Whether the watched phase's training loss vouches for it at `fraction`: its smoothed loss there has fallen
-        at least STALL_GAP below the loss at the switch and lies at or below BSP's trend (the loss forecast, carried
-        on for LOSS_HORIZON, then held). A collapse raises the loss or stops its fall (a model stuck on a plateau has
-        not fallen that far), so such a phase keeps the two-of-three rule; one that learns as fast as BSP would is
-        not held to a single swing of its evaluations. False without a forecast (`forecast` off, too few reports)."""
-        trend, smoothed = self._trend, self.smoothed_loss(fraction)
-        if trend is None or smoothed is None:
-            return False
-        expected = trend.at(min(fraction, trend.start + LOSS_HORIZON))
-        return smoothed <= min(expected, trend.loss_at_start * (1.0 - STALL_GAP))
 
     def on_divergence(self, fraction: float, loss: float) -> Verdict:
         return Verdict("diverged", fraction, self._blow_up_onset(fraction), {"loss": loss})

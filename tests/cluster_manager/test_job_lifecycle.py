@@ -402,12 +402,11 @@ def test_evaluation_live_all_scores_every_checkpoint_while_training_runs(write_s
 
 def test_evaluation_live_watched_scores_the_phases_the_guard_watches_and_what_it_compares_with(
         write_spec, tmp_path, monkeypatch):
-    # The dip from 50% to 80% is caught and repaired as with every checkpoint scored live: the synchronous phase's
-    # checkpoints go to the evaluator when the guard starts watching (its best accuracy before the switch). Three
-    # evaluations: the fake's training loss falls as BSP's did, so one dip of two would be a swing (guard.py).
+    # The dip from 50% to 75% is caught and repaired as with every checkpoint scored live: the synchronous phase's
+    # checkpoints go to the evaluator when the guard starts watching (its best accuracy before the switch).
     monkeypatch.setenv("FAKE_EVAL_COLLAPSE_AFTER", "0.5")
-    monkeypatch.setenv("FAKE_EVAL_COLLAPSE_UNTIL", "0.8")
-    summary, _, _ = _run(write_spec, tmp_path, ["policy.switch_at=0.25", "evaluation.every=0.1",
+    monkeypatch.setenv("FAKE_EVAL_COLLAPSE_UNTIL", "0.75")
+    summary, _, _ = _run(write_spec, tmp_path, ["policy.switch_at=0.25", "evaluation.every=0.125",
                                                 "evaluation.live=watched"], cluster=FakeCluster(total=8000))
     assert summary["status"] == "completed"
     (event,) = summary["guard_events"]
@@ -417,7 +416,7 @@ def test_evaluation_live_watched_scores_the_phases_the_guard_watches_and_what_it
     before, _ = _scored_after(lines, ("running", 1))
     assert before == []  # nothing of the synchronous phase was scored while it ran
     watched, _ = _scored_after(lines, ("finishing", None))
-    assert min(watched) == pytest.approx(0.1, abs=0.01)  # released at the switch, scored before the end
+    assert min(watched) == pytest.approx(0.125, abs=0.01)  # released at the switch, scored before the end
     assert summary["final_accuracy"] == pytest.approx(0.9)
     assert summary["evaluation_live"]["scored_after_a_pause"] >= 3  # the BSP phases' before and after the guard
 
@@ -438,10 +437,9 @@ def test_evaluation_live_holds_back_again_what_is_unscored_when_the_guard_falls_
         write_spec, tmp_path, monkeypatch):
     # A slow evaluator: the dip is caught on the newest checkpoints while the synchronous phase's, released at the
     # switch, still wait; the fall-back to BSP (nobody acts on it live) holds them again, scored after the end.
-    # The dip lasts to 0.9: the fake's falling loss vouches for the phase, so a short one is a swing (guard.py).
     monkeypatch.setenv("FAKE_EVAL_DELAY_S", "0.15")
     monkeypatch.setenv("FAKE_EVAL_COLLAPSE_AFTER", "0.4")
-    monkeypatch.setenv("FAKE_EVAL_COLLAPSE_UNTIL", "0.9")
+    monkeypatch.setenv("FAKE_EVAL_COLLAPSE_UNTIL", "0.75")
     summary, _, _ = _run(write_spec, tmp_path, ["policy.switch_at=0.25", "evaluation.every=0.05",
                                                 "evaluation.live=watched"], cluster=FakeCluster(total=8000))
     assert summary["status"] == "completed"
