@@ -5,7 +5,10 @@ and sees nothing but the stream a run's metrics.jsonl records (loss reports, eva
 phase starts, in the order the manager received them), so replaying that stream with other settings says
 what those settings would have done, up to the first rollback (after it the run trained another branch).
 A run that never left synchronous training can be replayed as though an asynchronous phase began at a
-fraction (`as_switch_at`): a verdict there fires on synchronous training's own noise, a false alarm.
+fraction (`as_switch_at`): a verdict there fires on synchronous training's own noise, a false alarm. Such a run's
+evaluations are fed where their checkpoints were written, as a watched phase's come in: a run that held its
+synchronous checkpoints back (`evaluation.live`) recorded their scores after training, newest first, an order in
+which the latest is always the healthy final model and no dip could ever be judged (`_scored_live`).
 """
 
 from __future__ import annotations
@@ -102,6 +105,27 @@ def _read(run_dir: str) -> tuple[dict, list[dict]]:
     return summary, records
 
 
+def _scored_live(records: list[dict]) -> list[dict]:
+    """`records` with each evaluation moved to just after the last record at or before its fraction, in the order
+    of the fractions: as if every checkpoint had been scored the moment it was written. The guard judges the latest
+    evaluation by fraction; fed a held-back run's scores in their recorded order (1.0 first), it saw every dip with
+    a healthier one already after it: replays of 8 real ResNet BSP runs, pretended switched at 0.25, found no
+    verdict, where live scores give one on a dip to 0.47 and 0.45 after 0.61 (2026-11-29)."""
+    scores = sorted((r for r in records if r.get("kind") == "evaluation" and r.get("fraction") is not None),
+                    key=lambda r: r["fraction"])
+    kept = {id(r) for r in scores}
+    merged, next_score = [], 0
+    for record in records:
+        if id(record) in kept:
+            continue
+        fraction = record.get("fraction")
+        while fraction is not None and next_score < len(scores) and scores[next_score]["fraction"] < fraction:
+            merged.append(scores[next_score])
+            next_score += 1
+        merged.append(record)
+    return merged + scores[next_score:]
+
+
 def _window(summary: dict, phase: int) -> float:
     """The workload fraction one metrics window spanned in the run's `phase`, as the live guard was told."""
     batch = (summary["schedule"][phase].get("config") or {}).get("per_worker_batch")
@@ -119,6 +143,7 @@ def replay_run(run_dir: str, overrides: dict[str, Any] | None = None, as_switch_
     recorded = next((r for r in records if r.get("kind") == "guard"), None)
     if pretend is not None:
         guard.on_phase("bsp", True, 0.0)  # every phase of the run was synchronous
+        records = _scored_live(records)
     stream = iter(records)
     for record in stream:
         kind, fraction = record.get("kind"), record.get("fraction")

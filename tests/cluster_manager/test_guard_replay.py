@@ -87,6 +87,21 @@ def test_a_synchronous_run_is_watched_only_from_a_pretended_switch(tmp_path):
     assert replay_run(run, {"accuracy_drop": 0.15}, as_switch_at=0.3).verdict is None
 
 
+def test_a_pretended_switch_sees_held_back_scores_where_their_checkpoints_were_written(tmp_path):
+    # A local BSP run holds its checkpoints back (evaluation.live) and records their scores after training, newest
+    # first: in that order the latest is always the final model, and no dip could be judged.
+    def noisy(f):
+        return 0.6 if 0.38 < f < 0.52 else 0.7
+    records = _stream(noisy, switch=None)
+    scores = [r for r in records if r["kind"] == "evaluation"]
+    held = [r for r in records if r["kind"] != "evaluation"] + scores[::-1]
+    run = _run(tmp_path, "held", held, schedule=("bsp",))
+    live = _run(tmp_path, "live", records, schedule=("bsp",))
+    verdict = replay_run(run, as_switch_at=0.3).verdict
+    assert verdict is not None and verdict == replay_run(live, as_switch_at=0.3).verdict
+    assert (verdict.fraction, verdict.onset) == (0.45, 0.4)
+
+
 def test_the_runs_own_rollback_ends_the_replay(tmp_path):
     records = _stream(_collapse)
     cut = next(i for i, r in enumerate(records) if r.get("fraction", 0) >= 0.33)
