@@ -6,9 +6,10 @@ phase starts, in the order the manager received them), so replaying that stream 
 what those settings would have done, up to the first rollback (after it the run trained another branch).
 A run that never left synchronous training can be replayed as though an asynchronous phase began at a
 fraction (`as_switch_at`): a verdict there fires on synchronous training's own noise, a false alarm. Such a run's
-evaluations are fed where their checkpoints were written, as a watched phase's come in: a run that held its
-synchronous checkpoints back (`evaluation.live`) recorded their scores after training, newest first, an order in
-which the latest is always the healthy final model and no dip could ever be judged (`_scored_live`).
+evaluations, and those of a run whose own guard was off, are fed where their checkpoints were written, as a watched
+phase's come in: a run that held checkpoints back (`evaluation.live` holds every phase nobody watches) recorded
+their scores after training, newest first, an order in which the latest is always the final model and no dip could
+ever be judged (`_scored_live`). A guarded run's stream is fed as recorded: its own guard saw that order.
 """
 
 from __future__ import annotations
@@ -141,8 +142,10 @@ def replay_run(run_dir: str, overrides: dict[str, Any] | None = None, as_switch_
     pretend = as_switch_at if as_switch_at is not None and not ran_async else None
     watched_from, reached, trained, verdict = None, 0.0, 0.0, None
     recorded = next((r for r in records if r.get("kind") == "guard"), None)
+    guarded = bool((summary.get("guard") or {}).get("enabled"))
     if pretend is not None:
         guard.on_phase("bsp", True, 0.0)  # every phase of the run was synchronous
+    if pretend is not None or not guarded:  # no live guard asked for its scores as training went on
         records = _scored_live(records)
     stream = iter(records)
     for record in stream:
@@ -178,7 +181,6 @@ def replay_run(run_dir: str, overrides: dict[str, Any] | None = None, as_switch_
         rolls_back = guard.rolls_back(verdict, workers)
     if recorded is not None:
         recorded = {k: recorded.get(k) for k in ("reason", "fraction", "onset", "action", "values")}
-    guarded = bool((summary.get("guard") or {}).get("enabled"))
     return Replay(run_dir, summary.get("status"), summary.get("final_accuracy"), watched_from, pretend is not None,
                   guarded, recorded, verdict, reached, None if verdict is None else max(trained, verdict.fraction),
                   rolls_back)

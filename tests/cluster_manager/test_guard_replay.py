@@ -184,14 +184,24 @@ def test_the_replay_says_which_repair_the_verdict_gets(tmp_path):
 
 
 def test_a_late_evaluation_is_decided_where_training_had_got_to(tmp_path):
-    # The evaluator lags: the evaluations of 0.30-0.40 arrive only once training reports 0.6.
+    # The evaluator of a guarded run lags: the evaluations of 0.30-0.40 arrive only once training reports 0.6.
     records = _stream(_collapse)
     late = [r for r in records if r["kind"] == "evaluation" and 0.25 < r["fraction"] <= 0.6]
     rest = [r for r in records if r not in late]
     at = next(i for i, r in enumerate(rest) if r.get("fraction", 0) >= 0.6 and r["kind"] == "metrics")
-    replay = replay_run(_run(tmp_path, "late", rest[:at + 1] + late + rest[at + 1:]))
+    guarded = {**vars(GuardSettings()), "reference": [], "enabled": True, "fallback": ["bsp"]}
+    replay = replay_run(_run(tmp_path, "late", rest[:at + 1] + late + rest[at + 1:], guard=guarded))
     assert replay.verdict.fraction == 0.35 and replay.decided_at == 0.6
     assert "decided at 60.0%" in replay.line()
+
+
+def test_a_run_without_a_guard_is_replayed_as_if_its_scores_came_in_live(tmp_path):
+    # Nothing watched it, so it held every checkpoint back and scored them after training, newest first.
+    records = _stream(_collapse)
+    scores = [r for r in records if r["kind"] == "evaluation"]
+    held = [r for r in records if r["kind"] != "evaluation"] + scores[::-1]
+    replay = replay_run(_run(tmp_path, "held", held))
+    assert (replay.verdict.reason, replay.verdict.fraction, replay.decided_at) == ("accuracy", 0.35, 0.35)
 
 
 def test_a_replay_tells_the_guard_how_long_each_phases_metrics_windows_take_to_fill():
