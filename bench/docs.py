@@ -22,6 +22,7 @@ from collections.abc import Callable
 from bench import common
 from bench.docs_format import recorded_commit, spread_text, table, x
 from bench.network_docs import network_render
+from bench.guard_corpus_docs import GUARD_CORPUS_NOTE, guard_corpus_render
 from bench.peers_docs import (COMPRESSION_NOTE, PEERS_NOTE, compression_headline, compression_render,
                               peers_headline, peers_render)
 
@@ -706,8 +707,9 @@ NETWORK_NOTE = (
     "of seed 1 dips there too). The simulated switch takes no trial first: its speed rule is not simulated. "
     "bench/notebook/2026-11-29-coordinator-21.md.")
 COMPRESSION_FILES = ("peers-resnet-lo50-compression-v595-2026-11-29.json",
+                     "peers-resnet-lo50-switched-bf16-v595-2026-11-29.json",
                      "peers-resnet-unbudgeted-compression-v595-2026-11-29.json",
-                     "peers-mnist1d-unbudgeted-compression-v595-2026-11-29.json")
+                     "peers-mnist1d-unbudgeted-compression-v595-2026-11-29.json")  # last: the headline names it
 
 FIGURES += (
     Figure("core-overhead", "Switch overhead at the current code",
@@ -823,8 +825,21 @@ FIGURES += (
             "host)",
             "python -m bench peers --job jobs/mnist1d_cnn.yaml --seeds S --variants "
             "mwms,bsp,bsp+fp16,bsp+bf16,default,default+bf16 --target 0.95 --allocator tcmalloc --add-to F --out F "
-            "--runs-dir D (one seed per quiet call; the fc-v595 host)"),
+            "--runs-dir D (one seed per quiet call; the fc-v595 host)",
+            "python -m bench peers --job jobs/resnet_synthetic.yaml --seeds S --variants mwms,switched,switched+bf16 "
+            "--target 0.9 --allocator tcmalloc --loopback-mbit 50 --add-to F --out F --runs-dir D (one seed per quiet "
+            "call; the fc-v595 host; at 2072715, whose guard change 652f473 reverted: the reverted code's replay "
+            "gives every run's verdict where it was)"),
            compression_render, headline=compression_headline, note=COMPRESSION_NOTE),
+    Figure("guard-corpus", "The guard on recorded runs: false alarms on BSP's own noise, verdicts on switches that "
+           "collapsed", ("guard-corpus-v595-2026-11-29.json",),
+           ("python -m bench guard-corpus R... (R: run folders of `syncswitch submit J --protocol bsp --set seed=S` "
+            "for jobs/quickstart.yaml, jobs/digits_cnn.yaml, jobs/mnist1d_cnn.yaml, jobs/resnet_synthetic.yaml and "
+            "bench/workloads/{plain_cnn,deep_mlp,memory_gru}.yaml, the quickstart also with --workers 4; and of "
+            "`syncswitch submit J --switch-at 0.25 --switch-to asp --no-guard --set policy.switch_rule=fixed --set "
+            "policy.switch_speed=false --set seed=S` for the three workloads and the quickstart on 4 workers; one "
+            "quiet call each, the fc-v595 host)",),
+           guard_corpus_render, note=GUARD_CORPUS_NOTE),
     Figure("network", "The simulator's network: real runs through a limited loopback, and a projection",
            NETWORK_FILES,
            ("python -m bench network --job jobs/resnet_synthetic.yaml --seed 1 --mbits 200,100,50 --wires bf16 "

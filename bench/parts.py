@@ -39,6 +39,7 @@ PARTS = {
 TOOLS = {
     "docs": ("bench.docs", "regenerate docs/spec.md, docs/cli.md, docs/results.md and the README's results table"),
     "switch-replay": ("bench.switch_replay", "replay the switch rule over stored runs' loss reports"),
+    "guard-corpus": ("bench.guard_corpus", "the guard over stored runs: false alarms on BSP, verdicts on bad switches"),
     "speed-replay": ("bench.speed_replay", "replay the speed rule's trial over stored switched runs' throughputs"),
     "scale-vs-real": ("bench.scale_vs_real", "simulated accuracy (a scale result) against real runs' spread"),
     "staleness-fit": ("bench.staleness_fit", "arrival models against real runs' per-update staleness (chi-square)"),
