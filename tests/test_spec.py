@@ -362,3 +362,9 @@ def test_the_default_switch_target_follows_the_cluster_and_its_stragglers(write_
     job = specmod.load(write_spec(MINIMAL), [f"cluster.workers={workers}", *stragglers])
     assert job.policy.switch_to.protocol == expected
     assert [p.protocol for p in job.policy.schedule] == ["bsp", expected]
+
+
+def test_the_guards_accuracy_noise_is_a_bounded_number(write_spec):
+    assert specmod.load(write_spec(MINIMAL), ["policy.guard={accuracy_noise: 2}"]).policy.guard.accuracy_noise == 2
+    with pytest.raises(SpecError, match="policy.guard.accuracy_noise"):
+        specmod.load(write_spec(MINIMAL), ["policy.guard={accuracy_noise: -1}"])

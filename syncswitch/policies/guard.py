@@ -63,6 +63,10 @@ class GuardSettings:
     loss_rise: float = 0.5
     loss_margin: float = 0.1
     accuracy_drop: float = 0.05
+    # The drop is also at least this many times the scatter of BSP's evaluations before the switch about their
+    # trend (forecast.AccuracyForecast's noise, over its last 0.2): a job whose evaluations swing under BSP itself
+    # needs a deeper dip before a verdict. 0: accuracy_drop alone (bench guard-corpus, results.md).
+    accuracy_noise: float = 0.0
     window: float = 0.04
     long_window: float = 0.1
     smoothing: float = 0.02
@@ -220,7 +224,17 @@ class DegradationGuard(GuardPolicy):
         reached so far (`best`), or below what BSP would have reached there (`expected`) when that is higher; None
         without either."""
         candidates = [v for v in (best, self.expected(fraction)) if v is not None]
-        return max(candidates) - self.settings.accuracy_drop if candidates else None
+        return max(candidates) - self.drop() if candidates else None
+
+    def drop(self) -> float:
+        """How far below its bar an evaluation must fall: `accuracy_drop`, or `accuracy_noise` times the scatter of the
+        evaluations before the watched phase where that is more (fitted when asked: the evaluator may score the
+        checkpoints before a switch after it)."""
+        drop = self.settings.accuracy_drop
+        if self.settings.accuracy_noise <= 0:
+            return drop
+        trend = AccuracyForecast.fit([(f, a) for f, a in self._scores if f <= self.phase_start], self.phase_start)
+        return drop if trend is None else max(drop, self.settings.accuracy_noise * trend.noise)
 
     def expected(self, fraction: float) -> float | None:
         """What BSP would have reached at `fraction` of the watched phase: the band of the forecast from the

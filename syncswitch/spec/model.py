@@ -120,6 +120,7 @@ class GuardSpec:
     loss_rise: float | None = None
     loss_margin: float | None = None
     accuracy_drop: float | None = None
+    accuracy_noise: float | None = None
     window: float | None = None
     long_window: float | None = None
     smoothing: float | None = None

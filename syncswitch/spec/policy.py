@@ -186,8 +186,8 @@ def guard_section(value: Any, base: str = ".") -> GuardSpec:
     if isinstance(value, bool):
         return GuardSpec(enabled=value)
     doc = mapping(value, field)
-    keys = ("enabled", "loss_rule", "loss_rise", "loss_margin", "accuracy_drop", "window", "long_window",
-            "smoothing", "max_rollbacks", "action", "reference", "forecast", "accuracy_forecast")
+    keys = ("enabled", "loss_rule", "loss_rise", "loss_margin", "accuracy_drop", "accuracy_noise", "window",
+            "long_window", "smoothing", "max_rollbacks", "action", "reference", "forecast", "accuracy_forecast")
     check_keys(doc, keys, f"{field}.")
     enabled = doc.get("enabled", True)
     if not isinstance(enabled, bool):
@@ -209,6 +209,7 @@ def guard_section(value: Any, base: str = ".") -> GuardSpec:
     return GuardSpec(enabled=enabled, loss_rule=loss_rule, loss_rise=given("loss_rise", lo=0.0, lo_open=True),
                      loss_margin=given("loss_margin", lo=0.0),
                      accuracy_drop=given("accuracy_drop", lo=0.0, lo_open=True, hi=1.0),
+                     accuracy_noise=given("accuracy_noise", lo=0.0, hi=10.0),
                      window=given("window", lo=0.0, hi=0.5), long_window=given("long_window", lo=0.0, hi=0.9),
                      smoothing=given("smoothing", lo=0.001, hi=0.5),
                      max_rollbacks=given("max_rollbacks", lo=0, hi=100, integer=True),

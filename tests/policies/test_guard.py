@@ -267,3 +267,35 @@ def test_loss_rose_after_a_rollback_compares_with_the_branch_it_restarts():
     guard.on_phase("ssp", False, 0.3)
     _reports(guard, 0.35, [1.05, 1.0])
     assert guard.loss_rose(2) is False
+
+
+def _after_scattered_bsp(noise_t, bsp):
+    guard = DegradationGuard(GuardSettings(accuracy_noise=noise_t))
+    guard.on_phase("bsp", True, 0.0)
+    for f, acc in bsp:
+        guard.on_evaluation(f, acc)
+    guard.on_phase("asp", False, 0.25)
+    return guard
+
+
+# Before the switch: rising about 0.2 over 0.15 with a 10-point scatter about the line (0.5, 0.65, 0.55, 0.72 ...).
+SCATTERED = [(0.1, 0.5), (0.15, 0.65), (0.2, 0.55), (0.25, 0.72)]
+
+
+def test_with_accuracy_noise_a_job_whose_bsp_evaluations_swing_needs_a_deeper_dip():
+    guard = _after_scattered_bsp(2.0, SCATTERED)
+    assert 0.15 < guard.drop() < 0.25
+    assert guard.on_evaluation(0.30, 0.60) is None and guard.on_evaluation(0.35, 0.58) is None  # a BSP-sized swing
+    collapsed = _after_scattered_bsp(2.0, SCATTERED)
+    assert collapsed.on_evaluation(0.30, 0.30) is None
+    assert collapsed.on_evaluation(0.35, 0.28).reason == "accuracy"
+    plain = _after_scattered_bsp(0.0, SCATTERED)   # off: accuracy_drop alone
+    assert plain.drop() == 0.05
+    assert plain.on_evaluation(0.30, 0.60) is None and plain.on_evaluation(0.35, 0.58).reason == "accuracy"
+
+
+def test_with_accuracy_noise_steady_evaluations_keep_accuracy_drop():
+    steady = _after_scattered_bsp(2.0, [(0.1, 0.5), (0.15, 0.55), (0.2, 0.6), (0.25, 0.65)])
+    assert steady.drop() == 0.05          # no scatter: twice the floor of 0.01 is less than accuracy_drop
+    few = _after_scattered_bsp(2.0, [(0.2, 0.5), (0.25, 0.7)])
+    assert few.drop() == 0.05             # too few evaluations to tell a scatter
