@@ -25,18 +25,23 @@ import yaml
 
 from bench import common
 from syncswitch.cluster_manager.guard_replay import replay_run
+from syncswitch.errors import SpecError
 from syncswitch.protocols.catalog import synchronous
+from syncswitch.runfolder import RunFolderError, read_summary
 
 
 def identity(run_dir: str) -> dict:
     """The run's job, workers, seed and whether it left synchronous training, from its job.json and summary."""
-    with open(os.path.join(run_dir, "summary.json"), encoding="utf-8") as fh:
-        summary = json.load(fh)
-    with open(os.path.join(run_dir, "job.json"), encoding="utf-8") as fh:
-        raw = json.load(fh).get("raw") or {}
-    switched = any(not synchronous(p.get("protocol", "bsp")) for p in summary["schedule"])
+    summary = read_summary(run_dir).doc  # a folder that is no finished run: RunFolderError, naming it
+    try:
+        with open(os.path.join(run_dir, "job.json"), encoding="utf-8") as fh:
+            raw = json.load(fh).get("raw") or {}
+    except (OSError, ValueError) as exc:
+        raise RunFolderError(f"{run_dir}: no readable job.json ({exc.__class__.__name__})") from None
+    targets = [p.get("protocol", "bsp") for p in summary["schedule"] if not synchronous(p.get("protocol", "bsp"))]
     return {"run": os.path.basename(os.path.normpath(run_dir)), "job": summary["job"], "workers": summary["workers"],
-            "seed": raw.get("seed", 0), "switched": switched, "final_accuracy": summary.get("final_accuracy"),
+            "seed": raw.get("seed", 0), "switched": bool(targets), "target": targets[0] if targets else None,
+            "final_accuracy": summary.get("final_accuracy"),
             "guarded": bool((summary.get("guard") or {}).get("enabled"))}
 
 
@@ -74,7 +79,8 @@ def summarize(rows: list[dict]) -> dict:
         if row["switched"]:
             below = (None if row["bsp_accuracy"] is None or row["final_accuracy"] is None
                      else round((row["bsp_accuracy"] - row["final_accuracy"]) * 100, 1))
-            cell["switched"].append({"seed": row["seed"], "points_below_bsp": below, "verdict": row["verdict"]})
+            cell["switched"].append({"seed": row["seed"], "target": row["target"], "points_below_bsp": below,
+                                     "verdict": row["verdict"]})
         else:
             cell["pretended"] += 1
             if row["verdict"]:
@@ -91,7 +97,11 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     overrides = {key: yaml.safe_load(value) for key, value in (item.split("=", 1) for item in args.set)}
     switch_at = [float(x) for x in args.switch_at.split(",")]
-    rows = replay_corpus(args.runs, switch_at, overrides)
+    try:
+        rows = replay_corpus(args.runs, switch_at, overrides)
+    except (RunFolderError, SpecError) as exc:  # a folder that is no finished run, a bad --set: one line
+        sys.stderr.write(f"python -m bench guard-corpus: {exc}\n")
+        return 2
     doc = {"switch_at": switch_at, "overrides": overrides, "table": summarize(rows), "runs": rows,
            "machine": common.machine_facts(["guard-corpus", *(argv if argv is not None else sys.argv[1:])])}
     common.emit(doc, args.out)

@@ -44,7 +44,7 @@ def test_false_alarms_and_verdicts_are_counted_per_job_with_the_switch_against_i
     assert [(a["seed"], a["switch_at"], a["reason"]) for a in cell["false_alarms"]] == [(1, 0.25, "accuracy"),
                                                                                         (1, 0.32, "accuracy")]
     (switched,) = cell["switched"]
-    assert switched["seed"] == 2 and switched["points_below_bsp"] == 40.0
+    assert (switched["seed"], switched["target"], switched["points_below_bsp"]) == (2, "asp", 40.0)
     assert (switched["verdict"]["reason"], switched["verdict"]["fraction"]) == ("accuracy", 0.35)
 
 
@@ -56,4 +56,16 @@ def test_other_settings_are_tried_on_the_same_runs_and_the_figure_renders(tmp_pa
     assert doc["table"]["toy-2"]["false_alarms"] == []            # the 10-point dip is within 15
     assert doc["table"]["toy-2"]["switched"][0]["verdict"]         # the 20-point collapse is not
     text = "\n".join(guard_corpus_render([doc]))
-    assert "| `toy-2` | 4 | 0 | – |" in text and "| `toy-2` | 2 | 40 | accuracy at 0.35 |" in text
+    assert "| `toy-2` | 4 | 0 | – |" in text and "| `toy-2` | `asp` | 2 | 40 | accuracy at 0.35 |" in text
+
+
+def test_a_folder_that_is_no_finished_run_is_one_line_and_exit_2(tmp_path, capsys):
+    unfinished = tmp_path / "unfinished"
+    unfinished.mkdir()
+    assert guard_corpus.main([*_corpus(tmp_path), str(unfinished)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "unfinished: no summary.json" in err
+    other = tmp_path / "other"
+    other.mkdir()
+    assert guard_corpus.main([*_corpus(other), "--set", "accuracy_drop=7"]) == 2
+    assert "policy.guard.accuracy_drop=7" in capsys.readouterr().err

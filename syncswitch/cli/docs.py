@@ -102,8 +102,8 @@ FIELDS: tuple[Section, ...] = (
         "loss_rise": "relative loss rise the loss rule needs over `window` (half of it over `long_window`)",
         "loss_margin": "absolute loss rise (nats) the loss rule also needs",
         "accuracy_drop": "accuracy below the best before the switch (or the reference) that counts as degraded",
-        "accuracy_noise": "the drop is also at least this many times the scatter of BSP's evaluations before the "
-                          "switch (0: off)",
+        "accuracy_noise": "the drop is also at least this many times the scatter of BSP's evaluations about "
+                          "their trend before the switch (0: accuracy_drop alone)",
         "window": "a degradation must span this fraction of the workload (two of the last three evaluations)",
         "long_window": "the loss rule's longer window",
         "smoothing": "the loss is the median of every worker's reports over this trailing fraction",

@@ -156,3 +156,16 @@ def expected_accuracy(forecast: AccuracyForecast | None, reference: float | None
     if low is not None and reference is not None:
         return min(low, reference) if forecast.within(fraction) else reference
     return low if low is not None else reference
+
+
+def scatter(points: list[tuple[float, float]], start: float) -> float | None:
+    """The scatter of the (fraction, accuracy) evaluations in (start - ACCURACY_FIT_WINDOW, start] about their own
+    trend, from their second differences: for evaluations a smooth curve plus independent noise of deviation s, the
+    difference a[i+1] - 2 a[i] + a[i-1] has deviation s * sqrt(6), where a curve's bend adds little (a line's
+    residuals read the bend of a steep early rise as noise). None with fewer than MIN_EVALUATIONS + 1 there."""
+    values = [a for f, a in sorted(points) if start - ACCURACY_FIT_WINDOW < f <= start and math.isfinite(a)]
+    if len(values) < MIN_EVALUATIONS + 1:
+        return None
+    second = [values[i + 1] - 2 * values[i] + values[i - 1] for i in range(1, len(values) - 1)]
+    return math.sqrt(sum(d * d for d in second) / len(second) / 6)
+

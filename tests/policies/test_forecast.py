@@ -2,6 +2,7 @@
 with the accuracy forecast on, one that falls behind where BSP's accuracy was heading."""
 
 import math
+import random
 
 import pytest
 
@@ -237,3 +238,13 @@ def test_a_loss_still_falling_back_to_its_low_is_not_held():
     assert stalled(forecast, 0.28, 0.4, 1.1 * low, low, span_ago=1.2 * low) is None
     assert stalled(forecast, 0.28, 0.4, 1.1 * low, low, span_ago=1.12 * low) is not None
     assert stalled(forecast, 0.28, 0.4, 1.1 * low, low) is not None  # no report a span ago: judged as before
+
+
+def test_scatter_reads_noise_about_a_bending_trend_not_the_bend():
+    from syncswitch.policies.forecast import scatter
+    bend = [(i * 0.02, 0.9 - 0.8 * math.exp(-i / 3)) for i in range(1, 14)]   # a steep rise flattening
+    assert scatter(bend, 0.26) < 0.01
+    rng = random.Random(0)
+    noisy = [(f, a + rng.gauss(0, 0.05)) for f, a in bend]
+    assert 0.03 < scatter(noisy, 0.26) < 0.08
+    assert scatter(bend[:3], 0.06) is None   # too few evaluations in the window to tell
