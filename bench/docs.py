@@ -704,7 +704,8 @@ NETWORK_NOTE = (
     "figure). Evaluations every 0.02 of the workload. The third is the ResNet, more compute a byte: only the switch "
     "with bf16 at 50 Mbit/s reaches 0.80x, and in 2-3 of 5 seeds the guard's accuracy rule falls back to BSP at "
     "35% of the workload, where BSP's own evaluations dip (batch normalization's moving averages; the real BSP run "
-    "of seed 1 dips there too). The simulated switch takes no trial first: its speed rule is not simulated. "
+    "of seed 1 dips there too; measured before the guard's `accuracy_noise`, which the figure of the guard on "
+    "recorded runs measures). The simulated switch takes no trial first: its speed rule is not simulated. "
     "bench/notebook/2026-11-29-coordinator-21.md.")
 COMPRESSION_FILES = ("peers-resnet-lo50-compression-v595-2026-11-29.json",
                      "peers-resnet-lo50-switched-bf16-v595-2026-11-29.json",
