@@ -264,6 +264,22 @@ TRIALS_INTRO = (
     "at the top of its noise band could still win. What each run did: `went back` (the trial found the target not "
     "faster than BSP by the margin), `switched` (and kept it), `repaired` (the guard repaired a degradation). Bars: "
     "median at least BSP's - 1 point and worst at least BSP's worst - 3.")
+GUARD_LIVE_INTRO = (
+    "Every switch made into ASP at 0.25 (`policy.switch_rule=fixed`, `policy.switch_speed=false`, "
+    "`policy.switch_to=asp`), so the guard alone decides the accuracy; 4 workers, in place, seeds interleaved. What "
+    "each run did: `switched` (and kept ASP), `repaired` (the guard rolled back or fell back). Bars: median at least "
+    "BSP's - 1 point and worst at least BSP's worst - 3.")
+GUARD_LIVE_NOTE = (
+    "At 6579d63, with `policy.guard.accuracy_noise` at its default 2. The quickstart's ASP collapses 29-44 points "
+    "below BSP when nobody watches it (the figure of the guard on recorded runs): the guard caught all five at "
+    "0.35-0.40, rolled each back to the switch's checkpoint and finished on BSP. Those runs miss the median bar: "
+    "0.747 against BSP's 0.774, medians of 5 seeds whose BSP runs alone span 0.72-0.80 on this 3-second job; seed "
+    "by seed, -3.7 to +2.0 points (median -0.4). The repair is the old default's too (the same verdicts, replayed). "
+    "The ResNet's ASP kept BSP's accuracy within 1.5 points in every run and the guard stayed quiet in all five, "
+    "as it would have at `accuracy_noise: 0` (replayed): live, the evaluator scores the newest checkpoint first and "
+    "lags, so a dip it scores after a recovered checkpoint is never the latest. The corpus replays every score where "
+    "its checkpoint was written, the most a guard could see: there the same switch drew 4 verdicts in 5 at 0 and 3 "
+    "at 2. bench/notebook/2026-11-29-coordinator-22.md.")
 SWITCH_HAPPENS_INTRO = (
     "The same jobs with the speed rule off (`--set policy.switch_speed=false`), as on a cluster where the switch "
     "target outruns BSP: every switch the switch rule allows happens, so the switch rule and the guard alone decide "
@@ -908,6 +924,13 @@ FIGURES += (
            "'bsp,in-place+guard,in-place>asp+guard' --set policy.switch_speed=false --first-seed 0 --seeds 2, then "
            "--first-seed 2, 4, 6, 8 --seeds 2, each --add-to the last (under /work/bin/heavy)",
            switch_speed_table(SWITCH_HAPPENS_INTRO), note=SWITCH_HAPPENS_NOTE),
+    Figure("guard-live", "The guard live at its current defaults: switches into ASP at a fixed 0.25, speed rule off "
+                         "(5 seeds)",
+           ("safety-fixed-asp-v595-2026-11-29.json",),
+           "python -m bench safety --workloads quickstart-4,resnet-4 --variants bsp,in-place+guard --set "
+           "policy.switch_speed=false --set policy.switch_rule=fixed --set policy.switch_to=asp --first-seed 1 "
+           "--seeds 5 (one quiet call, the fc-v595 host)",
+           switch_speed_table(GUARD_LIVE_INTRO), note=GUARD_LIVE_NOTE),
     Figure("trials", "A speed trial that goes back leaves no mark: the ResNet on 4 workers, every switch tried "
                      "(10 seeds)",
            ("safety-resnet4-trials-2026-11-26.json",),
