@@ -168,4 +168,3 @@ def scatter(points: list[tuple[float, float]], start: float) -> float | None:
         return None
     second = [values[i + 1] - 2 * values[i] + values[i - 1] for i in range(1, len(values) - 1)]
     return math.sqrt(sum(d * d for d in second) / len(second) / 6)
-
