@@ -88,6 +88,13 @@ def summarize(rows: list[dict]) -> dict:
     return table
 
 
+def _fractions(text: str) -> list[float]:
+    try:
+        return [float(x) for x in text.split(",")]
+    except ValueError:
+        raise SpecError(f"--switch-at {text!r}: expected fractions, e.g. 0.25,0.32") from None
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench guard-corpus", description=__doc__.split("\n\n")[0])
     parser.add_argument("runs", nargs="+", help="run folders (syncswitch submit --output-dir)")
@@ -95,9 +102,12 @@ def main(argv=None) -> int:
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="a policy.guard setting")
     parser.add_argument("--out", help="also write the JSON here")
     args = parser.parse_args(argv)
-    overrides = {key: yaml.safe_load(value) for key, value in (item.split("=", 1) for item in args.set)}
-    switch_at = [float(x) for x in args.switch_at.split(",")]
     try:
+        bad = next((item for item in args.set if "=" not in item), None)
+        if bad is not None:
+            raise SpecError(f"--set {bad!r}: expected KEY=VALUE, e.g. accuracy_drop=0.1")
+        overrides = {key: yaml.safe_load(value) for key, value in (item.split("=", 1) for item in args.set)}
+        switch_at = _fractions(args.switch_at)
         rows = replay_corpus(args.runs, switch_at, overrides)
     except (RunFolderError, SpecError) as exc:  # a folder that is no finished run, a bad --set: one line
         sys.stderr.write(f"python -m bench guard-corpus: {exc}\n")

@@ -69,3 +69,11 @@ def test_a_folder_that_is_no_finished_run_is_one_line_and_exit_2(tmp_path, capsy
     other.mkdir()
     assert guard_corpus.main([*_corpus(other), "--set", "accuracy_drop=7"]) == 2
     assert "policy.guard.accuracy_drop=7" in capsys.readouterr().err
+
+
+def test_bad_options_are_one_line_and_exit_2(tmp_path, capsys):
+    runs = _corpus(tmp_path)
+    assert guard_corpus.main([*runs, "--set", "accuracy_drop"]) == 2
+    assert "--set 'accuracy_drop': expected KEY=VALUE" in capsys.readouterr().err
+    assert guard_corpus.main([*runs, "--switch-at", "soon"]) == 2
+    assert "--switch-at 'soon': expected fractions" in capsys.readouterr().err
