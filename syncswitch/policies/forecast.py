@@ -135,7 +135,7 @@ class AccuracyForecast:
     def fit(cls, points: list[tuple[float, float]], start: float) -> AccuracyForecast | None:
         """The trend of the (fraction, accuracy) evaluations in (start - ACCURACY_FIT_WINDOW, start]; None with
         fewer than MIN_EVALUATIONS there."""
-        chosen = [(f, a) for f, a in points if start - ACCURACY_FIT_WINDOW < f <= start and math.isfinite(a)]
+        chosen = _recent(points, start)
         xs, ys = [f for f, _ in chosen], [a for _, a in chosen]
         if len(xs) < MIN_EVALUATIONS or max(xs) - min(xs) <= 0:
             return None
@@ -145,6 +145,12 @@ class AccuracyForecast:
         residuals = [y - (my + slope * (x - mx)) for x, y in zip(xs, ys)]
         noise = max(MIN_NOISE, math.sqrt(sum(r * r for r in residuals) / (len(xs) - 2)))
         return cls(start, my + slope * (start - mx), slope, noise, len(xs), mx, sxx)
+
+
+def _recent(points: list[tuple[float, float]], start: float) -> list[tuple[float, float]]:
+    """The finite (fraction, accuracy) evaluations in (start - ACCURACY_FIT_WINDOW, start], in their given order: what
+    the accuracy trend is fitted on and its scatter measured over."""
+    return [(f, a) for f, a in points if start - ACCURACY_FIT_WINDOW < f <= start and math.isfinite(a)]
 
 
 def expected_accuracy(forecast: AccuracyForecast | None, reference: float | None, fraction: float) -> float | None:
@@ -163,7 +169,7 @@ def scatter(points: list[tuple[float, float]], start: float) -> float | None:
     trend, from their second differences: for evaluations a smooth curve plus independent noise of deviation s, the
     difference a[i+1] - 2 a[i] + a[i-1] has deviation s * sqrt(6), where a curve's bend adds little (a line's
     residuals read the bend of a steep early rise as noise). None with fewer than MIN_EVALUATIONS + 1 there."""
-    values = [a for f, a in sorted(points) if start - ACCURACY_FIT_WINDOW < f <= start and math.isfinite(a)]
+    values = [a for _, a in sorted(_recent(points, start))]
     if len(values) < MIN_EVALUATIONS + 1:
         return None
     second = [values[i + 1] - 2 * values[i] + values[i - 1] for i in range(1, len(values) - 1)]

@@ -238,7 +238,7 @@ class DegradationGuard(GuardPolicy):
         drop = self.settings.accuracy_drop
         if self.settings.accuracy_noise <= 0:
             return drop
-        noise = scatter([(f, a) for f, a in self._scores if f <= self.phase_start], self.phase_start)
+        noise = scatter(self._scores, self.phase_start)  # it reads the evaluations up to the phase start alone
         return drop if noise is None else max(drop, self.settings.accuracy_noise * noise)
 
     def expected(self, fraction: float) -> float | None:
@@ -252,7 +252,7 @@ class DegradationGuard(GuardPolicy):
         start: the evaluator scores the checkpoints just before a switch after the switch."""
         if not self.watching or not self.settings.accuracy_forecast:
             return None
-        return AccuracyForecast.fit([(f, a) for f, a in self._scores if f <= self.phase_start], self.phase_start)
+        return AccuracyForecast.fit(self._scores, self.phase_start)  # fitted on those up to the phase start alone
 
     def on_evaluation(self, fraction: float, accuracy: float) -> Verdict | None:
         bisect.insort(self._scores, (fraction, accuracy))
