@@ -22,7 +22,7 @@ from collections.abc import Callable
 from bench import common
 from bench.docs_format import recorded_commit, spread_text, table, x
 from bench.network_docs import network_render
-from bench.guard_corpus_docs import GUARD_CORPUS_NOTE, guard_corpus_render
+from bench.guard_corpus_docs import GUARD_CORPUS_NOTE, GUARD_LIVE_INTRO, GUARD_LIVE_NOTE, guard_corpus_render
 from bench.peers_docs import (COMPRESSION_NOTE, PEERS_NOTE, compression_headline, compression_render,
                               peers_headline, peers_render)
 
@@ -264,22 +264,6 @@ TRIALS_INTRO = (
     "at the top of its noise band could still win. What each run did: `went back` (the trial found the target not "
     "faster than BSP by the margin), `switched` (and kept it), `repaired` (the guard repaired a degradation). Bars: "
     "median at least BSP's - 1 point and worst at least BSP's worst - 3.")
-GUARD_LIVE_INTRO = (
-    "Every switch made into ASP at 0.25 (`policy.switch_rule=fixed`, `policy.switch_speed=false`, "
-    "`policy.switch_to=asp`), so the guard alone decides the accuracy; 4 workers, in place, seeds interleaved. What "
-    "each run did: `switched` (and kept ASP), `repaired` (the guard rolled back or fell back). Bars: median at least "
-    "BSP's - 1 point and worst at least BSP's worst - 3.")
-GUARD_LIVE_NOTE = (
-    "At 6579d63, with `policy.guard.accuracy_noise` at its default 2. The quickstart's ASP collapses 29-44 points "
-    "below BSP when nobody watches it (the figure of the guard on recorded runs): the guard caught all five at "
-    "0.35-0.40, rolled each back to the switch's checkpoint and finished on BSP. Those runs miss the median bar: "
-    "0.747 against BSP's 0.774, medians of 5 seeds whose BSP runs alone span 0.72-0.80 on this 3-second job; seed "
-    "by seed, -3.7 to +2.0 points (median -0.4). The repair is the old default's too (the same verdicts, replayed). "
-    "The ResNet's ASP kept BSP's accuracy within 1.5 points in every run and the guard stayed quiet in all five, "
-    "as it would have at `accuracy_noise: 0` (replayed): live, the evaluator scores the newest checkpoint first and "
-    "lags, so a dip it scores after a recovered checkpoint is never the latest. The corpus replays every score where "
-    "its checkpoint was written, the most a guard could see: there the same switch drew 4 verdicts in 5 at 0 and 3 "
-    "at 2. bench/notebook/2026-11-29-coordinator-22.md.")
 SWITCH_HAPPENS_INTRO = (
     "The same jobs with the speed rule off (`--set policy.switch_speed=false`), as on a cluster where the switch "
     "target outruns BSP: every switch the switch rule allows happens, so the switch rule and the guard alone decide "

@@ -1,4 +1,5 @@
-"""results.md's figure of `python -m bench guard-corpus`: the guard's false alarms and verdicts on recorded runs."""
+"""results.md's texts of the guard's figures: `python -m bench guard-corpus` (false alarms and verdicts on recorded runs)
+and the guard live at its current defaults."""
 
 from __future__ import annotations
 
@@ -19,6 +20,23 @@ GUARD_CORPUS_NOTE = (
     "alarms, but the 6.5-point loss missed), a `window` of 0.1 (2; the collapses caught only at 0.4-0.65). Before "
     "this figure the replay tool fed runs that held their checkpoints back their scores in the recorded order, after "
     "training and newest first, in which no verdict could fire. bench/notebook/2026-11-29-coordinator-22.md.")
+
+GUARD_LIVE_INTRO = (
+    "Every switch made into ASP at 0.25 (`policy.switch_rule=fixed`, `policy.switch_speed=false`, "
+    "`policy.switch_to=asp`), so the guard alone decides the accuracy; 4 workers, in place, seeds interleaved. What "
+    "each run did: `switched` (and kept ASP), `repaired` (the guard rolled back or fell back). Bars: median at least "
+    "BSP's - 1 point and worst at least BSP's worst - 3.")
+GUARD_LIVE_NOTE = (
+    "At 6579d63, with `policy.guard.accuracy_noise` at its default 2. The quickstart's ASP collapses 29-44 points "
+    "below BSP when nobody watches it (the figure of the guard on recorded runs): the guard caught all five at "
+    "0.35-0.40, rolled each back to the switch's checkpoint and finished on BSP. Those runs miss the median bar: "
+    "0.747 against BSP's 0.774, medians of 5 seeds whose BSP runs alone span 0.72-0.80 on this 3-second job; seed "
+    "by seed, -3.7 to +2.0 points (median -0.4). The repair is the old default's too (the same verdicts, replayed). "
+    "The ResNet's ASP kept BSP's accuracy within 1.5 points in every run and the guard stayed quiet in all five, "
+    "as it would have at `accuracy_noise: 0` (replayed): live, the evaluator scores the newest checkpoint first and "
+    "lags, so a dip it scores after a recovered checkpoint is never the latest. The corpus replays every score where "
+    "its checkpoint was written, the most a guard could see: there the same switch drew 4 verdicts in 5 at 0 and 3 "
+    "at 2. bench/notebook/2026-11-29-coordinator-22.md.")
 
 
 def _points(below: float | None) -> str:
