@@ -1,5 +1,5 @@
-"""results.md's texts of the guard's figures: `python -m bench guard-corpus` (false alarms and verdicts on recorded runs)
-and the guard live at its current defaults."""
+"""results.md's texts of the guard's figures: `python -m bench guard-corpus` (false alarms and verdicts on recorded
+runs) and the guard live at its current defaults."""
 
 from __future__ import annotations
 
