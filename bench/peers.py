@@ -9,7 +9,8 @@ does (bench/loopback.py), and records the bytes each run sent over it. A syncswi
 (`bsp+bf16`) runs with `hyperparameters.compression` so.
 
 Peers are plain TF2 scripts (bench/peer_scripts/, no syncswitch imports) given the job's script, params, batch,
-rate and sample count; they know the MNIST-1D CNN and the synthetic ResNet jobs (peer_common.MODELS). With
+rate and sample count; they have models of their own for the MNIST-1D CNN, the synthetic ResNet and the big-vocabulary
+probe, and build any other job's model_fn as a Keras functional model (peer_common.MODELS). With
 --cpus-per-node each node gets its own cgroup with that CPU budget, as each syncswitch node does: one per MWMS
 worker; for ParameterServerStrategy worker i and parameter server i share node i, the coordinator node 0.
 Variants are interleaved within each seed. --allocator tcmalloc preloads gperftools' tcmalloc into every
@@ -80,11 +81,8 @@ PEER_MODELS = {"mnist1d_cnn.py": "mnist1d_cnn", "resnet_synthetic.py": "resnet",
 
 
 def peer_model(job) -> str:
-    name = os.path.basename(job.script)
-    if name not in PEER_MODELS:
-        raise SystemExit(f"--job: the peers have no model for script {name}; they know "
-                         f"{', '.join(sorted(PEER_MODELS))}")
-    return PEER_MODELS[name]
+    """The peers' own model of the job's script, or `model_fn`: the script's model_fn as a Keras model."""
+    return PEER_MODELS.get(os.path.basename(job.script), "model_fn")
 
 
 def peer_args(job, seed: int, lr: float) -> list[str]:

@@ -4,7 +4,8 @@ schedule, evaluation and the one JSON line each script prints. Plain TensorFlow;
 Models: `mnist1d_cnn` is the MNIST-1D script's layers as a Keras Sequential (its model_fn makes new layers at each
 call, which a TF2 loop cannot reuse); `resnet` is the job script's own `ResNet` class, imported from the script as
 a TF2 user would, with its model_fn's loss (mean cross-entropy plus weight decay on the kernels); `bag_of_words` is
-the big-vocabulary probe's embedding model.
+the big-vocabulary probe's embedding model; `model_fn`, for any other job, is the script's own model_fn built once
+as a Keras functional model (ScriptModelFn).
 Keras is tf-keras (Keras 2), as syncswitch runs the user's script with, and as ParameterServerStrategy needs."""
 
 import argparse
@@ -29,7 +30,7 @@ def args(extra=None):
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--threads", type=int, default=1, help="intra-op threads (syncswitch's default: 1)")
     parser.add_argument("--evals", type=int, default=10, help="evaluations during training")
-    parser.add_argument("--model", default="mnist1d_cnn", choices=["mnist1d_cnn", "resnet", "bag_of_words"])
+    parser.add_argument("--model", default="mnist1d_cnn", choices=sorted(MODELS))
     parser.add_argument("--shard", type=int, default=0, help="which of --shards parts of the training set to read")
     parser.add_argument("--shards", type=int, default=1, help="parts the training set is split into")
     if extra:
@@ -107,13 +108,51 @@ class BagOfWords:
         return tf.constant(0.0)
 
 
-MODELS = {"mnist1d_cnn": Mnist1dCnn, "resnet": ScriptResNet, "bag_of_words": BagOfWords}
+class ScriptModelFn:
+    """Any job's model_fn as one Keras functional model, for a script the peers have no model of their own for.
+
+    model_fn is called once, on Keras inputs shaped as the test split's features and labels, with training=None:
+    its Keras layers then take the phase from each call of the model (dropout and batch normalization train in a
+    step, not in an evaluation). Its own loss comes with its logits, so the step minimizes what syncswitch's does
+    (regularization it adds included). A model_fn that branches on `training` in Python builds its evaluation
+    branch; one that makes TF1 variables (`tf.compat.v1.layers`, `get_variable`) cannot be built so."""
+
+    own_loss = True
+
+    def __init__(self, script, params):
+        features, labels = script.input_fn("test", 1, params).element_spec
+        self.label_spec = labels
+        x = tf.nest.map_structure(_keras_input, features)
+        y = _keras_input(labels)
+        try:
+            out = script.model_fn(x, y, params, None)
+            self.net = tf.keras.Model([x, y], [out["logits"], out["loss"]])
+        except Exception as e:  # noqa: BLE001 - the peer's one line: which script, why its model_fn is no Keras model
+            raise SystemExit(f"peer: {script.__file__}'s model_fn cannot be built as a Keras model "
+                             f"({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''})") from None
+
+    def __call__(self, x, training, y=None):
+        if y is None:  # an evaluation: labels the loss needs but the logits do not
+            batch = tf.shape(tf.nest.flatten(x)[0])[0]
+            y = tf.zeros(tf.concat([[batch], tf.constant(self.label_spec.shape[1:], tf.int32)], 0),
+                         self.label_spec.dtype)
+        return self.net([x, y], training=training)[0]
+
+    def with_loss(self, x, y, training):
+        """(logits, the script's mean loss over this batch)."""
+        return self.net([x, y], training=training)
+
+
+def _keras_input(spec):
+    return tf.keras.Input(shape=spec.shape[1:], dtype=spec.dtype)
+
+
+MODELS = {"mnist1d_cnn": Mnist1dCnn, "resnet": ScriptResNet, "bag_of_words": BagOfWords, "model_fn": ScriptModelFn}
 
 
 def sample(dataset):
     """A batch of one zero example shaped as the dataset's features: enough to make the model's variables."""
-    spec = dataset.element_spec[0]
-    return tf.zeros([1, *spec.shape[1:]], spec.dtype)
+    return tf.nest.map_structure(lambda spec: tf.zeros([1, *spec.shape[1:]], spec.dtype), dataset.element_spec[0])
 
 
 def build_model(a, script, example, local_statistics=False):
@@ -145,10 +184,15 @@ def replica_step(model, variables, opt, global_batch):
 
     def step(x, y):
         with tf.GradientTape() as tape:
-            logits = model(x, training=True)
-            per_example = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=tf.cast(y, tf.int64), logits=logits)
-            loss = tf.nn.compute_average_loss(per_example, global_batch_size=global_batch)
-            loss += tf.nn.scale_regularization_loss(model.regularization())
+            if getattr(model, "own_loss", False):  # the script's mean over this replica's batch: its global share
+                logits, mean = model.with_loss(x, y, training=True)
+                loss = mean * tf.cast(tf.shape(logits)[0], mean.dtype) / global_batch
+            else:
+                logits = model(x, training=True)
+                per_example = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=tf.cast(y, tf.int64),
+                                                                             logits=logits)
+                loss = tf.nn.compute_average_loss(per_example, global_batch_size=global_batch)
+                loss += tf.nn.scale_regularization_loss(model.regularization())
         opt.apply_gradients(zip(tape.gradient(loss, variables), variables))
         return loss
 
@@ -181,10 +225,26 @@ class Momentum:
 def accuracy(model, test_ds):
     right = total = 0
     for x, y in test_ds:
-        pred = tf.argmax(model(x, training=False), -1)
-        right += int(tf.reduce_sum(tf.cast(pred == y, tf.int64)))
-        total += int(tf.shape(y)[0])
+        pred, truth = classes(model(x, training=False), y)
+        right += int(tf.reduce_sum(tf.cast(pred == truth, tf.int64)))
+        total += int(tf.shape(truth)[0])
     return right / max(total, 1)
+
+
+def classes(logits, labels):
+    """(predicted, true) class ids for the label forms the script contract allows: ids ([batch] or a [batch, 1]
+    column) or one-hot rows; one logit per example is a binary model (class 1 where it is positive)."""
+    if logits.shape.rank == 2 and logits.shape[-1] == 1:
+        logits = tf.squeeze(logits, -1)
+    if logits.shape.rank == 1:
+        pred = tf.cast(logits > 0, tf.int64)
+    else:
+        pred = tf.argmax(logits, -1)
+    if labels.shape.rank == 2 and labels.shape[-1] > 1:
+        truth = tf.argmax(labels, -1)
+    else:
+        truth = tf.cast(tf.reshape(labels, [-1]), tf.int64)
+    return pred, truth
 
 
 class Clock:
