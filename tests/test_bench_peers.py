@@ -133,6 +133,21 @@ def test_a_peer_trains_the_resnet_job_on_real_tf_servers(kind, monkeypatch):
     assert not psutil.Process().children(recursive=True)  # the servers, which never end by themselves, were stopped
 
 
+@pytest.mark.slow
+def test_mwms_trains_a_scripts_own_model_fn_on_two_workers(tmp_path):
+    """The model_fn model under MultiWorkerMirroredStrategy: batch normalization's statistics stay per replica
+    (the chief evaluates alone) and the script's mean loss is each replica's share of the global batch's."""
+    from bench import common
+
+    (tmp_path / "noisy.py").write_text(NOISY_SCRIPT)
+    (tmp_path / "noisy.yaml").write_text("name: noisy\nscript: noisy.py\nhyperparameters: {batch_size: 32, "
+                                         "learning_rate: 0.05}\nworkload: {epochs: 6}\ncluster: {workers: 2}\n")
+    job = common.load_spec(str(tmp_path / "noisy.yaml"))
+    result = peers.run_peer("mwms", job, seed=1, workers=2, cpus=None, timeout_s=300)
+    assert result["steps"] == 6 * 1024 // 64 and result["final_accuracy"] >= 0.8
+    assert not psutil.Process().children(recursive=True)
+
+
 def test_tf_no_sync_runs_one_lone_process_per_node_each_on_its_share():
     assert peers.layout("tf-no-sync", workers=3, ps_tasks=1) == [(None, 0), (None, 1), (None, 2)]
     args = ["--script", "s.py", "--samples", "1000", "--seed", "1"]

@@ -117,6 +117,7 @@ def run_cmd(job, runs, threshold, max_settings, bsp_runs, target_accuracy, worke
     from syncswitch import spec as specmod
     from syncswitch.search import store as storemod
     from syncswitch.search.binary_search import SearchError, binary_search
+    from syncswitch.search.pilot_runs import exploring
 
     job_spec = specmod.load(job, list(sets) + workers_override(workers))
     if bsp_runs == 0 and target_accuracy is None:
@@ -124,8 +125,9 @@ def run_cmd(job, runs, threshold, max_settings, bsp_runs, target_accuracy, worke
     check_periods(periods, job_spec)  # before any pilot runs
     signature, inputs = storemod.signature_for_spec(job_spec)
     root = output_dir or os.path.join("runs", f"search-{job_spec.name}-{signature[:8]}")
-    pilots, simulation = _pilots(job_spec, root, simulated, arrivals, step_time)
-    cache, switching = pilot_cache(job_spec, simulation, fresh)
+    pilot_spec = job_spec if simulated else exploring(job_spec)  # a simulated pilot's speeds are not judged
+    pilots, simulation = _pilots(pilot_spec, root, simulated, arrivals, step_time)
+    cache, switching = pilot_cache(pilot_spec, simulation, fresh)
     then = specmod.switch_target(job_spec.policy).protocol  # the pilots keep the job's own switch target
     echo = functools.partial(click.echo, err=True)
     echo(f"searching {job_spec.name} (signature {signature[:12]}): M={max_settings}, R={runs}, "
@@ -135,7 +137,7 @@ def run_cmd(job, runs, threshold, max_settings, bsp_runs, target_accuracy, worke
                            on_event=_progress(echo, then), two_sided=not one_sided)
     chosen = result.chosen
     accs = [a for a in (chosen.accuracies if chosen else result.reference) if a is not None]
-    found = period_search(job_spec, periods, result, cache, runs, not one_sided, fresh, echo,
+    found = period_search(pilot_spec, periods, result, cache, runs, not one_sided, fresh, echo,
                            lambda spec, sub: _pilots(spec, os.path.join(root, sub), simulated, arrivals, step_time))
     record = storemod.PolicyRecord(
         signature=signature, job_name=job_spec.name, switch_at=result.switch_at,

@@ -1,7 +1,11 @@
-"""What a pilot's run folder says beyond its summary: whether its training learned anything."""
+"""How a search's pilots run, and what a pilot's run folder says beyond its summary: whether its training learned
+anything."""
 
 from __future__ import annotations
 
+import dataclasses
+
+from syncswitch.policies.speed_settings import SpeedSettings
 from syncswitch.policies.timing import TimingSettings
 from syncswitch.runfolder import training_loss_ends
 
@@ -21,3 +25,20 @@ def learned(run_dir: str | None) -> bool | None:
         return None
     began, ended = ends
     return ended < began * (1.0 - LEARNED_DROP)
+
+
+def exploring(job_spec):
+    """The spec a search's real pilots run: each tries its switch target wherever the switch rule lets it switch.
+
+    A job's own speed rule weighs first whether a trial could pay (a trial that goes back costs two pauses and its
+    length, which a short job's BSP time left cannot win back), so on a short job no run ever tries the target and
+    nothing learns its speed: not the runs, not the pilots, and so not the recurring job's later runs either. A
+    pilot is there to measure what later runs would have to guess: its margin is fixed at the rule's noise floor,
+    which skips that weighing. A trial that finds the target slower still goes back and sends the search to BSP;
+    the ratio each trial measured is stored (store.speed_from_runs), and later runs of the job weigh the switch by
+    it, at their own margin, without a trial. A margin the job fixes itself, or speeds not judged, stay as given."""
+    speed = job_spec.policy.switch_speed
+    if speed.rule == "off" or speed.margin is not None:
+        return job_spec
+    return job_spec.with_policy(dataclasses.replace(
+        job_spec.policy, switch_speed=dataclasses.replace(speed, margin=SpeedSettings().noise)))

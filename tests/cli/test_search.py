@@ -185,3 +185,26 @@ def test_the_search_says_what_its_pilots_measured_of_speed_and_pause():
                     "needs 1.1x); switches out of BSP paused 0.84 s (median of 3): later runs weigh a switch by it")
     assert _speed_line({"target": "asp", "ratio": 1.3, "runs": 1}, spec).endswith("later runs switch without a trial")
     assert _speed_line({"pause_s": 0.3, "pauses": 2}, spec).startswith("switches out of BSP paused 0.30 s")
+
+
+def test_real_pilots_try_their_target_and_the_stored_policy_says_so(runner, job_file, monkeypatch, tmp_path,
+                                                                     syncswitch_home):
+    """On a short job the job's own runs never try the switch target (a trial that goes back would cost more than
+    it could win), so the search's pilots do: the store then holds a measured speed for later runs to weigh."""
+    margins = []
+
+    def run_pilot_factory(job_spec, output_root):
+        margins.append(job_spec.policy.switch_speed.margin)
+        return lambda switch_at, repeat: PilotResult(0.92, 100.0, f"{output_root}/{switch_at}-{repeat}")
+
+    module = types.ModuleType(EXPERIMENTS)
+    module.run_pilot_factory = run_pilot_factory
+    monkeypatch.setitem(sys.modules, EXPERIMENTS, module)
+    result = runner.invoke(search, [str(job_file), "--runs", "1", "--bsp-runs", "1", "--max-settings", "1",
+                                    "--output-dir", str(tmp_path / "pilots"), "--format", "json"])
+    assert result.exit_code == 0, result.output
+    from syncswitch.policies.speed_settings import SpeedSettings
+
+    assert margins == [SpeedSettings().noise]
+    doc = json.loads(result.output[result.output.index("{"):])
+    assert doc["policy"]["settings"]["switching"]["switch_speed"]["margin"] == SpeedSettings().noise
