@@ -686,7 +686,8 @@ PEERS_FILES = (  # in the order measured: a later cell of the same job, budget, 
     "peers-mnist1d-unbudgeted-tcmalloc-startup-v595-2026-11-28.json",
     "peers-resnet-lo50-tcmalloc-v595-2026-11-28.json",
     "peers-resnet-lo50-switched-tcmalloc-v595-2026-11-28.json",
-    "peers-bigvocab-unbudgeted-tcmalloc-v595-2026-11-28.json")  # last: the README's headline names the last file
+    "peers-bigvocab-unbudgeted-tcmalloc-v595-2026-11-28.json",
+    "peers-tabular-unbudgeted-tcmalloc-v595-2026-11-29.json")  # last: the README's headline names the last file
 
 NETWORK_FILES = ("network-resnet-loopback-v595-2026-11-29.json", "network-mnist1d-project-v595-2026-11-29.json",
                  "network-resnet-project-v595-2026-11-29.json")
@@ -813,7 +814,11 @@ FIGURES += (
             "python -m bench peers --job jobs/resnet_synthetic.yaml --seeds S --variants mwms,bsp,switched "
             "--target 0.9 --allocator tcmalloc --loopback-mbit 50 --add-to F --out F --runs-dir D (one seed per quiet "
             "call, D a folder of the seed's own; the fc-v595 host; 92430b5, the guard's stall rule waiting for the "
-            "phase's metrics windows)"),
+            "phase's metrics windows)",
+            "python -m bench peers --job bench/workloads/tabular_mlp.yaml --seeds S --variants "
+            "mwms,single,bsp,default,switched --target 0.9 --allocator tcmalloc --add-to F --out F --runs-dir D (one "
+            "seed per quiet call, D a folder of the seed's own; the fc-v595 host; 4ae9309, the peers building the "
+            "script's model_fn; seed 5 at 946182c, whose change is the search's alone)"),
            lambda docs: peers_render(docs, PEERS_FILES), headline=peers_headline, note=PEERS_NOTE),
     Figure("compression", "All-reduce compression: BSP in 16-bit floats against MWMS",
            COMPRESSION_FILES,
