@@ -23,6 +23,7 @@ from bench import common
 from bench.docs_format import recorded_commit, spread_text, table, x
 from bench.network_docs import network_render
 from bench.guard_corpus_docs import GUARD_CORPUS_NOTE, GUARD_LIVE_INTRO, GUARD_LIVE_NOTE, guard_corpus_render
+from bench.untuned_docs import UNTUNED4_COMMANDS, UNTUNED4_FILES, UNTUNED4_INTRO, UNTUNED4_NOTE
 from bench.peers_docs import (COMPRESSION_NOTE, PEERS_NOTE, compression_headline, compression_render,
                               peers_headline, peers_render)
 
@@ -913,6 +914,8 @@ FIGURES += (
            "'bsp,in-place+guard,in-place>asp+guard' --set policy.switch_speed=false --first-seed 0 --seeds 2, then "
            "--first-seed 2, 4, 6, 8 --seeds 2, each --add-to the last (under /work/bin/heavy)",
            switch_speed_table(SWITCH_HAPPENS_INTRO), note=SWITCH_HAPPENS_NOTE),
+    Figure("untuned-4", "The jobs nobody tuned for on 4 workers: the switch into local SGD, speed rule off (5 seeds)",
+           UNTUNED4_FILES, UNTUNED4_COMMANDS, switch_speed_table(UNTUNED4_INTRO), note=UNTUNED4_NOTE),
     Figure("guard-live", "The guard live at its current defaults: switches into ASP at a fixed 0.25, speed rule off "
                          "(5 seeds)",
            ("safety-fixed-asp-v595-2026-11-29.json",),
