@@ -71,7 +71,9 @@ def _progress(echo, target: str):
             echo(f"  pilot {info['repeat'] + 1} at {pct(info['switch_at'])}: accuracy {acc(info['accuracy'])} "
                  f"in {secs(info['time_s'])}{_rolled_back(info)}{where}")
         elif kind == "setting_done":
-            verdict = "within the margin" if info["accepted"] else "outside the margin"
+            verdict = "within the margin" if info.get("within_margin", info["accepted"]) else "outside the margin"
+            if info.get("went_back") and not info["accepted"]:
+                verdict += f", but {info['went_back']} pilot(s) went back to BSP: not accepted"
             echo(f"  => mean {acc(info['mean_accuracy'])}: {verdict}")
 
     return on_event
@@ -80,6 +82,8 @@ def _progress(echo, target: str):
 def _rolled_back(info) -> str:
     if info.get("learned") is False:
         return "; its training loss did not fall: counts as failed"
+    if info.get("slower"):
+        return "; its speed trial found the target slower and went back to BSP: it cannot vouch for the point"
     return "; the guard rolled its switch back: counts as failed" if info.get("rolled_back") else ""
 
 

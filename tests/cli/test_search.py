@@ -208,3 +208,22 @@ def test_real_pilots_try_their_target_and_the_stored_policy_says_so(runner, job_
     assert margins == [SpeedSettings().noise]
     doc = json.loads(result.output[result.output.index("{"):])
     assert doc["policy"]["settings"]["switching"]["switch_speed"]["margin"] == SpeedSettings().noise
+
+
+def test_the_search_says_which_pilot_went_back_and_why_its_point_is_not_accepted(runner, job_file, monkeypatch,
+                                                                                  tmp_path, syncswitch_home):
+    def run_pilot_factory(job_spec, output_root):
+        def run_pilot(switch_at, repeat):
+            slower = (switch_at, repeat) == (0.5, 0)
+            return PilotResult(0.92, 100.0, f"{output_root}/{switch_at}-{repeat}", slower=slower,
+                               switched=switch_at < 1.0)
+        return run_pilot
+
+    module = types.ModuleType(EXPERIMENTS)
+    module.run_pilot_factory = run_pilot_factory
+    monkeypatch.setitem(sys.modules, EXPERIMENTS, module)
+    result = runner.invoke(search, [str(job_file), "--runs", "3", "--bsp-runs", "1", "--max-settings", "1",
+                                    "--output-dir", str(tmp_path / "pilots")])
+    assert result.exit_code == 0, result.output
+    assert "its speed trial found the target slower and went back to BSP" in result.output
+    assert "=> mean 0.9200: within the margin, but 1 pilot(s) went back to BSP: not accepted" in result.output

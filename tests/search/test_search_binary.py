@@ -219,3 +219,28 @@ def test_a_pilot_whose_target_was_slower_stops_the_search_at_bsp(tmp_path):
     (point,) = result.points
     assert point.switch_at == 0.5 and not point.accepted
     assert JsonPilotCache(tmp_path / "pilots.json")[(0.5, 0)].slower  # and a cached search reads it back
+
+
+def test_one_noisy_trial_that_went_back_fails_its_point_but_does_not_end_the_search():
+    """Five trials measured the target faster, one (the 0.25 point's last pilot) slower: the target is not slower,
+    but that pilot ran BSP from its trial's start, so its point cannot be accepted; the search goes on above it."""
+
+    def pilots(s, repeat):
+        if s == 1.0:
+            return PilotResult(BSP_ACC, 100.0, f"/runs/{s}-{repeat}")
+        return PilotResult(BSP_ACC, 80.0, f"/runs/{s}-{repeat}", slower=(s, repeat) == (0.25, 2), switched=True)
+
+    result = binary_search(pilots, max_settings=3, threshold=0.01, runs=3, bsp_runs=1)
+    assert result.stopped != "target-slower"
+    accepted = {p.switch_at: p.accepted for p in result.points}
+    assert accepted[0.5] and not accepted[0.25] and 0.25 < result.switch_at <= 0.5
+
+
+def test_the_target_counts_as_slower_where_most_trials_so_far_found_it_so():
+    def pilots(s, repeat):
+        if s == 1.0:
+            return PilotResult(BSP_ACC, 100.0, f"/runs/{s}-{repeat}")
+        return PilotResult(BSP_ACC, 80.0, f"/runs/{s}-{repeat}", slower=repeat < 2, switched=True)
+
+    result = binary_search(pilots, max_settings=3, threshold=0.01, runs=3, bsp_runs=1)
+    assert result.switch_at == 1.0 and result.stopped == "target-slower" and len(result.points) == 1
