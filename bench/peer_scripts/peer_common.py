@@ -115,7 +115,8 @@ class ScriptModelFn:
     its Keras layers then take the phase from each call of the model (dropout and batch normalization train in a
     step, not in an evaluation). Its own loss comes with its logits, so the step minimizes what syncswitch's does
     (regularization it adds included). A model_fn that branches on `training` in Python builds its evaluation
-    branch; one that makes TF1 variables (`tf.compat.v1.layers`, `get_variable`) cannot be built so."""
+    branch; variables it makes outside Keras layers (`tf.compat.v1.get_variable`) are trained too, since
+    build_model's variable creator records them (Keras warns that its op layer does not track them)."""
 
     own_loss = True
 
