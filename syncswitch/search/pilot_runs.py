@@ -34,9 +34,10 @@ def exploring(job_spec):
     length, which a short job's BSP time left cannot win back), so on a short job no run ever tries the target and
     nothing learns its speed: not the runs, not the pilots, and so not the recurring job's later runs either. A
     pilot is there to measure what later runs would have to guess: its margin is fixed at the rule's noise floor,
-    which skips that weighing. A trial that finds the target slower still goes back and sends the search to BSP;
-    the ratio each trial measured is stored (store.speed_from_runs), and later runs of the job weigh the switch by
-    it, at their own margin, without a trial. A margin the job fixes itself, or speeds not judged, stay as given."""
+    which skips that weighing. A trial that finds the target slower still goes back (where most pilots' trials do,
+    the search ends at BSP: binary_search._Trials); the ratio each trial measured is stored (store.speed_from_runs),
+    and later runs of the job weigh the switch by it, at their own margin, without a trial. A margin the job fixes
+    itself, or speeds not judged, stay as given."""
     speed = job_spec.policy.switch_speed
     if speed.rule == "off" or speed.margin is not None:
         return job_spec
