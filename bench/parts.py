@@ -31,6 +31,7 @@ PARTS = {
     "local-sim": ("bench.local_sim", "local SGD in one process: copies averaged every few steps"),
     "cgroup-period": ("bench.cgroup_period", "step-time spread under a node CPU budget, per CFS period"),
     "peers": ("bench.peers", "syncswitch against MultiWorkerMirroredStrategy and one process alone, same job"),
+    "recurring": ("bench.recurring", "a recurring job: `syncswitch search` once, then later runs against BSP"),
     "ray-backend": ("bench.ray_backend", "the quickstart and fan-out, local against ray; recovery on ray"),
     "network": ("bench.network", "the simulator's network model against real runs on a limited loopback; projections"),
     "scale": ("bench.scale", "every protocol on 2 to 64 simulated workers, accuracy against BSP"),
