@@ -23,6 +23,7 @@ from bench import common
 from bench.docs_format import recorded_commit, spread_text, table, x
 from bench.network_docs import network_render
 from bench.guard_corpus_docs import GUARD_CORPUS_NOTE, GUARD_LIVE_INTRO, GUARD_LIVE_NOTE, guard_corpus_render
+from bench.recurring_docs import RECURRING_COMMAND, RECURRING_FILES, RECURRING_NOTE, recurring_render
 from bench.untuned_docs import UNTUNED4_COMMANDS, UNTUNED4_FILES, UNTUNED4_INTRO, UNTUNED4_NOTE
 from bench.peers_docs import (COMPRESSION_NOTE, PEERS_NOTE, compression_headline, compression_render,
                               peers_headline, peers_render)
@@ -916,6 +917,8 @@ FIGURES += (
            switch_speed_table(SWITCH_HAPPENS_INTRO), note=SWITCH_HAPPENS_NOTE),
     Figure("untuned-4", "The jobs nobody tuned for on 4 workers: the switch into local SGD, speed rule off (5 seeds)",
            UNTUNED4_FILES, UNTUNED4_COMMANDS, switch_speed_table(UNTUNED4_INTRO), note=UNTUNED4_NOTE),
+    Figure("recurring", "A recurring job after a search: later runs against BSP, the tabular MLP (5 seeds)",
+           RECURRING_FILES, RECURRING_COMMAND, recurring_render, note=RECURRING_NOTE),
     Figure("guard-live", "The guard live at its current defaults: switches into ASP at a fixed 0.25, speed rule off "
                          "(5 seeds)",
            ("safety-fixed-asp-v595-2026-11-29.json",),
