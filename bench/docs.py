@@ -917,7 +917,7 @@ FIGURES += (
            switch_speed_table(SWITCH_HAPPENS_INTRO), note=SWITCH_HAPPENS_NOTE),
     Figure("untuned-4", "The jobs nobody tuned for on 4 workers: the switch into local SGD, speed rule off (5 seeds)",
            UNTUNED4_FILES, UNTUNED4_COMMANDS, switch_speed_table(UNTUNED4_INTRO), note=UNTUNED4_NOTE),
-    Figure("recurring", "A recurring job after a search: later runs against BSP, the tabular MLP (5 seeds)",
+    Figure("recurring", "A recurring job after a search: later runs against BSP (5 seeds)",
            RECURRING_FILES, RECURRING_COMMAND, recurring_render, note=RECURRING_NOTE),
     Figure("guard-live", "The guard live at its current defaults: switches into ASP at a fixed 0.25, speed rule off "
                          "(5 seeds)",

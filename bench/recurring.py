@@ -57,6 +57,8 @@ def submit(variant: str, job: str, seed: int, root: str, home: str, timeout_s: f
     run = {"variant": variant, "seed": seed, "status": s.get("status"), "final_accuracy": s.get("final_accuracy"),
            "train_time_s": s.get("total_time_s"),
            "switched_at": [sw.get("at_fraction") for sw in s.get("switches") or []],
+           # where the run's switch point came from: the policy store, or a switch_at the spec names (which wins)
+           "switch_point_source": (s.get("timing_policy") or {}).get("source"),
            "speed_decision": speed[-1].get("reason") if speed else None,
            "guard_events": [e.get("reason") for e in s.get("guard_events") or []], "run_dir": out}
     common.log(f"  {variant} seed {seed} -> acc {common.fmt(run['final_accuracy'], 3)}, "
