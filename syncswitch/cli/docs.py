@@ -283,7 +283,8 @@ def _timing_rows() -> list[str]:
             f"| switch target of a run that expects stragglers (any size) | `{model.NONBLOCKING_SWITCH_TO}` |",
             "| switch mode | `in-place` |", "| configuration policy | `paper` |", "",
             "A stored switch point (`syncswitch search`, [search.md](search.md)) replaces the default schedule's "
-            "point; an explicit `schedule` or `switch_at` always wins.", ""]
+            "point; an explicit `schedule` or `switch_at` always wins (`syncswitch submit` says so on stderr; the "
+            "stored switch target's speed is used either way).", ""]
 
 
 def render_spec() -> str:

@@ -33,6 +33,10 @@ def submit(job, protocol, switch_at, switch_to, switch_mode, workers, target_acc
     # A recurring job reuses its searched switch point, unless the spec or the command line gives one, and
     # the search's BSP pilots become the guard's reference, unless the spec names one ...
     stored = stored_policy(job_spec)
+    if stored is not None and job_spec.policy.source == "spec":  # said, since the user searched to get that point
+        click.echo(f"syncswitch: the searched switch point of this job ({stored.switch_at:.3g}, `syncswitch search`) "
+                   "is not used: the spec or the command line gives a schedule or switch_at of its own, which wins "
+                   "(its stored speed and reference runs are still used)", err=True)
     job_spec = specmod.adopt_stored_switch_at(job_spec, stored.switch_at if stored else None,
                                               stored.switch_rule if stored else None,
                                               stored.target_params if stored else None)

@@ -227,3 +227,20 @@ def test_the_search_says_which_pilot_went_back_and_why_its_point_is_not_accepted
     assert result.exit_code == 0, result.output
     assert "its speed trial found the target slower and went back to BSP" in result.output
     assert "=> mean 0.9200: within the margin, but 1 pilot(s) went back to BSP: not accepted" in result.output
+
+
+def test_submit_says_when_the_specs_own_switch_point_wins_over_the_searched_one(job_file, syncswitch_home):
+    from syncswitch import spec as specmod
+    from syncswitch.cli import cli
+    from syncswitch.search.store import PolicyRecord, PolicyStore, signature_for_spec
+
+    job = specmod.load(str(job_file))
+    PolicyStore().put(PolicyRecord(signature=signature_for_spec(job)[0], job_name="tiny", switch_at=0.59375,
+                                   target_accuracy=0.92, achieved_mean=0.92, achieved_std=0.0, threshold=0.01,
+                                   search_cost_s=1.0, search_cost_bsp=1.0, runs=1, created="now", inputs={}))
+    runner = CliRunner()
+    own = runner.invoke(cli, ["submit", str(job_file), "--dry-run", "--switch-at", "0.25"])
+    assert own.exit_code == 0, own.output
+    assert "the searched switch point of this job (0.594, `syncswitch search`) is not used" in own.output
+    default = runner.invoke(cli, ["submit", str(job_file), "--dry-run"])
+    assert default.exit_code == 0 and "is not used" not in default.output
