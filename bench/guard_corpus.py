@@ -17,7 +17,6 @@ command names them); `--set` tries other guard settings on the same runs.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 
@@ -27,17 +26,16 @@ from bench import common
 from syncswitch.cluster_manager.guard_replay import replay_run
 from syncswitch.errors import SpecError
 from syncswitch.protocols.catalog import synchronous
-from syncswitch.runfolder import RunFolderError, read_summary
+from syncswitch.runfolder import RunFolderError, read_json, read_summary
 
 
 def identity(run_dir: str) -> dict:
     """The run's job, workers, seed and whether it left synchronous training, from its job.json and summary."""
     summary = read_summary(run_dir).doc  # a folder that is no finished run: RunFolderError, naming it
-    try:
-        with open(os.path.join(run_dir, "job.json"), encoding="utf-8") as fh:
-            raw = json.load(fh).get("raw") or {}
-    except (OSError, ValueError) as exc:
-        raise RunFolderError(f"{run_dir}: no readable job.json ({exc.__class__.__name__})") from None
+    job = read_json(run_dir, "job.json")  # corrupt or unreadable: RunFolderError, naming it
+    if job is None:
+        raise RunFolderError(f"{run_dir}: no job.json (not a run folder)")
+    raw = job.get("raw") or {}
     targets = [p.get("protocol", "bsp") for p in summary["schedule"] if not synchronous(p.get("protocol", "bsp"))]
     return {"run": os.path.basename(os.path.normpath(run_dir)), "job": summary["job"], "workers": summary["workers"],
             "seed": raw.get("seed", 0), "switched": bool(targets), "target": targets[0] if targets else None,

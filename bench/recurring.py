@@ -19,6 +19,7 @@ import subprocess
 import sys
 
 from bench import common
+from syncswitch.runfolder import read_json
 
 VARIANTS = {"bsp": ["--protocol", "bsp"], "recurring": []}
 
@@ -47,12 +48,10 @@ def submit(variant: str, job: str, seed: int, root: str, home: str, timeout_s: f
     out = os.path.join(root, f"{variant}-s{seed}")
     proc = syncswitch(["submit", job, "--quiet", "--output-dir", out, "--set", f"seed={seed}", *VARIANTS[variant]],
                       home, timeout_s)
-    path = os.path.join(out, "summary.json")
-    if not os.path.exists(path):
+    s = read_json(out, "summary.json")
+    if s is None:
         return {"variant": variant, "seed": seed, "error": f"no summary (code {proc.returncode}): "
                                                            f"{proc.stderr.strip()[-400:]}"}
-    with open(path) as f:
-        s = json.load(f)
     speed = [d for d in (s.get("switch_speed") or {}).get("decisions", []) if d.get("action") != "abandoned"]
     run = {"variant": variant, "seed": seed, "status": s.get("status"), "final_accuracy": s.get("final_accuracy"),
            "train_time_s": s.get("total_time_s"),
@@ -72,14 +71,14 @@ def summarize(runs: list[dict]) -> dict:
     table = {v: {f: common.spread([r[f] for r in done if r["variant"] == v]) for f in ("final_accuracy",
                                                                                       "train_time_s")}
              for v in VARIANTS}
-    bsp = {r["seed"]: r["train_time_s"] for r in done if r["variant"] == "bsp"}
+    bsp = {r["seed"]: r for r in done if r["variant"] == "bsp"}
     rec = [r for r in done if r["variant"] == "recurring"]
+    pairs = [(r, bsp[r["seed"]]) for r in rec if r["seed"] in bsp]  # each recurring run and its seed's BSP run
     table["recurring"]["time_vs_same_seed_bsp"] = common.spread(
-        [common.ratio(r["train_time_s"], bsp.get(r["seed"])) for r in rec if bsp.get(r["seed"])])
+        [common.ratio(r["train_time_s"], b["train_time_s"]) for r, b in pairs])
+    table["recurring"]["points_vs_same_seed_bsp"] = common.spread(
+        [100 * (r["final_accuracy"] - b["final_accuracy"]) for r, b in pairs])
     table["recurring"]["switched"] = sum(bool(r["switched_at"]) for r in rec)
-    deltas = [r["final_accuracy"] - b["final_accuracy"] for r in rec for b in done
-              if b["variant"] == "bsp" and b["seed"] == r["seed"]]
-    table["recurring"]["points_vs_same_seed_bsp"] = common.spread([100 * d for d in deltas])
     return table
 
 

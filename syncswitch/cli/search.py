@@ -71,8 +71,8 @@ def _progress(echo, target: str):
             echo(f"  pilot {info['repeat'] + 1} at {pct(info['switch_at'])}: accuracy {acc(info['accuracy'])} "
                  f"in {secs(info['time_s'])}{_rolled_back(info)}{where}")
         elif kind == "setting_done":
-            verdict = "within the margin" if info.get("within_margin", info["accepted"]) else "outside the margin"
-            if info.get("went_back") and not info["accepted"]:
+            verdict = "within the margin" if info["within_margin"] else "outside the margin"
+            if info["went_back"] and not info["accepted"]:
                 verdict += f", but {info['went_back']} pilot(s) went back to BSP: not accepted"
             echo(f"  => mean {acc(info['mean_accuracy'])}: {verdict}")
 
