@@ -95,6 +95,11 @@ def period_search(job_spec, periods, result, cache, runs, two_sided, fresh, echo
                           on_event=_period_progress(echo))
 
 
+WHY = {"went back": "went back (a pilot's speed trial sent it back to BSP, so it cannot vouch for the period; most "
+                    "trials so far kept local SGD, so the next period is tried)",
+       "slower": "slower (no faster than the period kept, or most speed trials so far went back to BSP)"}
+
+
 def _period_progress(echo):
     def on_event(kind, **info):
         if kind == "pilot_start":
@@ -102,8 +107,9 @@ def _period_progress(echo):
         elif kind == "period_done":
             t = info["trial"]
             accs = " ".join(acc(a) for a in t.accuracies)
+            why = WHY.get(t.why, t.why)
             echo(f"  => period {t.period}: accuracies {accs}, mean {acc(t.mean_accuracy)}, median "
-                 f"{secs(t.time_s)}: {t.why}")
+                 f"{secs(t.time_s)}: {why}")
 
     return on_event
 

@@ -235,12 +235,13 @@ class _TargetSlower(Exception):
     """Most pilots' trials found the switch target slower than BSP: every switch point would go back the same way."""
 
 
-class _Trials:
+class SpeedTrials:
     """The speed trials of the search's pilots so far: how many tried the target, how many found it slower.
 
     One trial is a fraction of a second of throughput on a shared machine: on a 4-worker MLP whose local SGD five
     pilots measured at 1.15-1.47x BSP's, a sixth measured 0.91x and went back. So the target counts as slower
-    where most trials found it so (every trial so far, at every point), not where one did."""
+    where most trials found it so (every trial so far, at every point), not where one did. The period search
+    counts its pilots' trials the same way (period_search.py)."""
 
     def __init__(self):
         self.tried = self.slower = 0
@@ -259,7 +260,7 @@ class _Trials:
 def _setting_test(pilots: Pilots, runs: int, target: float, threshold: float, two_sided: bool,
                   explored: list[PointResult]) -> Callable[[float], bool]:
     """Whether a switch point keeps A: its `runs` pilots' mean accuracy within the threshold; records each point."""
-    trials = _Trials()
+    trials = SpeedTrials()
 
     def accept(s: float) -> bool:
         before = pilots.cost

@@ -16,7 +16,8 @@ import functools
 import statistics
 from typing import Callable, Sequence
 
-from syncswitch.search.binary_search import PilotCache, PilotResult, Pilots, RunPilot, SearchError, within
+from syncswitch.search.binary_search import (PilotCache, PilotResult, Pilots, RunPilot, SearchError, SpeedTrials,
+                                              within)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -29,7 +30,8 @@ class PeriodTrial:
     time_s: float
     accepted: bool
     why: str  # "kept", "accuracy" (outside A +/- beta, or a pilot failed), "slower" (no faster than the last
-    # period kept, or a pilot's speed trial went back to BSP) or "stayed on BSP" (a pilot never switched)
+    # period kept, or most speed trials so far went back to BSP), "went back" (a pilot's speed trial sent it back to
+    # BSP: it cannot vouch for the period, but a few noisy trials do not end the search) or "stayed on BSP"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -53,21 +55,27 @@ def longest_period(pilots_for: Callable[[int], tuple[RunPilot, PilotCache]], swi
                    threshold: float, two_sided: bool = True,
                    on_event: Callable[..., None] | None = None) -> PeriodResult:
     """Try `periods` (longer than `base`, ascending) at `switch_at`, `runs` pilots each; stop at the first that
-    fails: a longer period only lets the copies drift further. `pilots_for(period)` gives that period's pilot
-    runner and cache; `base_times` are the chosen switch point's pilot times at the job's own period (the caller
-    tries no period where those pilots never left BSP)."""
+    fails (a longer period only lets the copies drift further), except where it failed only because a minority of
+    the trials so far went back: one trial is a fraction of a second of throughput on a shared machine, and says
+    nothing of the next period's accuracy (the switch point's search reads trials so too, SpeedTrials).
+    `pilots_for(period)` gives that period's pilot runner and cache; `base_times` are the chosen switch point's
+    pilot times at the job's own period (the caller tries no period where those pilots never left BSP)."""
     emit = on_event or (lambda kind, **info: None)
     kept, kept_time = base, statistics.median(base_times) if base_times else float("inf")
     trials: list[PeriodTrial] = []
     cost, new = 0.0, 0
+    speed = SpeedTrials()
     for period in check_periods(list(periods), base):
         # The switch point's own runner-or-cache, its events tagged with the period they belong to.
         pilots = Pilots(*pilots_for(period), functools.partial(emit, period=period))
         results = [pilots.get(switch_at, repeat, "period")[0] for repeat in range(runs)]
-        trial = _judge(period, results, kept_time, target, threshold, two_sided)
+        speed.add(results)
+        trial = _judge(period, results, kept_time, target, threshold, two_sided, speed.target_slower)
         cost, new = cost + pilots.cost, new + pilots.new
         trials.append(trial)
         emit("period_done", trial=trial)
+        if trial.why == "went back":
+            continue
         if not trial.accepted:
             break
         kept, kept_time = period, trial.time_s
@@ -75,16 +83,18 @@ def longest_period(pilots_for: Callable[[int], tuple[RunPilot, PilotCache]], swi
 
 
 def _judge(period: int, results: list[PilotResult], kept_time: float, target: float, threshold: float,
-           two_sided: bool) -> PeriodTrial:
+           two_sided: bool, target_slower: bool) -> PeriodTrial:
     accs = tuple(r.converged_accuracy if r.ok else None for r in results)
     mean = statistics.fmean(accs) if all(a is not None for a in accs) else None  # a failed pilot fails its period
     time_s = statistics.median(r.total_time_s for r in results)
     if any(r.switched is False for r in results):  # it ran no local SGD: nothing to judge the period by
         return PeriodTrial(period, accs, mean, time_s, False, "stayed on BSP")
-    if any(r.slower for r in results):  # the speed rule's trial sent a pilot back to BSP
+    if target_slower:  # most trials so far sent their pilot back to BSP: the period buys no speed
         return PeriodTrial(period, accs, mean, time_s, False, "slower")
     if not within(mean, target, threshold, two_sided):
         return PeriodTrial(period, accs, mean, time_s, False, "accuracy")
+    if any(r.slower for r in results):  # a pilot ran BSP from its trial's start: it cannot vouch for the period
+        return PeriodTrial(period, accs, mean, time_s, False, "went back")
     if time_s >= kept_time:  # as slow as the shorter period: its accuracy risk would buy nothing
         return PeriodTrial(period, accs, mean, time_s, False, "slower")
     return PeriodTrial(period, accs, mean, time_s, True, "kept")

@@ -35,7 +35,7 @@ def exploring(job_spec):
     nothing learns its speed: not the runs, not the pilots, and so not the recurring job's later runs either. A
     pilot is there to measure what later runs would have to guess: its margin is fixed at the rule's noise floor,
     which skips that weighing. A trial that finds the target slower still goes back (where most pilots' trials do,
-    the search ends at BSP: binary_search._Trials); the ratio each trial measured is stored (store.speed_from_runs),
+    the search ends at BSP: binary_search.SpeedTrials); the ratio each trial measured is stored (store.speed_from_runs),
     and later runs of the job weigh the switch by it, at their own margin, without a trial. A margin the job fixes
     itself, or speeds not judged, stay as given."""
     speed = job_spec.policy.switch_speed
