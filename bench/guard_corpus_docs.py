@@ -3,6 +3,7 @@ runs) and the guard live at its current defaults."""
 
 from __future__ import annotations
 
+from bench.docs_figure import Figure
 from bench.docs_format import table
 
 GUARD_CORPUS_NOTE = (
@@ -69,3 +70,16 @@ def guard_corpus_render(docs: list[dict]) -> list[str]:
                   "the verdict the guard would have given.", "",
                   *table(["job-workers", "switched into", "seed", "points below BSP", "verdict"], switched)]
     return lines
+
+
+FIGURES = (
+    Figure("guard-corpus", "The guard on recorded runs: false alarms on BSP's own noise, verdicts on switches that "
+           "collapsed", ("guard-corpus-v595-2026-11-29.json",),
+           ("python -m bench guard-corpus R... (R: run folders of `syncswitch submit J --protocol bsp --set seed=S` "
+            "for jobs/quickstart.yaml, jobs/digits_cnn.yaml, jobs/mnist1d_cnn.yaml, jobs/resnet_synthetic.yaml and "
+            "bench/workloads/{plain_cnn,deep_mlp,memory_gru}.yaml, the quickstart also with --workers 4; and of "
+            "`syncswitch submit J --switch-at 0.25 --switch-to asp --no-guard --set policy.switch_rule=fixed --set "
+            "policy.switch_speed=false --set seed=S` for the three workloads and the quickstart on 4 workers; one "
+            "quiet call each, the fc-v595 host)",),
+           guard_corpus_render, note=GUARD_CORPUS_NOTE),
+)

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from bench.docs_figure import Figure
 from bench.docs_format import spread_text, table
 
 RECURRING_FILES = ("recurring-tabular-v595-2026-11-29.json", "recurring-mnist1d-v595-2026-11-29.json")
@@ -60,3 +61,9 @@ def _rows(t: dict) -> list[list[str]]:
             ["recurring", str(rec["final_accuracy"]["n"]), spread_text(rec["final_accuracy"]),
              spread_text(rec["train_time_s"], 1), spread_text(rec["points_vs_same_seed_bsp"], 1),
              spread_text(rec["time_vs_same_seed_bsp"], 2) + "x", f"{rec['switched']} of {rec['final_accuracy']['n']}"]]
+
+
+FIGURES = (
+    Figure("recurring", "A recurring job after a search: later runs against BSP (5 seeds)",
+           RECURRING_FILES, RECURRING_COMMAND, recurring_render, note=RECURRING_NOTE),
+)

@@ -5,6 +5,8 @@ import os
 import re
 
 from bench import docs
+from bench.docs_figure import RESULTS
+from bench.sim_vs_real_docs import sim_vs_real_rows
 from tests.conftest import ROOT
 
 
@@ -19,9 +21,10 @@ def test_generated_pages_are_current():
 
 def test_every_cited_result_file_is_committed_and_only_those_stay():
     cited = {f for figure in docs.FIGURES for f in figure.files}
-    present = {f for f in os.listdir(docs.RESULTS) if f.endswith(".json")}
+    present = {f for f in os.listdir(RESULTS) if f.endswith(".json")}
     assert cited <= present, cited - present
-    assert present <= cited, f"files no page cites (cite them in bench/docs.py or remove them): {present - cited}"
+    assert present <= cited, "files no page cites (cite them in a figure of bench/*_docs.py or remove them): " \
+        f"{present - cited}"
 
 
 def test_readme_is_a_short_landing_page():
@@ -70,7 +73,7 @@ def test_a_later_comparison_file_replaces_the_cells_it_measured_again():
     earlier = {"rows": [row("quickstart", "bsp", False), row("digits-cnn", "bsp", True)]}
     real_runs = {"jobs": {}}  # a protocols result the comparison read: no rows of its own
     later = {"rows": [row("quickstart", "bsp", True), row("quickstart", "asp", True)]}
-    kept = docs.sim_vs_real_rows([earlier, real_runs, later])
+    kept = sim_vs_real_rows([earlier, real_runs, later])
     assert [(r["job"], r["protocol"], r["within_real_spread"]) for r in kept] == [
         ("quickstart", "bsp", True), ("digits-cnn", "bsp", True), ("quickstart", "asp", True)]
 

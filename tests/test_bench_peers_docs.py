@@ -2,6 +2,7 @@
 
 from bench import docs as pages
 from bench import peers_docs as docs
+from bench.docs_figure import Figure
 
 
 def _stat(median):
@@ -102,8 +103,8 @@ def test_the_headline_gives_each_jobs_range_over_hosts_and_budgets():
 
 
 def test_the_readme_row_names_the_newest_file_and_its_commit():
-    figure = pages.Figure("f", "t", ("x-2026-11-26.json", "y-2026-11-28.json", "z-2026-11-27.json"), "c",
-                          lambda d: [])
+    figure = Figure("f", "t", ("x-2026-11-26.json", "y-2026-11-28.json", "z-2026-11-27.json"), "c",
+                    lambda d: [])
     found = [{"machine": {"git_commit": c * 40}} for c in "123"]
     assert pages.newest(figure, found) == 1
     assert pages.commits_text(figure, found).endswith("(the newest file's `2222222`)")
