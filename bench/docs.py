@@ -140,8 +140,9 @@ def render_index() -> str:
     lines = ["# Result files", "", GENERATED, "",
              "The files [docs/results.md](../../docs/results.md) cites, and only those; earlier results are in git "
              "history (`git log -- bench/results/`). A benchmark writes a new file here with `python -m bench PART "
-             "--out bench/results/<part>-<what>-<date>.json`; adding it to `FIGURES` in `bench/docs.py` puts it on "
-             "the results page.", ""]
+             "--out bench/results/<part>-<what>-<date>.json`; naming it in its figure's entry (the `bench/*_docs.py` "
+             "module of the figure's topic) puts it on the results page, and a new figure also takes a place in "
+             "`SECTION_ORDER` in `bench/docs.py`.", ""]
     rows = [[f"`{f}`", figure.title, date_of(f, load(f)), c] for figure in FIGURES
             for f, c in zip(figure.files, index_commands(figure))]
     return "\n".join(lines + table(["file", "figure", "date", "command"], rows)) + "\n"
