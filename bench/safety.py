@@ -216,11 +216,11 @@ def recurring_variants(names, chosen: dict) -> dict:
 def stored_speed_spec(spec, twin_runs: list[dict]):
     """`spec` as a recurring job runs it once the store holds the speeds `twin_runs`' trials measured (unchanged
     while none did)."""
-    from syncswitch.search import store
+    from syncswitch.search import speeds
     from syncswitch.spec.policy import adopt_stored_speed, switch_target
 
     target = switch_target(spec.policy).protocol
-    speed = store.speed_from_runs([s.get("run_dir") for s in twin_runs], target, spec.policy.switch_speed.rule)
+    speed = speeds.speed_from_runs([s.get("run_dir") for s in twin_runs], target, spec.policy.switch_speed.rule)
     return adopt_stored_speed(spec, speed or None)
 
 

@@ -119,6 +119,7 @@ def run_cmd(job, runs, threshold, max_settings, bsp_runs, target_accuracy, worke
             no_store, one_sided, simulated, arrivals, step_time, periods, fmt):
     """Search JOB's switch point with real pilot trainings and store it for later submits."""
     from syncswitch import spec as specmod
+    from syncswitch.search import speeds
     from syncswitch.search import store as storemod
     from syncswitch.search.binary_search import SearchError, binary_search
     from syncswitch.search.pilot_runs import exploring
@@ -156,7 +157,7 @@ def run_cmd(job, runs, threshold, max_settings, bsp_runs, target_accuracy, worke
                   **({"simulated": simulation} if simulation else {})},
         reference_runs=[os.path.abspath(d) for d in result.reference_runs],
         switch_rule=storemod.switch_rule_for_spec(job_spec),
-        speed=storemod.speed_from_runs([cache[key].run_dir for key in cache], then,
+        speed=speeds.speed_from_runs([cache[key].run_dir for key in cache], then,
                                        job_spec.policy.switch_speed.rule))
     if not no_store:
         storemod.PolicyStore().put(record)

@@ -35,9 +35,9 @@ def exploring(job_spec):
     nothing learns its speed: not the runs, not the pilots, and so not the recurring job's later runs either. A
     pilot is there to measure what later runs would have to guess: its margin is fixed at the rule's noise floor,
     which skips that weighing. A trial that finds the target slower still goes back (where most pilots' trials do,
-    the search ends at BSP: binary_search.SpeedTrials); the ratio each trial measured is stored (store.speed_from_runs),
-    and later runs of the job weigh the switch by it, at their own margin, without a trial. A margin the job fixes
-    itself, or speeds not judged, stay as given."""
+    the search ends at BSP: binary_search.SpeedTrials); what each trial measured is stored (speeds.speed_from_runs:
+    the kept phase's throughput where it ran to the end), and later runs of the job weigh the switch by it, at their
+    own margin, without a trial. A margin the job fixes itself, or speeds not judged, stay as given."""
     speed = job_spec.policy.switch_speed
     if speed.rule == "off" or speed.margin is not None:
         return job_spec

@@ -352,36 +352,6 @@ def switch_speed_for_spec(job_spec) -> dict:
     return {"rule": speed.rule, **dataclasses.asdict(SpeedSettings.from_spec(speed))}
 
 
-def speed_from_runs(run_dirs, target: str, rule: str) -> dict:
-    """The switch target's throughput as a share of BSP's, the median over the runs whose speed rule measured it
-    side by side with BSP's in a trial (summary.json `switch_speed`), and the median pause of the runs' switches out
-    of BSP (`switches[].overhead_s`): a later run's speed rule weighs a switch by it before it has switched. {} where
-    the runs measured neither. Simulated runs measure nothing here: their updates and switches cost nothing, so a
-    simulated pause of 0 s would have real runs of the policy weigh a switch as free."""
-    import statistics
-
-    from syncswitch.runfolder import read_json
-
-    ratios, pauses = [], []
-    for run_dir in run_dirs:
-        summary = (read_json(run_dir, "summary.json") or {}) if run_dir else {}
-        if summary.get("backend") == "simulator":
-            continue
-        for decision in (summary.get("switch_speed") or {}).get("decisions", []):
-            values = decision.get("values") or {}
-            decided = decision.get("action") in ("keep", "back")  # a trial's verdict, not its measuring on
-            if decided and values.get("source") == "trial" and values.get("target") == target and values.get("ratio"):
-                ratios.append(float(values["ratio"]))
-        pauses += [(s.get("mode", "in-place"), float(s["overhead_s"])) for s in summary.get("switches") or []
-                   if s.get("from") == "bsp" and isinstance(s.get("overhead_s"), (int, float))]
-    out = {"target": target, "ratio": statistics.median(ratios), "runs": len(ratios), "rule": rule} if ratios else {}
-    if pauses:  # the pilots switch one way; a pause by relaunch says nothing of one in place
-        mode = statistics.mode(m for m, _ in pauses)
-        chosen = [p for m, p in pauses if m == mode]
-        out.update(pause_s=statistics.median(chosen), pauses=len(chosen), pause_mode=mode)
-    return out
-
-
 def switch_rule_for_spec(job_spec) -> dict:
     """The switch rule a job's switches out of BSP are timed by, thresholds resolved to the rule's defaults."""
     from syncswitch.policies.timing import TimingSettings

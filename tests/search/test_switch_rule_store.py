@@ -3,7 +3,8 @@
 import json
 
 from syncswitch import spec as specmod
-from syncswitch.search.store import speed_from_runs, switch_rule_for_spec, switching_for_spec
+from syncswitch.search.speeds import speed_from_runs
+from syncswitch.search.store import switch_rule_for_spec, switching_for_spec
 
 
 def test_the_rule_and_its_resolved_thresholds_are_recorded(job_file):
@@ -46,6 +47,26 @@ def test_the_pilots_trials_give_the_stored_speed(tmp_path):
     assert speed_from_runs(runs + [None], "asp", "measured") == {"target": "asp", "ratio": 0.4, "runs": 3,
                                                                    "rule": "measured"}
     assert speed_from_runs(runs, "lookahead", "measured") == {}
+
+
+def test_a_run_that_kept_its_target_to_the_end_gives_its_phase_speed_not_its_trials(tmp_path):
+    # A trial keeps a target on its first reports and reads high (an MLP's pilots: 1.32x where the phases gave 1.19x);
+    # a later run gets the whole phase, the guard's evaluations included.
+    keep = [{"action": "keep", "values": {"target": "local-sgd", "source": "trial", "ratio": 1.5}}]
+    phases = [{"protocol": "bsp", "end_fraction": 0.25, "examples_per_s": 1000.0},
+              {"protocol": "local-sgd", "end_fraction": 1.0, "examples_per_s": 1200.0}]
+    kept = _summary(tmp_path / "kept", keep)
+    path = tmp_path / "kept" / "summary.json"
+    path.write_text(json.dumps({**json.loads(path.read_text()), "schedule": phases}))
+    assert speed_from_runs([kept], "local-sgd", "measured")["ratio"] == 1.2
+    # The guard fell back to BSP: the phase did not run to the end, so the trial's reading stands.
+    fell = _summary(tmp_path / "fell", keep)
+    path = tmp_path / "fell" / "summary.json"
+    path.write_text(json.dumps({**json.loads(path.read_text()),
+                                "schedule": [*phases[:1], {**phases[1], "end_fraction": 0.6},
+                                             {"protocol": "bsp", "end_fraction": 1.0, "examples_per_s": 990.0}]}))
+    assert speed_from_runs([fell], "local-sgd", "measured")["ratio"] == 1.5
+    assert speed_from_runs([kept, fell, kept], "local-sgd", "measured")["ratio"] == 1.2
 
 
 def test_the_pilots_switches_give_the_stored_pause(tmp_path):
