@@ -41,10 +41,11 @@ def kept_phase_ratio(summary: dict, target: str) -> float | None:
     `schedule`), where the target ran from its switch to the workload's end; None otherwise.
 
     A trial decides on its first reports, and it keeps a target as soon as the ratio clears the bar by its noise,
-    often after one report a worker, so its ratios lean high: of 39 kept trials of a 4-worker MLP's search pilots,
-    the trial read 1.32x BSP's throughput (median; 1.12-1.53x) where the whole phase after it gave 1.19x
-    (1.02-1.46x), the most where one report decided (bench/notebook/2026-11-29-coordinator-24.md). The phase also
-    pays what the trial does not: the guard's evaluations, held during the trial. A later run gets the phase."""
+    often after one report a worker, so its ratios lean high: of 39 kept trials of search pilots (a tabular MLP and
+    MNIST-1D, 4 workers, local SGD), the trial read 1.32x BSP's throughput (median; 1.12-1.53x) where the whole
+    phase after it gave 1.19x (1.02-1.46x), the most where one report decided
+    (bench/notebook/2026-11-29-coordinator-24.md). The phase also pays what the trial does not: the guard's
+    evaluations, held during the trial. A later run gets the phase."""
     phases = summary.get("schedule") or []
     last = phases[-1] if phases else {}
     if len(phases) < 2 or last.get("protocol") != target or float(last.get("end_fraction") or 0.0) < 1.0:

@@ -50,7 +50,7 @@ def test_the_pilots_trials_give_the_stored_speed(tmp_path):
 
 
 def test_a_run_that_kept_its_target_to_the_end_gives_its_phase_speed_not_its_trials(tmp_path):
-    # A trial keeps a target on its first reports and reads high (an MLP's pilots: 1.32x where the phases gave 1.19x);
+    # A trial keeps a target on its first reports and reads high (39 pilots: 1.32x where the phases gave 1.19x);
     # a later run gets the whole phase, the guard's evaluations included.
     keep = [{"action": "keep", "values": {"target": "local-sgd", "source": "trial", "ratio": 1.5}}]
     phases = [{"protocol": "bsp", "end_fraction": 0.25, "examples_per_s": 1000.0},
