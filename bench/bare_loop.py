@@ -22,6 +22,7 @@ import socket
 import subprocess
 import sys
 import time
+from typing import NamedTuple
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 REPORT = "BARE-REPORT "
@@ -132,116 +133,196 @@ def summarize(plan: dict, reports: list[dict], t_start: float) -> dict:
 
 
 # -- a worker process ------------------------------------------------------------------------------
+class _Schedule(NamedTuple):
+    """Where the workload ends and where it switches, in samples and in global steps."""
+    workers: int
+    batch: int
+    total: int
+    switch_steps: int
+    switch_samples: int
+
+
+class _Ops(NamedTuple):
+    """What the training loop feeds and fetches."""
+    features: object
+    labels: object
+    correct: object
+    step_after_sync: object
+    step_after_async: object
+    sync: object
+
+
 def worker(index: int) -> None:
     plan = json.loads(sys.stdin.readline())
-    import importlib.util
+    import tensorflow as tf
 
-    import numpy as np
+    tf.compat.v1.disable_eager_execution()
+    cluster, servers = _start_servers(plan, index)  # held to the end: a PS host serves until told to go
+    module = _load_script(plan["script"])
+    params = plan["params"]
+    x, y, x_test, y_test = module._data(params.get("num_samples", 5000), params.get("data_seed", 42))
+    sched = _schedule(plan, len(x))
+    graph = tf.Graph()
+    with graph.as_default():
+        ops = _build_graph(plan, index, cluster, module, x.shape[1:], sched)
+        session = _open_session(ops.sync, index, servers[-1].target)
+        sys.stdout.write(READY + "\n")
+        sys.stdout.flush()
+        sys.stdin.readline()  # go: every worker has its session
+        trained = _train(session, ops, plan, index, sched, (x, y, x_test, y_test))
+    report = {"index": index, "first_step": trained["first_step"], "switched": trained["switched"],
+              "end": trained["end"], "steps": trained["steps"], "total": sched.total,
+              "switch_samples": sched.switch_samples, "evaluations": trained["evaluations"]}
+    sys.stdout.write(REPORT + json.dumps(report) + "\n")
+    sys.stdout.flush()
+    if index < plan["ps"]:
+        sys.stdin.read()  # serve the variables until the parent says every worker is done
+    os._exit(0)  # a SyncReplicasOptimizer chief can hang in session teardown
+
+
+def _start_servers(plan: dict, index: int):
+    """This worker's server, and before it the PS task's when the worker hosts one (PS tasks 0..ps-1)."""
     import tensorflow as tf
 
     v1 = tf.compat.v1
-    v1.disable_eager_execution()
-    n, k, batch = plan["workers"], plan["ps"], plan["batch"]
     cluster = tf.train.ClusterSpec({"ps": plan["ps_hosts"], "worker": plan["worker_hosts"]})
     threads = v1.ConfigProto(intra_op_parallelism_threads=1, inter_op_parallelism_threads=2)
     servers = []
-    if index < k:
+    if index < plan["ps"]:
         servers.append(tf.distribute.Server(cluster, job_name="ps", task_index=index, config=threads))
     server = tf.distribute.Server(cluster, job_name="worker", task_index=index, config=threads)
     servers.append(server)
+    return cluster, servers
 
-    spec = importlib.util.spec_from_file_location("bare_user_script", plan["script"])
+
+def _load_script(path: str):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("bare_user_script", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    params = plan["params"]
-    x, y, x_test, y_test = module._data(params.get("num_samples", 5000), params.get("data_seed", 42))
-    per_epoch = len(x)
+    return module
+
+
+def _schedule(plan: dict, per_epoch: int) -> _Schedule:
+    n, batch = plan["workers"], plan["batch"]
     total = int(plan["samples"] or round(plan["epochs"] * per_epoch))
     # BSP applies one update of n * B samples per global step, ASP one of B: the switch is a step count.
     switch_steps = math.ceil(plan["switch_at"] * total / (n * batch))
     switch_samples = switch_steps * n * batch
+    return _Schedule(n, batch, total, switch_steps, switch_samples)
 
-    graph = tf.Graph()
-    with graph.as_default():
-        v1.set_random_seed(plan["seed"])
-        setter = v1.train.replica_device_setter(ps_tasks=k, worker_device=f"/job:worker/task:{index}",
-                                                cluster=cluster)
-        with v1.device(setter):
-            global_step = v1.train.get_or_create_global_step()
-            gs = tf.cast(global_step, tf.float32)
-            bsp = gs < switch_steps
-            samples = tf.where(bsp, gs * n * batch, switch_samples + (gs - switch_steps) * batch)
-            values = [1.0] + list(plan["factors"])
-            decay = (v1.train.piecewise_constant(samples / total, [float(b) for b in plan["boundaries"]], values)
-                     if plan["boundaries"] else 1.0)
-            lr = tf.where(bsp, n * plan["lr"], plan["lr"]) * decay
-            opt = v1.train.MomentumOptimizer(lr, plan["momentum"])
-            features = v1.placeholder(tf.float32, [None] + list(x.shape[1:]), name="features")
-            labels = v1.placeholder(tf.int64, [None], name="labels")
-            out = module.model_fn(features, labels, params, True)
-            loss = out["loss"]
-            correct = tf.reduce_sum(tf.cast(tf.equal(tf.argmax(out["logits"], 1), labels), tf.int32))
-            grads = opt.compute_gradients(loss)
-            sync = v1.train.SyncReplicasOptimizer(opt, replicas_to_aggregate=n, total_num_replicas=n)
-            sync_train = sync.apply_gradients(grads, global_step)
-            async_train = opt.apply_gradients(grads, global_step)  # the same momentum slots
-            # The step after this worker's update: under BSP read once its token arrived (the update applied).
-            with tf.control_dependencies([sync_train]):
-                step_after_sync = tf.identity(global_step.read_value())
-            with tf.control_dependencies([async_train]):
-                step_after_async = tf.identity(global_step.read_value())
-        hook = sync.make_session_run_hook(index == 0)
-        config = v1.ConfigProto(intra_op_parallelism_threads=1, inter_op_parallelism_threads=2,
-                                device_filters=["/job:ps", f"/job:worker/task:{index}"])
-        session = v1.train.MonitoredSession(session_creator=_creator(index == 0, server.target, config),
-                                            hooks=[hook])
-        sys.stdout.write(READY + "\n")
-        sys.stdout.flush()
-        sys.stdin.readline()  # go: every worker has its session
-        rng = np.random.RandomState(plan["seed"] * 1000 + index)
 
-        def batches():
-            while True:
-                order = rng.permutation(len(x))
-                for s in range(0, len(order) - batch + 1, batch):
-                    idx = order[s:s + batch]
-                    yield x[idx], y[idx]
+def _learning_rate(plan: dict, global_step, sched: _Schedule):
+    """n * lr under BSP, lr under ASP, decayed at the workload fractions the plan names (samples, not steps)."""
+    import tensorflow as tf
 
-        def evaluate(fraction):
-            right = sum(session.run(correct, {features: x_test[s:s + 500], labels: y_test[s:s + 500]})
-                        for s in range(0, len(x_test), 500))
-            evaluations.append({"fraction": fraction, "time": time.time(), "accuracy": right / len(x_test)})
+    v1 = tf.compat.v1
+    n, batch, total, switch_steps, switch_samples = sched
+    gs = tf.cast(global_step, tf.float32)
+    bsp = gs < switch_steps
+    samples = tf.where(bsp, gs * n * batch, switch_samples + (gs - switch_steps) * batch)
+    values = [1.0] + list(plan["factors"])
+    decay = (v1.train.piecewise_constant(samples / total, [float(b) for b in plan["boundaries"]], values)
+             if plan["boundaries"] else 1.0)
+    return tf.where(bsp, n * plan["lr"], plan["lr"]) * decay
 
-        points = [round(j * plan["eval_every"], 9) for j in range(1, int(1 / plan["eval_every"]) + 1)]
-        points = [p for p in points if p < 1.0] if index == 0 else []
-        evaluations = []
-        first_step = switched = None
-        steps = 0
-        step = 0
-        feed = batches()
-        done = 0
-        while done < total:
-            bx, by = next(feed)
-            op = step_after_sync if step < switch_steps else step_after_async
-            step = session.run(op, {features: bx, labels: by})
-            steps += 1
-            if first_step is None:
-                first_step = time.time()
-            if switched is None and step >= switch_steps:
-                switched = time.time()
-            done = step * n * batch if step <= switch_steps else switch_samples + (step - switch_steps) * batch
-            while points and done / total >= points[0]:
-                evaluate(points.pop(0))
-        end = time.time()
-        if index == 0:
-            evaluate(1.0)
-    report = {"index": index, "first_step": first_step, "switched": switched, "end": end, "steps": steps,
-              "total": total, "switch_samples": switch_samples, "evaluations": evaluations}
-    sys.stdout.write(REPORT + json.dumps(report) + "\n")
-    sys.stdout.flush()
-    if index < k:
-        sys.stdin.read()  # serve the variables until the parent says every worker is done
-    os._exit(0)  # a SyncReplicasOptimizer chief can hang in session teardown
+
+def _build_graph(plan: dict, index: int, cluster, module, feature_shape, sched: _Schedule) -> _Ops:
+    """The model on the PS tasks' variables, trained by SyncReplicasOptimizer (BSP) or the bare optimizer (ASP)."""
+    import tensorflow as tf
+
+    v1 = tf.compat.v1
+    n = sched.workers
+    v1.set_random_seed(plan["seed"])
+    setter = v1.train.replica_device_setter(ps_tasks=plan["ps"], worker_device=f"/job:worker/task:{index}",
+                                            cluster=cluster)
+    with v1.device(setter):
+        global_step = v1.train.get_or_create_global_step()
+        opt = v1.train.MomentumOptimizer(_learning_rate(plan, global_step, sched), plan["momentum"])
+        features = v1.placeholder(tf.float32, [None] + list(feature_shape), name="features")
+        labels = v1.placeholder(tf.int64, [None], name="labels")
+        out = module.model_fn(features, labels, plan["params"], True)
+        loss = out["loss"]
+        correct = tf.reduce_sum(tf.cast(tf.equal(tf.argmax(out["logits"], 1), labels), tf.int32))
+        grads = opt.compute_gradients(loss)
+        sync = v1.train.SyncReplicasOptimizer(opt, replicas_to_aggregate=n, total_num_replicas=n)
+        sync_train = sync.apply_gradients(grads, global_step)
+        async_train = opt.apply_gradients(grads, global_step)  # the same momentum slots
+        # The step after this worker's update: under BSP read once its token arrived (the update applied).
+        with tf.control_dependencies([sync_train]):
+            step_after_sync = tf.identity(global_step.read_value())
+        with tf.control_dependencies([async_train]):
+            step_after_async = tf.identity(global_step.read_value())
+    return _Ops(features, labels, correct, step_after_sync, step_after_async, sync)
+
+
+def _open_session(sync, index: int, master: str):
+    import tensorflow as tf
+
+    v1 = tf.compat.v1
+    hook = sync.make_session_run_hook(index == 0)
+    config = v1.ConfigProto(intra_op_parallelism_threads=1, inter_op_parallelism_threads=2,
+                            device_filters=["/job:ps", f"/job:worker/task:{index}"])
+    return v1.train.MonitoredSession(session_creator=_creator(index == 0, master, config), hooks=[hook])
+
+
+def _batches(rng, x, y, batch: int):
+    """Batches of B drawn without replacement, a fresh permutation every epoch (the last partial batch dropped)."""
+    while True:
+        order = rng.permutation(len(x))
+        for s in range(0, len(order) - batch + 1, batch):
+            idx = order[s:s + batch]
+            yield x[idx], y[idx]
+
+
+def _accuracy(session, ops: _Ops, x_test, y_test) -> float:
+    right = sum(session.run(ops.correct, {ops.features: x_test[s:s + 500], ops.labels: y_test[s:s + 500]})
+                for s in range(0, len(x_test), 500))
+    return right / len(x_test)
+
+
+def _eval_points(plan: dict, index: int) -> list[float]:
+    """The workload fractions the chief evaluates at before the end (the end's evaluation comes after the loop)."""
+    points = [round(j * plan["eval_every"], 9) for j in range(1, int(1 / plan["eval_every"]) + 1)]
+    return [p for p in points if p < 1.0] if index == 0 else []
+
+
+def _train(session, ops: _Ops, plan: dict, index: int, sched: _Schedule, data) -> dict:
+    """Steps until the workload is done: BSP's op until the switch step, then ASP's; the chief evaluates."""
+    import numpy as np
+
+    x, y, x_test, y_test = data
+    n, batch, total, switch_steps, switch_samples = sched
+    rng = np.random.RandomState(plan["seed"] * 1000 + index)
+    points = _eval_points(plan, index)
+    evaluations = []
+
+    def evaluate(fraction):
+        accuracy = _accuracy(session, ops, x_test, y_test)
+        evaluations.append({"fraction": fraction, "time": time.time(), "accuracy": accuracy})
+
+    first_step = switched = None
+    steps = 0
+    step = 0
+    feed = _batches(rng, x, y, batch)
+    done = 0
+    while done < total:
+        bx, by = next(feed)
+        op = ops.step_after_sync if step < switch_steps else ops.step_after_async
+        step = session.run(op, {ops.features: bx, ops.labels: by})
+        steps += 1
+        if first_step is None:
+            first_step = time.time()
+        if switched is None and step >= switch_steps:
+            switched = time.time()
+        done = step * n * batch if step <= switch_steps else switch_samples + (step - switch_steps) * batch
+        while points and done / total >= points[0]:
+            evaluate(points.pop(0))
+    end = time.time()
+    if index == 0:
+        evaluate(1.0)
+    return {"first_step": first_step, "switched": switched, "end": end, "steps": steps, "evaluations": evaluations}
 
 
 def _creator(is_chief: bool, master: str, config):

@@ -68,6 +68,14 @@ def run(job, delay: str, rule: str, seed: int) -> dict:
     velocity = [tf.Variable(tf.zeros_like(w)) for w in weights]
     examples = scriptmod.num_train_examples(module, job.script, params)
     steps = int(job.workload.samples or job.workload.epochs * examples) // hp.batch_size
+    gradient_at, apply = _update_fns(model, weights, velocity)
+    delays = _train(hp, delay, rule, rng, iter(train), steps, (weights, velocity), (gradient_at, apply))
+    return {"delay": delay, "rule": rule, "seed": seed, "accuracy": test_accuracy(module, job, params, model),
+            "mean_delay": float(np.mean(delays)), "steps": steps}
+
+
+def _update_fns(model, weights, velocity):
+    """The gradient at given parameters (the current ones restored after), and the momentum update applying one."""
 
     @tf.function
     def gradient_at(point, x, y):
@@ -87,29 +95,50 @@ def run(job, delay: str, rule: str, seed: int) -> dict:
             v.assign(momentum * v + g)
             w.assign_sub(lr * v)
 
+    return gradient_at, apply
+
+
+def _learning_rate(hp, fraction: float) -> float:
+    lr = hp.learning_rate
+    for boundary, factor in zip(hp.lr_decay.boundaries, hp.lr_decay.factors):
+        lr = hp.learning_rate * factor if fraction >= boundary else lr
+    return lr
+
+
+def _snapshot(weights, velocity) -> tuple:
+    return [w.read_value() for w in weights], [v.read_value() for v in velocity]
+
+
+def _stale_read(kind: str, size: float, step: int, history, readers, rng) -> tuple:
+    """The (parameters, velocity) the applied gradient was computed at, how many updates late it is, and under
+    `rr` the worker whose read it was."""
+    if kind == "rr":
+        worker = rng.randint(len(readers))
+        (point, v_read), read_at = readers[worker]
+        return point, v_read, step - read_at, worker
+    late = int(size) if kind == "fixed" else rng.poisson(size)
+    late = min(late, len(history) - 1)
+    point, v_read = history[-1 - late]
+    return point, v_read, late, None
+
+
+def _train(hp, delay: str, rule: str, rng, batches, steps: int, variables, update_fns) -> list:
+    """`steps` momentum updates, each applying a gradient `delay` late; the delay of each."""
+    weights, velocity = variables
+    gradient_at, apply = update_fns
     kind, size = delay.split(":")
     size = float(size)
     mean_delay = {"fixed": size, "poisson": size, "rr": size - 1}[kind]
     history = collections.deque(maxlen=256)
     readers = None  # rr: each worker's last read and the step it was read at
     delays = []
-    batches = iter(train)
     for step in range(steps):
-        fraction = step / steps
-        lr = hp.learning_rate
-        for boundary, factor in zip(hp.lr_decay.boundaries, hp.lr_decay.factors):
-            lr = hp.learning_rate * factor if fraction >= boundary else lr
-        now = ([w.read_value() for w in weights], [v.read_value() for v in velocity])
+        lr = _learning_rate(hp, step / steps)
+        now = _snapshot(weights, velocity)
         history.append(now)
         if kind == "rr":
             readers = readers or [(now, step)] * int(size)
-            worker = rng.randint(len(readers))
-            (point, v_read), read_at = readers[worker]
-            late = step - read_at
-        else:
-            late = int(size) if kind == "fixed" else rng.poisson(size)
-            late = min(late, len(history) - 1)
-            point, v_read = history[-1 - late]
+        point, v_read, late, worker = _stale_read(kind, size, step, history, readers, rng)
         delays.append(late)
         if rule == "lookahead":
             f = lookahead_factor(hp.momentum, mean_delay)
@@ -117,9 +146,8 @@ def run(job, delay: str, rule: str, seed: int) -> dict:
         x, y = next(batches)
         apply(gradient_at(point, x, y), tf.constant(lr, tf.float32), tf.constant(hp.momentum, tf.float32))
         if kind == "rr":
-            readers[worker] = (([w.read_value() for w in weights], [v.read_value() for v in velocity]), step + 1)
-    return {"delay": delay, "rule": rule, "seed": seed, "accuracy": test_accuracy(module, job, params, model),
-            "mean_delay": float(np.mean(delays)), "steps": steps}
+            readers[worker] = (_snapshot(weights, velocity), step + 1)
+    return delays
 
 
 RESULT_SCHEMA = {"job": "the job spec", "set": "its overrides", "runs": "one row per (seed, delay, rule)",

@@ -226,7 +226,7 @@ def markdown(rows: list[dict]) -> list[str]:
     return lines
 
 
-def main(argv=None) -> int:
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--restat", metavar="FILE",
                         help="add the rank-sum p and the chance misses to an earlier result of this part (no runs); "
@@ -250,32 +250,36 @@ def main(argv=None) -> int:
     parser.add_argument("--protocols", help="simulate only these (comma-separated; the real ASP runs still calibrate)")
     parser.add_argument("--runs-dir", default="/tmp/scale-vs-real")
     parser.add_argument("--out")
-    args = parser.parse_args(argv)
-    if args.restat:
-        with open(args.restat, encoding="utf-8") as fh:
-            doc = json.load(fh)
-        doc.update(restat(doc["rows"]))
-        if args.real:
-            try:
-                resource(doc, args.real)
-            except (OSError, ValueError, KeyError) as exc:
-                parser.exit(2, f"scale-vs-real: --real: {exc}\n")
-        print("\n".join(markdown(doc["rows"])))
-        with open(args.restat, "w", encoding="utf-8") as fh:
-            json.dump(doc, fh, indent=1)
-        return 0
-    if not args.real:
-        parser.error("--real is required (or --restat FILE)")
+    return parser
+
+
+def _restat_file(parser, args) -> int:
+    """--restat: the statistics added to an earlier result in place (and --real recorded), no runs."""
+    with open(args.restat, encoding="utf-8") as fh:
+        doc = json.load(fh)
+    doc.update(restat(doc["rows"]))
+    if args.real:
+        try:
+            resource(doc, args.real)
+        except (OSError, ValueError, KeyError) as exc:
+            parser.exit(2, f"scale-vs-real: --real: {exc}\n")
+    print("\n".join(markdown(doc["rows"])))
+    with open(args.restat, "w", encoding="utf-8") as fh:
+        json.dump(doc, fh, indent=1)
+    return 0
+
+
+def _check_arrivals(parser, args) -> None:
     try:
         arrival_model(args.arrivals, 2, 0)  # each alone first: the error names the option given
         if args.stall:
             arrival_model(f"{args.arrivals}+cores:1:stall={args.stall}", 2, 0)
     except SpecError as exc:
         parser.exit(2, f"scale-vs-real: {exc}\n")
-    cells = [c for path in args.real for c in real_side(path)
-             if not args.jobs or c["job"] in args.jobs.split(",")]
-    rows = compare(cells, args.runs_dir, args.cores, args.own_cores,
-                   args.protocols.split(",") if args.protocols else None, args.call, args.arrivals, args.stall)
+
+
+def _report(args, rows: list[dict]) -> None:
+    """The table and the agreement counts on stdout; with --out, the result file."""
     print("\n".join(markdown(rows)))
     agree = {kind: sum(r["within_real_spread"] for r in rows if r["cores"] == kind) for kind in ("shared", "own")}
     total = {kind: sum(r["cores"] == kind for r in rows) for kind in ("shared", "own")}
@@ -289,6 +293,21 @@ def main(argv=None) -> int:
         with open(args.out, "w", encoding="utf-8") as fh:
             json.dump({"args": vars(args), "real": args.real, "rows": rows, "agree": agree, "cells": total, **stats},
                       fh, indent=1)
+
+
+def main(argv=None) -> int:
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if args.restat:
+        return _restat_file(parser, args)
+    if not args.real:
+        parser.error("--real is required (or --restat FILE)")
+    _check_arrivals(parser, args)
+    cells = [c for path in args.real for c in real_side(path)
+             if not args.jobs or c["job"] in args.jobs.split(",")]
+    rows = compare(cells, args.runs_dir, args.cores, args.own_cores,
+                   args.protocols.split(",") if args.protocols else None, args.call, args.arrivals, args.stall)
+    _report(args, rows)
     return 0
 
 
