@@ -43,8 +43,8 @@ def recurring_render(docs: list[dict]) -> list[str]:
         if len(lines) > 2:
             lines.append("")
         found, speed = doc["search"], doc["search"].get("speed") or {}
-        said = (f"{speed['target']} at {speed['ratio']:.2f}x BSP's throughput (median of {speed['runs']} pilot "
-                f"trials)" if speed.get("ratio") else "no speed")
+        said = (f"{speed['target']} at {speed['ratio']:.2f}x BSP's throughput (median of {speed['runs']} pilots' "
+                f"measures)" if speed.get("ratio") else "no speed")
         cost = f", {found['search_cost_bsp']:.1f} BSP runs' time" if found.get("search_cost_bsp") else ""
         lines += [f"`{doc['job']}`: the search ({found.get('runs')} pilot runs{cost}) stored a switch at "
                   f"{found['switch_at']:.3g} of the workload and {said}; its target accuracy "

@@ -209,7 +209,8 @@ def _speed_line(speed: dict, spec) -> str:
               "a switch by it" if speed.get("pause_s") is not None else "")
     if speed.get("ratio") is None:
         return paused[2:]
-    said = f"{speed['target']} measured {speed['ratio']:.2f}x BSP's throughput in {speed['runs']} pilot trial(s)"
+    said = (f"{speed['target']} measured {speed['ratio']:.2f}x BSP's throughput by {speed['runs']} pilot(s) (median; "
+            "a pilot that kept it to the end, over its whole phase)")
     if speed["ratio"] < margin:
         return f"{said}: later runs stay synchronous (a switch needs {margin:g}x){paused}"
     return f"{said}: later runs switch without a trial{paused}"

@@ -181,8 +181,9 @@ def test_the_search_says_what_its_pilots_measured_of_speed_and_pause():
 
     spec = SwitchSpeedSpec()  # margin derived at each decision: the noise floor (1.1x) is the least a switch needs
     slow = _speed_line({"target": "asp", "ratio": 0.6, "runs": 2, "pause_s": 0.84, "pauses": 3}, spec)
-    assert slow == ("asp measured 0.60x BSP's throughput in 2 pilot trial(s): later runs stay synchronous (a switch "
-                    "needs 1.1x); switches out of BSP paused 0.84 s (median of 3): later runs weigh a switch by it")
+    assert slow == ("asp measured 0.60x BSP's throughput by 2 pilot(s) (median; a pilot that kept it to the end, over "
+                    "its whole phase): later runs stay synchronous (a switch needs 1.1x); switches out of BSP paused "
+                    "0.84 s (median of 3): later runs weigh a switch by it")
     assert _speed_line({"target": "asp", "ratio": 1.3, "runs": 1}, spec).endswith("later runs switch without a trial")
     assert _speed_line({"pause_s": 0.3, "pauses": 2}, spec).startswith("switches out of BSP paused 0.30 s")
 
