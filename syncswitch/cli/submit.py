@@ -47,4 +47,20 @@ def submit(job, protocol, switch_at, switch_to, switch_mode, workers, target_acc
         click.echo(submission.dry_run(job_spec))
         return
     summary = submission.submit(job_spec, output_dir=output_dir, progress=not quiet)
+    hint = search_hint(summary, job)
+    if hint and stored is None and not quiet:
+        click.echo(hint, err=True)
     sys.exit(submission.exit_code(summary))
+
+
+def search_hint(summary: dict, job: str) -> str | None:
+    """A line for a run that stayed synchronous without trying its target because a trial could not pay on a job
+    this short: a single run never learns the target's speed, but a search's pilots try it once for every later run
+    of the job (docs/search.md). None for any other run."""
+    for decision in (summary.get("switch_speed") or {}).get("decisions", []):
+        values = decision.get("values") or {}
+        if decision.get("action") == "stay" and ("failed_trial_s" in values or "failed_trial_steps" in values):
+            return (f"syncswitch: {values.get('target', 'the switch target')} was not tried (a trial could not pay "
+                    f"on a job this short); for a job you run again, `syncswitch search {job}` tries it once for "
+                    "every later run")
+    return None

@@ -92,3 +92,19 @@ def test_an_output_folder_that_cannot_be_made_is_one_line_exit_2(write_spec, tmp
     assert result.exit_code == 2
     folder = tmp_path / "taken" / "run"
     assert result.output.strip() == f"error: output folder {folder}: cannot create it: Not a directory"
+
+
+def test_a_run_too_short_to_try_its_target_points_to_the_search():
+    from syncswitch.cli.submit import search_hint
+
+    def summary(action, **values):
+        return {"switch_speed": {"decisions": [{"action": action, "values": {"target": "lookahead", **values}}]}}
+
+    hint = search_hint(summary("stay", failed_trial_s=1.0, hoped_gain_s=0.3), "jobs/q.yaml")
+    assert hint.startswith("syncswitch: lookahead was not tried") and "`syncswitch search jobs/q.yaml`" in hint
+    assert search_hint(summary("stay", failed_trial_steps=40), "q.yaml") is not None  # BSP's speed not measured yet
+    # Stayed for a measured reason (a stored speed under the margin, a pause longer than what is left), switched, or
+    # no speed rule at all: nothing a search would change.
+    assert search_hint(summary("stay", ratio=0.6, source="earlier runs (3)"), "q.yaml") is None
+    assert search_hint(summary("keep", ratio=1.3, source="trial"), "q.yaml") is None
+    assert search_hint({"status": "completed"}, "q.yaml") is None
