@@ -156,8 +156,9 @@ SWITCH_SPEED_INTRO = (
     "`recurring>asp+guard` are the same switches as a recurring job runs them: the target's speed stored from its "
     "in-place twin's runs earlier in the same call (the policy store's median of their trials' ratios; since "
     "52f9c44 a twin that kept its target to the end gives its phase's), so the speed rule decides without a trial. "
-    "What each run did: `stayed` synchronous (the switch rule's latest point, or a stored speed below the margin), `went back` (the speed rule's trial found the target slower than BSP: back to BSP through the guard, "
-    "in these files by a fall-back from the trial's weights; from d35855a on by a rollback to the trial's start), "
+    "What each run did: `stayed` synchronous (the switch rule's latest point, or a stored speed below the margin), "
+    "`went back` (the speed rule's trial found the target slower than BSP: back to BSP through the guard, in these "
+    "files by a fall-back from the trial's weights; from d35855a on by a rollback to the trial's start), "
     "`switched` (and kept the target), `repaired` (the guard repaired a degradation). Throughput: the "
     "target's over BSP's as the trial measured it. Times are each run's over the same seed's BSP run of the same "
     "call, by outcome. Bars: median at least BSP's - 1 point and worst at least BSP's worst - 3.")
