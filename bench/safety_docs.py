@@ -157,8 +157,8 @@ SWITCH_SPEED_INTRO = (
     "in-place twin's runs earlier in the same call (the policy store's median of their trials' ratios; since "
     "52f9c44 a twin that kept its target to the end gives its phase's), so the speed rule decides without a trial. "
     "What each run did: `stayed` synchronous (the switch rule's latest point, or a stored speed below the margin), "
-    "`went back` (the speed rule's trial found the target slower than BSP: back to BSP through the guard, in these "
-    "files by a fall-back from the trial's weights; from d35855a on by a rollback to the trial's start), "
+    "`went back` (the speed rule's trial found the target slower than BSP: back to BSP through the guard, by a "
+    "rollback to the trial's start), "
     "`switched` (and kept the target), `repaired` (the guard repaired a degradation). Throughput: the "
     "target's over BSP's as the trial measured it. Times are each run's over the same seed's BSP run of the same "
     "call, by outcome. Bars: median at least BSP's - 1 point and worst at least BSP's worst - 3.")
@@ -189,36 +189,31 @@ MNIST1D4_COMMAND = ("python -m bench safety --workloads mnist1d-4 --variants bsp
                     "2, then --first-seed 2, 4, 6, 8 --seeds 2, each --add-to the last (under /work/bin/quiet)")
 SAFETY_NOTE = (
     "Final accuracy, median [min, max] over seeds; times against BSP's median total time in the same files, and each "
-    "run against its seed's BSP run where the file pairs them. The quickstart and digits rows: 2026-11-26 at 7017876 "
-    "(five calls under /work/bin/heavy beside other jobs): these 4-8 s jobs stay synchronous without a trial in "
-    "every run, in place and by relaunch, and each such run equals its seed's BSP run to the last digit. The ResNet "
-    "(4 workers, BSP by all-reduce) at 2d6c8f1, five calls under /work/bin/heavy beside other jobs (its time "
-    "ratios are noise): every run stayed synchronous without a trial (a trial that goes back, rolled back to its "
-    "start, would cost more than local SGD could win) and equals its seed's BSP run; no relaunch variant. MNIST-1D "
-    "(4 workers) at 4ee6c4f, five calls under /work/bin/quiet with nothing else running: 9 of 10 runs kept local "
-    "SGD (1.11-1.21x BSP's throughput), one went back at 1.09x; the switched runs took 0.90 [0.83, 1.03]x their "
-    "seed's BSP time.")
+    "run against its seed's BSP run where the file pairs them. All at 2b9d402 on the fc-v595 host, 2026-11-29. The "
+    "quickstart and digits rows (five calls under /work/bin/heavy beside another job: their time ratios are noise): "
+    "these 2-8 s jobs stay synchronous without a trial in every run, in place and by relaunch, and each such run "
+    "equals its seed's BSP run to the last digit. The ResNet (4 workers, BSP by all-reduce; five calls under "
+    "/work/bin/heavy, nothing else running): every run stayed synchronous without a trial (a trial that goes back, "
+    "rolled back to its start, would cost more than local SGD could win in the 8-9 s BSP takes) and equals its "
+    "seed's BSP run; no relaunch variant. MNIST-1D (4 workers; five calls under /work/bin/quiet, nothing else "
+    "running): all 10 runs kept local SGD after its trial (1.23-1.38x BSP's throughput as the trial measured it; "
+    "the whole local-SGD phase ran at 1.12-1.31x its run's BSP phase), the guard stayed quiet, and the runs took "
+    "0.86 [0.81, 0.92]x their seed's BSP time at +0.1 points (median). The same figure on 2026-11-26 (4ee6c4f and "
+    "earlier, in git history): the same accuracies, MNIST-1D 9 of 10 kept local SGD at 0.90x.")
 SWITCH_SPEED_NOTE = (
     "The first three workloads are the shipped jobs, the next three the jobs nobody tuned for (bench/workloads/: BSP "
     "still on its initial plateau at a quarter of the workload), then the shipped ResNet and MNIST-1D jobs on 4 "
-    "workers. The six 2-worker rows: ten calls under /work/bin/heavy beside other helpers' jobs at 7017876, so single "
-    "time ratios are noise; these jobs train 3-19 s (BSP), and no run kept a switch target: in 148 of the 150 switch "
-    "runs the speed rule found that a trial that went back would cost more than a 1.25x target could win in the BSP "
-    "time left, or the switch rule's latest point passed with the loss still near its initial value, and the run "
-    "stayed synchronous without a trial; on the GRU's seed 6 both switches tried their target (lookahead at 0.39x, "
-    "ASP at 0.43x BSP's throughput) and went back. Every such run ended with its seed's BSP accuracy to the last "
-    "digit (the in-place graph re-reads its input from the first batch after its warm-up steps since 7017876). "
-    "MNIST-1D on 4 workers (4ee6c4f, five calls under /work/bin/quiet, nothing else running): the one shipped job on "
-    "which a switch pays on this machine; local SGD measured 1.09-1.21x BSP's throughput in its trial, 9 of 10 runs "
-    "kept it, one went back at 1.09x (under the 1.1x bar)."
-    " The ResNet on 4 workers (2d6c8f1, under /work/bin/heavy beside one or two other jobs: time ratios are noise): "
-    "every run stayed synchronous without a trial and ended with its seed's BSP accuracy to the last digit; a trial "
-    "that goes back is now rolled back to its start, and the speed rule priced one at 3.8-4.8 s (two pauses "
-    "predicted from BSP's step and the trial's whole length) against the 0.7-1.6 s a 1.25x target could win in the "
-    "10-19 s BSP had left. At 4ee6c4f, with trials priced at 0.5 s and continued from the target's weights when they "
-    "went back, 6 of the ASP schedule's 7 runs that went back ended 0.6-4.0 points under their seed's BSP run; the "
-    "figure 'A speed trial that goes back leaves no mark' below tries every switch on this job at the current code "
-    "(notebook coordinator-5).")
+    "workers. All at 2b9d402 on the fc-v595 host, 2026-11-29. The six 2-worker rows: ten calls under /work/bin/heavy, "
+    "two at a time, so single time ratios are noise; these jobs train 2-15 s (BSP), and every one of their 150 switch "
+    "runs stayed synchronous without a trial (the speed rule found that a trial that went back would cost more than "
+    "a 1.25x target could win in the BSP time left, or the switch rule's latest point passed with the loss still "
+    "near its initial value) and ended with its seed's BSP accuracy to the last digit. The ResNet the same way (10 "
+    "of 10 for each target; under heavy, nothing else running). MNIST-1D on 4 workers (under /work/bin/quiet, nothing "
+    "else running): the one shipped job on which a switch pays on this machine; all 10 runs kept local SGD after "
+    "its trial and took 0.86x their seed's BSP time at BSP's accuracy. On 2026-11-26 (4ee6c4f) the GRU's seed 6 "
+    "tried both targets (lookahead at 0.39x, ASP at 0.43x BSP's throughput) and went back, each trial continuing "
+    "from the target's weights; since d35855a a trial that goes back rolls back to its start, and the figure 'A "
+    "speed trial that goes back leaves no mark' below tries every switch on the ResNet.")
 SWITCH_HAPPENS_NOTE = (
     "At 2b9d402 (the guard's current defaults: its accuracy rule's `accuracy_noise` and the stall rule waiting for "
     "the phase's metrics windows), five calls under /work/bin/heavy on the fc-v595 host, beside other jobs at times "
@@ -232,40 +227,40 @@ SWITCH_HAPPENS_NOTE = (
     "plain_cnn, 3 GRU runs repaired.")
 
 TRIALS_NOTE = (
-    "At 2d6c8f1, five calls under /work/bin/heavy beside one or two other jobs (times are noise). Every run that tried "
-    "ASP went back, rolled back to its trial's start, 8.5-18% of the workload thrown away; against the same seed's "
+    "At 2d6c8f1, five calls under /work/bin/heavy beside one or two other jobs (times are noise). Every run that tried"
+    " ASP went back, rolled back to its trial's start, 8.5-18% of the workload thrown away; against the same seed's "
     "BSP run they ended -1.1 to +1.8 points (median -0.4). Before the rollback (4ee6c4f, the switch-speed figure's "
-    "ResNet rows) the runs that went back continued from ASP's weights and 6 of 7 ended 0.6-4.0 points below their "
-    "seed's BSP run, the trials then measuring on over up to 35% of the workload. Local SGD: 8 runs went back the "
-    "same way (-1.0 to +2.3 points), 2 were repaired by the guard (the training loss stalled during the trial; a "
-    "fall-back from the trial's weights, -0.2 and -0.1). Time against the same seed's BSP: 1.09x (local SGD) and "
-    "1.12x (ASP), medians: a trial that goes back costs its own length and two pauses, which is why the speed rule "
-    "at its defaults tries a target only where a kept one could win that back.")
+    "ResNet rows of 2026-11-26) the runs that went back continued from ASP's weights and 6 of 7 ended 0.6-4.0 points "
+    "below their seed's BSP run, the trials then measuring on over up to 35% of the workload. Local SGD: 8 runs went "
+    "back the same way (-1.0 to +2.3 points), 2 were repaired by the guard (the training loss stalled during the "
+    "trial; a fall-back from the trial's weights, -0.2 and -0.1). Time against the same seed's BSP: 1.09x (local SGD) "
+    "and 1.12x (ASP), medians: a trial that goes back costs its own length and two pauses, which is why the speed rule"
+    " at its defaults tries a target only where a kept one could win that back.")
 
 
 
 FIGURES = (
     Figure("safety", "Accuracy-safe switching: switched runs against BSP, guard on",
-           ("safety-guard-auto-default-targets-2026-11-26.json", "safety-resnet4-2026-11-26.json",
-            "safety-mnist1d4-2026-11-26.json"),
+           ("safety-guard-auto-default-targets-v595-2026-11-29.json", "safety-resnet4-v595-2026-11-29.json",
+            "safety-mnist1d4-v595-2026-11-29.json"),
            ("python -m bench safety --workloads quickstart-2,quickstart-4,digits_cnn-2 --variants "
             "'bsp,in-place+guard,in-place>asp+guard,relaunch+guard' --first-seed 0 --seeds 2, then --first-seed 2, "
-            "4, 6, 8 --seeds 2, each --add-to the last",
+            "4, 6, 8 --seeds 2, each --add-to the last (under /work/bin/heavy)",
             RESNET4_COMMAND, MNIST1D4_COMMAND),
-           safety_render, commit="7017876", headline=safety_headline,
+           safety_render, headline=safety_headline,
            note=SAFETY_NOTE),
     Figure("switch-speed", "Every workload at the defaults: the default switch and the paper's ASP schedule "
                            "against BSP (10 seeds)",
-           ("safety-guard-auto-default-targets-2026-11-26.json", "safety-plateau-workloads-2026-11-26.json",
-            "safety-resnet4-2026-11-26.json", "safety-mnist1d4-2026-11-26.json"),
+           ("safety-guard-auto-default-targets-v595-2026-11-29.json", "safety-plateau-workloads-v595-2026-11-29.json",
+            "safety-resnet4-v595-2026-11-29.json", "safety-mnist1d4-v595-2026-11-29.json"),
            ("python -m bench safety --workloads quickstart-2,quickstart-4,digits_cnn-2 --variants "
             "'bsp,in-place+guard,in-place>asp+guard,relaunch+guard' --first-seed 0 --seeds 2, then --first-seed 2, "
-            "4, 6, 8 --seeds 2, each --add-to the last",
+            "4, 6, 8 --seeds 2, each --add-to the last (under /work/bin/heavy)",
             "python -m bench safety --workloads plain_cnn-2,deep_mlp-2,memory_gru-2 --variants "
             "'bsp,in-place+guard,in-place>asp+guard' --first-seed 0 --seeds 2, then --first-seed 2, 4, 6, 8 "
-            "--seeds 2, each --add-to the last",
+            "--seeds 2, each --add-to the last (under /work/bin/heavy)",
             RESNET4_COMMAND, MNIST1D4_COMMAND),
-           switch_speed_table(SWITCH_SPEED_INTRO), commit="7017876",
+           switch_speed_table(SWITCH_SPEED_INTRO),
            note=SWITCH_SPEED_NOTE),
     Figure("switch-happens", "Where the switch happens: the switch rule and the guard on the jobs nobody tuned for, "
                              "speed rule off (10 seeds)",
