@@ -1,8 +1,9 @@
 """What BSP would have done after a switch, from the run's own reports before it: the guard's reference when the
 run's past is no yardstick (a model switched during its steep early fall has no accuracy worth keeping up with).
 
-The training loss before the switch is fitted as log-linear in the workload fraction over its last stretch; the
-fit says how fast BSP's loss was still falling; it is carried on for a short horizon, then held. An asynchronous
+The training loss before the switch is fitted as a power of the workload fraction over its last stretch (a
+straight line in log-log, as training curves fall: fast at first, then slower); the fit says how fast BSP's loss
+was still falling; it is carried on for a short horizon, then held. An asynchronous
 phase whose smoothed loss stops falling (at its switch value, or at a lower one it fell to) while the forecast
 lies well below it has lost what BSP was gaining: a verdict, whatever the accuracy.
 
@@ -37,27 +38,38 @@ MIN_NOISE = 0.01            # an evaluation's scatter is at least this (a test s
 
 @dataclasses.dataclass(frozen=True)
 class LossForecast:
-    """BSP's loss after `start`: `loss_at_start` * exp(`slope` * (fraction - start)); slope < 0 is falling."""
+    """BSP's loss after `start`: `loss_at_start` * (fraction / start) ** `slope`; slope < 0 is falling.
+
+    A power of the fraction, not an exponential: fitted over the stretch just before an early switch (a searched
+    point can be 0.03, and the switch rule then moves it to where the loss left its first steep fall, 0.11-0.15 on
+    a tabular MLP), an exponential carries that fall on at its own pace and forecast a loss BSP itself did not reach
+    (0.27 at 0.27 of the workload where BSP's own runs were at about 0.55): BSP runs replayed as though switched there
+    drew `loss stalled` in 3 of 5, and 4 of 5 recurring runs fell back from a local SGD whose loss was BSP's. The
+    power law slows as the fraction grows, as the curves do: none of 48 BSP runs replayed as though switched at
+    0.06-0.32 drew it (bench/notebook/2026-11-29-coordinator-24.md). Past an early stretch the two agree closely
+    (over the 0.15 horizon after a switch at 0.5, the power carries a fall about 0.87 times the exponential's)."""
 
     start: float
     loss_at_start: float
-    slope: float
+    slope: float  # d log(loss) / d log(fraction)
 
     def at(self, fraction: float) -> float:
-        return self.loss_at_start * math.exp(self.slope * max(0.0, fraction - self.start))
+        return self.loss_at_start * (max(fraction, self.start) / self.start) ** self.slope
 
     @classmethod
     def fit(cls, fractions: list[float], losses: list[float], start: float) -> LossForecast | None:
         """The trend of the reports in (start - FIT_WINDOW, start]; None with too few or non-positive losses."""
         lo, hi = bisect.bisect_right(fractions, start - FIT_WINDOW), bisect.bisect_right(fractions, start)
-        xs, ys = fractions[lo:hi], losses[lo:hi]
-        if len(xs) < MIN_REPORTS or min(ys) <= 0 or max(xs) - min(xs) <= 0:
+        pairs = [(x, y) for x, y in zip(fractions[lo:hi], losses[lo:hi]) if x > 0]
+        if len(pairs) < MIN_REPORTS or start <= 0 or min(y for _, y in pairs) <= 0:
             return None
-        logs = [math.log(y) for y in ys]
+        xs, logs = [math.log(x) for x, _ in pairs], [math.log(y) for _, y in pairs]
+        if max(xs) - min(xs) <= 0:
+            return None
         mx, my = statistics.fmean(xs), statistics.fmean(logs)
         slope = sum((x - mx) * (v - my) for x, v in zip(xs, logs)) / sum((x - mx) ** 2 for x in xs)
         # The fitted line at the switch, not a trailing median: that lags a falling loss by half its window.
-        return cls(start, math.exp(my + slope * (start - mx)), slope)
+        return cls(start, math.exp(my + slope * (math.log(start) - mx)), slope)
 
 
 def stalled(forecast: LossForecast | None, onset: float | None, fraction: float, smoothed: float | None,
@@ -65,7 +77,7 @@ def stalled(forecast: LossForecast | None, onset: float | None, fraction: float,
     """The verdict's values when the phase's smoothed loss has held at its low `low` (its value at the switch until
     it falls further) since `onset` for STALL_SPAN, while BSP's forecast, carried on for LOSS_HORIZON and then held,
     lies at least STALL_GAP below that low; None otherwise. Not below STALL_FLOOR of the run's `initial` loss: the
-    log-linear forecast knows no floor, so after a steep fall it says BSP's loss would go on down past where a
+    fitted forecast knows no floor, so after a steep fall it says BSP's loss would go on down past where a
     converged loss stops (a loss that fell from 2.3 to its floor of 0.1 just after the switch, as BSP's would have);
     a loss down to a tenth of where training began has converged as far as this verdict can tell.
 

@@ -34,14 +34,29 @@ def _run(before, after, switch_at=0.25, until=0.6, settings=None, window=0.0):
 
 
 def falling(f):
-    return 2.3 * math.exp(-4.0 * f)  # still falling fast at the switch
+    # A short plateau, then a power of the fraction, the shape training curves take (fast at first, then slower):
+    # still falling fast at the switch.
+    return 2.3 * (max(f, 0.1) / 0.1) ** -1.5
 
 
 def test_the_fit_reads_the_trend_before_the_switch():
     fractions = [i * STEP for i in range(51)]
     forecast = LossForecast.fit(fractions, [falling(f) for f in fractions], 0.25)
-    assert abs(forecast.slope + 4.0) < 1e-6 and forecast.at(0.35) <= 0.9 * forecast.loss_at_start
-    assert abs(forecast.at(0.35) - falling(0.25) * math.exp(-0.4)) < 0.05
+    assert forecast.slope == pytest.approx(-1.5) and forecast.loss_at_start == pytest.approx(falling(0.25))
+    assert forecast.at(0.35) == pytest.approx(falling(0.35)) and forecast.at(0.2) == forecast.loss_at_start
+
+
+def test_the_fit_follows_an_early_fall_slowing_down_as_bsps_own_did():
+    # A tabular MLP switched at 0.12: an exponential fitted to the steep fall before it forecast 0.27 at 0.27,
+    # where BSP's own runs were at about 0.55; as a power of the fraction the fall slows as the real one did.
+    fractions = [i * STEP for i in range(1, 25)]
+    early = [0.4 + 2.0 * (f / 0.02) ** -0.8 for f in fractions]  # falling fast, then flattening towards 0.4
+    forecast = LossForecast.fit(fractions, early, 0.12)
+    truth = 0.4 + 2.0 * (0.27 / 0.02) ** -0.8
+    assert forecast.at(0.27) > 0.8 * truth
+    exponential = forecast.loss_at_start * math.exp(math.log(early[-1] / early[len(early) // 2]) /
+                                                    (fractions[-1] - fractions[len(early) // 2]) * 0.15)
+    assert exponential < 0.6 * truth  # what the old fit would have said
 
 
 def test_a_stalled_phase_is_a_verdict_while_bsp_was_falling():
@@ -49,7 +64,7 @@ def test_a_stalled_phase_is_a_verdict_while_bsp_was_falling():
     guard, verdict = _run(falling, lambda f: stuck * 1.01)
     assert verdict is not None and verdict.reason == "loss stalled" and verdict.onset == 0.25
     assert 0.25 + 0.1 <= verdict.fraction <= 0.25 + 0.1 + 0.03
-    assert verdict.values["forecast_loss"] < verdict.values["smoothed_loss"] * 0.75
+    assert verdict.values["forecast_loss"] <= verdict.values["smoothed_loss"] * (1 - STALL_GAP)
     assert guard.loss_rose(2) is False  # the loss held: `auto` repairs it from the current weights
 
 
@@ -100,13 +115,14 @@ def _exit(f):
 
 
 def test_a_loss_down_near_its_floor_is_not_judged():
-    # The forecast after so steep a fall says BSP's loss would go on down to 0.016; a loss that reached its floor
-    # at a few percent of the initial 2.3 has converged as far as a stall verdict can tell.
+    # The forecast after so steep a fall says BSP's loss would go on down to about 0.3 (from 0.66 at the switch);
+    # a loss that reached its floor at a few percent of the initial 2.3 has converged as far as a stall verdict can
+    # tell.
     at_switch = _exit(0.25)
     _, verdict = _run(_exit, lambda f: at_switch if f < 0.28 else 0.15, until=0.8)  # 6.5% of the initial loss
     assert verdict is None
-    _, verdict = _run(_exit, lambda f: at_switch if f < 0.28 else 0.3, until=0.8)   # 13%: still judged
-    assert verdict is not None and verdict.reason == "loss stalled" and STALL_FLOOR * 2.3 < 0.3
+    _, verdict = _run(_exit, lambda f: at_switch if f < 0.28 else 0.5, until=0.8)   # 22%: still judged
+    assert verdict is not None and verdict.reason == "loss stalled" and STALL_FLOOR * 2.3 < 0.5
 
 
 def test_the_forecast_is_held_past_its_horizon():
@@ -120,7 +136,7 @@ def test_the_forecast_is_held_past_its_horizon():
 
 
 def _steep(f):
-    return 2.3 * math.exp(-6.0 * f)
+    return 2.3 * (max(f, 0.15) / 0.15) ** -2.0
 
 
 def _dip_then_falling(f, window=0.15):
@@ -234,7 +250,7 @@ def test_a_loss_still_falling_back_to_its_low_is_not_held():
     # STALL_FALL over the span is not stalled, though it has set no new low; holding still there, it is.
     at_switch = _steep(0.25)
     low = 0.6 * at_switch
-    forecast = LossForecast(0.25, at_switch, -6.0)
+    forecast = LossForecast(0.25, at_switch, -2.0)
     assert stalled(forecast, 0.28, 0.4, 1.1 * low, low, span_ago=1.2 * low) is None
     assert stalled(forecast, 0.28, 0.4, 1.1 * low, low, span_ago=1.12 * low) is not None
     assert stalled(forecast, 0.28, 0.4, 1.1 * low, low) is not None  # no report a span ago: judged as before
