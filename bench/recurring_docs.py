@@ -6,7 +6,7 @@ from __future__ import annotations
 from bench.docs_figure import Figure
 from bench.docs_format import spread_text, table
 
-RECURRING_FILES = ("recurring-tabular-v595-2026-11-29.json", "recurring-mnist1d-v595-2026-11-29.json")
+RECURRING_FILES = ("recurring-tabular-powerfit-v595-2026-11-29.json", "recurring-mnist1d-v595-2026-11-29.json")
 RECURRING_COMMAND = tuple(f"python -m bench recurring --job {job} --out F (one quiet call, the fc-v595 host)"
                           for job in ("bench/workloads/tabular_mlp.yaml", "jobs/mnist1d_cnn.yaml"))
 RECURRING_INTRO = (
@@ -16,15 +16,20 @@ RECURRING_INTRO = (
     "switch target, so its speed is measured even on a job whose single runs never risk a trial. Bars as elsewhere: "
     "median at least BSP's - 1 point, worst at least BSP's worst - 3.")
 RECURRING_NOTE = (
-    "One quiet call each (the tabular job at 6aa6322, MNIST-1D at b139053; the same search and runs code). "
+    "One quiet call each (the tabular job at c72201b, MNIST-1D at b139053). "
     "The tabular MLP (`bench/workloads/tabular_mlp.yaml`, written as a user would, not tuned on): its single runs at "
     "the defaults stay synchronous (a speed trial that went back would cost more of this 16-second job than a 1.25x "
-    "target could win: the peers figure's tabular cell). After the search every run switched at 0.41 without a "
-    "trial, kept BSP's accuracy and took 0.96x its seed's BSP time. The search put the switch at 0.41 (at 0.25 the "
-    "guard fell one pilot back to BSP on a stalled loss, at 0.375 one pilot's trial went back: neither point could "
-    "be accepted), and the local SGD that followed returned less than its measured 1.30x (0.41 + 0.59 / 1.30 would "
-    "be 0.86x): it ran at 1.11-1.27x its run's own BSP phase (median 1.22), and the switch paused the workers "
-    "0.34-0.46 s. A search of 17.6 BSP runs' time for 4% a run pays back only over hundreds of runs. "
+    "target could win: the peers figure's tabular cell). This search accepted every point down to 0.031 (all its "
+    "pilots kept local SGD and BSP's accuracy) and stored local SGD at 1.25x BSP: a pilot that kept its target gives "
+    "its whole phase's throughput over its BSP phase's (52f9c44), where its 15 trials had read 1.38x (median; "
+    "1.18-1.53x). Every later run "
+    "switched without a trial where the switch rule let it, at 0.15-0.16 (the loss leaving its early regime), kept "
+    "local SGD to the end with the guard quiet, and took 0.86x its seed's BSP time (0.78-0.89x) at BSP's accuracy; "
+    "their local-SGD phases ran at 1.22-1.28x their own BSP phase (median 1.25x, the stored figure), and the switch "
+    "paused the workers 0.36-0.47 s. The same loop at 69ea03a (one commit before the guard's loss forecast became a "
+    "power of the fraction, 290d069): the same search result, but 4 of 5 later runs fell back to BSP on false `loss "
+    "stalled` verdicts (their loss was BSP's), 0.88x [0.81, 1.52]. At 6aa6322 (the first version of this figure) "
+    "the search stored the switch at 0.41 and local SGD at 1.30x (the trials' median): 0.96x. "
     "MNIST-1D (`jobs/mnist1d_cnn.yaml`): the job names `switch_at: 0.25` itself, and a switch point a spec names "
     "wins over a stored one (docs/spec.md), so the later runs switched at 0.25 as single runs do and took from the "
     "store only the target's speed (1.30x, median of 15 trials), switching without a trial: 0.87x their seed's BSP "
@@ -34,7 +39,7 @@ RECURRING_NOTE = (
     "later run stayed on BSP; before 66fd61e one pilot in six whose trial read 0.91x (five read 1.15-1.47x) stored "
     "the job as pure BSP, and five later runs ran BSP alone at 0.92-1.08x their seed's BSP time. The speed trials of "
     "one search scatter far beyond their noise band (0.91-1.53x), which is why the search now reads the target as "
-    "slower only where most of them found it so. bench/notebook/2026-11-29-coordinator-23.md.")
+    "slower only where most of them found it so. bench/notebook/2026-11-29-coordinator-23.md and -24.md.")
 
 
 def recurring_render(docs: list[dict]) -> list[str]:
