@@ -14,7 +14,6 @@ from bench import common
 RESULTS = os.path.join(common.ROOT, "bench", "results")
 
 
-
 @dataclasses.dataclass(frozen=True)
 class Figure:
     """One current figure: the result files it reads, the command that measured them, how to show it.

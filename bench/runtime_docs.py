@@ -84,14 +84,12 @@ def runtime_render(docs: list[dict]) -> list[str]:
     return table(["measure", "median [min, max]"], rows)
 
 
-
 def core_overhead_render(docs: list[dict]) -> list[str]:
     doc = docs[0]
     rows = [[label, spread_text(doc[key]["in_place_s"], 2), spread_text(doc[key]["relaunch_s"], 2)]
             for key, label in (("main", "before the run's refactor into collaborators"), ("branch", "now"))]
     return ["BSP then `lookahead` on 4 local workers (digits MLP), the two trees interleaved, 2 rounds.", ""] + \
         table(["code", "in-place switch s", "relaunch switch s"], rows)
-
 
 
 def ray_render(docs: list[dict]) -> list[str]:

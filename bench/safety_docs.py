@@ -238,7 +238,6 @@ TRIALS_NOTE = (
     " at its defaults tries a target only where a kept one could win that back.")
 
 
-
 FIGURES = (
     Figure("safety", "Accuracy-safe switching: switched runs against BSP, guard on",
            ("safety-guard-auto-default-targets-v595-2026-11-29.json", "safety-resnet4-v595-2026-11-29.json",

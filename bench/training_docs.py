@@ -94,7 +94,6 @@ def stragglers_headline(docs: list[dict]) -> tuple[str, str]:
             f"{x(part['elastic'].get('speedup_vs_none'))} time to accuracy, {part['repeats']} runs each")
 
 
-
 FIGURES = (
     Figure("tta", "Time to accuracy: the quickstart as shipped",
            ("tta-quickstart-2workers-2026-11-26.json",),
