@@ -61,7 +61,9 @@ class SpeedSettings:
       about three seconds; windows of 20 slow steps make it longer: ResNet-4's trials ran 20-35% of the workload);
       then the measured ratio decides alone. It decides alone sooner where measuring on is not worth it: a trial that
       goes back throws its whole length away, and once that and its two pauses cost more than a target at the top
-      of the band could still win in the time BSP has left, measuring on can only lose (`_measuring_spent`).
+      of the band could still win in the time BSP has left, measuring on can only lose (`_measuring_spent`). For the
+      same reason a target measured at least as fast as BSP is kept, bar or not, once going back (the trial's samples
+      again at BSP's speed, and a pause) costs more than it could lose at the bottom of its band (`_cheaper_to_keep`).
     - sigmas=2.0: the noise band around a trial's ratio, in standard errors over the reports its measure uses (one
       after two reports, the first left out: +-20%; seven at the cap: +-8%): a ratio decides once the bar lies
       outside ratio x (1 +- sigmas x se). A report's relative scatter counts as at least `noise` - 1 (a phase's
