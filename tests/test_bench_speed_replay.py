@@ -6,11 +6,11 @@ from bench.speed_replay import main, replay
 from syncswitch.policies.speed import SpeedSettings
 
 
-def _write_run(path, bsp_rate, target_rate, switch_at=0.5, first_rate=None):
+def _write_run(path, bsp_rate, target_rate, switch_at=0.5, first_rate=None, **summary):
     """Two workers reporting every 0.01 of the workload: BSP until `switch_at`, then ASP (its first window at
-    `first_rate` where given)."""
+    `first_rate` where given); `summary` adds to its summary.json."""
     path.mkdir()
-    (path / "summary.json").write_text(json.dumps({"switches": [{"at_fraction": switch_at, "to": "asp"}]}))
+    (path / "summary.json").write_text(json.dumps({"switches": [{"at_fraction": switch_at, "to": "asp"}], **summary}))
     with open(path / "metrics.jsonl", "w", encoding="utf-8") as fh:
         for i in range(100):
             fraction = i / 100
@@ -56,3 +56,15 @@ def test_a_first_window_that_reads_low_is_left_out_once_the_second_is_in(tmp_pat
     decision = replay(str(warming), SpeedSettings())
     assert decision["measuring_on_ratio"] == 1.3 and decision["action"] == "keep"
     assert (decision["reports"], decision["reports_used"], decision["ratio"]) == (3, 2, 1.3)
+
+
+def test_a_run_that_says_its_workload_is_replayed_with_the_work_left(tmp_path):
+    # The same 1.05x target in a run of 100,000 samples at a global batch of 64: going back would redo the trial's
+    # samples at BSP's speed after a pause (1.26 s after three reports a worker), more than keeping it could lose at
+    # the bottom of its band (0.93x over the 11.75 s BSP has left: 0.9 s), so the trial keeps it at 0.53.
+    near = _write_run(tmp_path / "near", 2000, 2100, total_samples=100_000, workers=2,
+                      hyperparameters={"batch_size": 32})
+    decision = replay(str(near), SpeedSettings())
+    assert decision["action"] == "keep" and decision["fraction"] == 0.53 and decision["reports_used"] == 3
+    assert decision["keeping_worst_s"] < decision["going_back_s"]
+    assert replay(str(near), SpeedSettings(margin=1.1))["action"] == "back"  # a fixed margin is the bar as asked
