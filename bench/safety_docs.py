@@ -187,6 +187,14 @@ RESNET4_COMMAND = ("python -m bench safety --workloads resnet-4 --variants 'bsp,
                    "(under /work/bin/heavy)")
 MNIST1D4_COMMAND = ("python -m bench safety --workloads mnist1d-4 --variants bsp,in-place+guard --first-seed 0 --seeds "
                     "2, then --first-seed 2, 4, 6, 8 --seeds 2, each --add-to the last (under /work/bin/quiet)")
+RESIDUAL4_COMMAND = ("python -m bench safety --workloads residual_mlp-4 --variants bsp,in-place+guard --first-seed 0 "
+                     "--seeds 10 (one call under /work/bin/quiet, at e6c02c6)")
+RESIDUAL4_NOTE = (
+    " The residual MLP (`bench/workloads/residual_mlp.yaml`, 4 workers, written as a user would and not tuned on; "
+    "at e6c02c6, one call under /work/bin/quiet, 2026-11-29): all 10 runs switched at 0.25 (the earliest the schedule allows) "
+    "and kept local SGD after its trial (1.20-1.55x BSP's throughput as the trial measured it; four, at 1.20-1.32x, "
+    "kept since 2b0a231 because going back would have cost more than keeping could lose), the guard quiet, each "
+    "within 0.2 points of its seed's BSP run.")
 SAFETY_NOTE = (
     "Final accuracy, median [min, max] over seeds; times against BSP's median total time in the same files, and each "
     "run against its seed's BSP run where the file pairs them. All at 2b9d402 on the fc-v595 host, 2026-11-29. The "
@@ -199,7 +207,7 @@ SAFETY_NOTE = (
     "running): all 10 runs kept local SGD after its trial (1.23-1.38x BSP's throughput as the trial measured it; "
     "the whole local-SGD phase ran at 1.12-1.31x its run's BSP phase), the guard stayed quiet, and the runs took "
     "0.86 [0.81, 0.92]x their seed's BSP time at +0.1 points (median). The same figure on 2026-11-26 (4ee6c4f and "
-    "earlier, in git history): the same accuracies, MNIST-1D 9 of 10 kept local SGD at 0.90x.")
+    "earlier, in git history): the same accuracies, MNIST-1D 9 of 10 kept local SGD at 0.90x." + RESIDUAL4_NOTE)
 SWITCH_SPEED_NOTE = (
     "The first three workloads are the shipped jobs, the next three the jobs nobody tuned for (bench/workloads/: BSP "
     "still on its initial plateau at a quarter of the workload), then the shipped ResNet and MNIST-1D jobs on 4 "
@@ -213,7 +221,7 @@ SWITCH_SPEED_NOTE = (
     "its trial and took 0.86x their seed's BSP time at BSP's accuracy. On 2026-11-26 (4ee6c4f) the GRU's seed 6 "
     "tried both targets (lookahead at 0.39x, ASP at 0.43x BSP's throughput) and went back, each trial continuing "
     "from the target's weights; since d35855a a trial that goes back rolls back to its start, and the figure 'A "
-    "speed trial that goes back leaves no mark' below tries every switch on the ResNet.")
+    "speed trial that goes back leaves no mark' below tries every switch on the ResNet." + RESIDUAL4_NOTE)
 SWITCH_HAPPENS_NOTE = (
     "At 2b9d402 (the guard's current defaults: its accuracy rule's `accuracy_noise` and the stall rule waiting for "
     "the phase's metrics windows), five calls under /work/bin/heavy on the fc-v595 host, beside other jobs at times "
@@ -241,24 +249,25 @@ TRIALS_NOTE = (
 FIGURES = (
     Figure("safety", "Accuracy-safe switching: switched runs against BSP, guard on",
            ("safety-guard-auto-default-targets-v595-2026-11-29.json", "safety-resnet4-v595-2026-11-29.json",
-            "safety-mnist1d4-v595-2026-11-29.json"),
+            "safety-mnist1d4-v595-2026-11-29.json", "safety-residualmlp4-v595-2026-11-29.json"),
            ("python -m bench safety --workloads quickstart-2,quickstart-4,digits_cnn-2 --variants "
             "'bsp,in-place+guard,in-place>asp+guard,relaunch+guard' --first-seed 0 --seeds 2, then --first-seed 2, "
             "4, 6, 8 --seeds 2, each --add-to the last (under /work/bin/heavy)",
-            RESNET4_COMMAND, MNIST1D4_COMMAND),
+            RESNET4_COMMAND, MNIST1D4_COMMAND, RESIDUAL4_COMMAND),
            safety_render, headline=safety_headline,
            note=SAFETY_NOTE),
     Figure("switch-speed", "Every workload at the defaults: the default switch and the paper's ASP schedule "
                            "against BSP (10 seeds)",
            ("safety-guard-auto-default-targets-v595-2026-11-29.json", "safety-plateau-workloads-v595-2026-11-29.json",
-            "safety-resnet4-v595-2026-11-29.json", "safety-mnist1d4-v595-2026-11-29.json"),
+            "safety-resnet4-v595-2026-11-29.json", "safety-mnist1d4-v595-2026-11-29.json",
+            "safety-residualmlp4-v595-2026-11-29.json"),
            ("python -m bench safety --workloads quickstart-2,quickstart-4,digits_cnn-2 --variants "
             "'bsp,in-place+guard,in-place>asp+guard,relaunch+guard' --first-seed 0 --seeds 2, then --first-seed 2, "
             "4, 6, 8 --seeds 2, each --add-to the last (under /work/bin/heavy)",
             "python -m bench safety --workloads plain_cnn-2,deep_mlp-2,memory_gru-2 --variants "
             "'bsp,in-place+guard,in-place>asp+guard' --first-seed 0 --seeds 2, then --first-seed 2, 4, 6, 8 "
             "--seeds 2, each --add-to the last (under /work/bin/heavy)",
-            RESNET4_COMMAND, MNIST1D4_COMMAND),
+            RESNET4_COMMAND, MNIST1D4_COMMAND, RESIDUAL4_COMMAND),
            switch_speed_table(SWITCH_SPEED_INTRO),
            note=SWITCH_SPEED_NOTE),
     Figure("switch-happens", "Where the switch happens: the switch rule and the guard on the jobs nobody tuned for, "
