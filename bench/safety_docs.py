@@ -191,10 +191,10 @@ RESIDUAL4_COMMAND = ("python -m bench safety --workloads residual_mlp-4 --varian
                      "--seeds 10 (one call under /work/bin/quiet, at e6c02c6)")
 RESIDUAL4_NOTE = (
     " The residual MLP (`bench/workloads/residual_mlp.yaml`, 4 workers, written as a user would and not tuned on; "
-    "at e6c02c6, one call under /work/bin/quiet, 2026-11-29): all 10 runs switched at 0.25 (the earliest the schedule allows) "
-    "and kept local SGD after its trial (1.20-1.55x BSP's throughput as the trial measured it; four, at 1.20-1.32x, "
-    "kept since 2b0a231 because going back would have cost more than keeping could lose), the guard quiet, each "
-    "within 0.2 points of its seed's BSP run.")
+    "at e6c02c6, one call under /work/bin/quiet, 2026-11-29): all 10 runs switched at 0.25 (the earliest the "
+    "schedule allows) and kept local SGD after its trial (1.20-1.55x BSP's throughput as the trial measured it; "
+    "four, at 1.20-1.32x, kept since 2b0a231 because going back would have cost more than keeping could lose), the "
+    "guard quiet, each within 0.2 points of its seed's BSP run.")
 SAFETY_NOTE = (
     "Final accuracy, median [min, max] over seeds; times against BSP's median total time in the same files, and each "
     "run against its seed's BSP run where the file pairs them. All at 2b9d402 on the fc-v595 host, 2026-11-29. The "
