@@ -52,7 +52,8 @@ def peers_setting(doc: dict) -> str:
     budget = f"{doc['cpus_per_node']} CPU per node" if doc.get("cpus_per_node") else "no CPU budget"
     malloc = "tcmalloc" if allocator_of(doc) == "tcmalloc" else "glibc malloc"
     network = f", loopback limited to {doc['loopback_mbit']:g} Mbit/s" if doc.get("loopback_mbit") else ""
-    return f"`jobs/{os.path.basename(doc['job'])}`, {budget}, {malloc}{network}"
+    job = os.path.relpath(doc["job"], common.ROOT) if os.path.isabs(doc["job"]) else os.path.normpath(doc["job"])
+    return f"`{job}`, {budget}, {malloc}{network}"  # as given from the repository root (bench/workloads/ too)
 
 
 def peers_cell(doc: dict) -> str:
