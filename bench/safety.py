@@ -31,10 +31,10 @@ WORKLOADS = {
 WORKLOADS_DIR = os.path.join(common.ROOT, "bench", "workloads")
 PLATEAU_WORKLOADS = ("plain_cnn-2", "memory_gru-2", "deep_mlp-2")
 # The same jobs on 4 workers, where the default switch target is local SGD rather than lookahead; and three more
-# jobs nobody tuned for, on the 4 workers their specs ask for (a small MLP, a short batch-normalized CNN, and a
-# residual MLP with LayerNorm and label smoothing).
+# jobs nobody tuned for, on the 4 workers their specs ask for (a small MLP, a short batch-normalized CNN, a residual
+# MLP with LayerNorm and label smoothing, and a plain 1-D CNN still early in its climb at a quarter).
 PLATEAU_WORKLOADS_4 = ("plain_cnn-4", "memory_gru-4", "deep_mlp-4")
-UNTUNED_WORKLOADS_4 = ("tabular_mlp-4", "bn_digits-4", "residual_mlp-4")
+UNTUNED_WORKLOADS_4 = ("tabular_mlp-4", "bn_digits-4", "residual_mlp-4", "plain_cnn1d-4")
 for _name in PLATEAU_WORKLOADS + PLATEAU_WORKLOADS_4 + UNTUNED_WORKLOADS_4:
     _job, _workers = _name.rsplit("-", 1)
     WORKLOADS[_name] = (os.path.join(WORKLOADS_DIR, _job + ".yaml"), int(_workers), [])
