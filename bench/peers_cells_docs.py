@@ -36,7 +36,8 @@ PEERS_FILES = (  # in the order measured: a later cell of the same job, budget, 
     "peers-resnet-lo50-switched-tcmalloc-v595-2026-11-28.json",
     "peers-bigvocab-unbudgeted-tcmalloc-v595-2026-11-28.json",
     "peers-tabular-unbudgeted-tcmalloc-v595-2026-11-29.json",
-    "peers-residualmlp-unbudgeted-tcmalloc-v595-2026-11-29.json")  # last: the README's headline names the last file
+    "peers-residualmlp-unbudgeted-tcmalloc-v595-2026-11-29.json",
+    "peers-plaincnn1d-decay-unbudgeted-tcmalloc-v595-2026-11-29.json")  # last: the README's headline names it
 
 COMPRESSION_FILES = ("peers-resnet-lo50-compression-v595-2026-11-29.json",
                      "peers-resnet-lo50-switched-bf16-v595-2026-11-29.json",
@@ -147,7 +148,10 @@ FIGURES = (
             "script's model_fn; seed 5 at 946182c, whose change is the search's alone)",
             "python -m bench peers --job bench/workloads/residual_mlp.yaml --seeds S --variants "
             "mwms,single,bsp,default --target 0.85 --allocator tcmalloc --add-to F --out F --runs-dir D (one seed per "
-            "quiet call, D a folder of the seed's own; the fc-v595 host; 5505da7)"),
+            "quiet call, D a folder of the seed's own; the fc-v595 host; 5505da7)",
+            "python -m bench peers --job bench/workloads/plain_cnn1d.yaml --seeds S --variants "
+            "mwms,single,bsp,default --target 0.95 --allocator tcmalloc --add-to F --out F --runs-dir D (one seed per "
+            "quiet call, D a folder of the seed's own; the fc-v595 host; 703e890)"),
            lambda docs: peers_render(docs, PEERS_FILES), headline=peers_headline, note=PEERS_NOTE),
     Figure("compression", "All-reduce compression: BSP in 16-bit floats against MWMS",
            COMPRESSION_FILES,
