@@ -194,12 +194,14 @@ def peers_headline(docs: list[dict]) -> tuple[str, str]:
         hosts = len({peers_kernel(doc) for doc in cells})
         tta = _range([doc["table"]["default"]["tta_vs_mwms"] for doc in cells])
         bsp = _range([doc["table"]["bsp"]["throughput_vs_mwms"] for doc in cells])
-        parts.append(f"{job} ({_count(len(cells), 'cell')}, {_count(hosts, 'host')}): {tta} / {bsp}")
+        where = f" ({_count(len(cells), 'cell')}, {_count(hosts, 'host')})" if len(cells) > 1 else ""  # one: said once
+        parts.append(f"{job}{where}: {tta} / {bsp}")
     gaps = [doc["table"]["mwms"]["final_accuracy"]["median"] - doc["table"]["default"]["final_accuracy"]["median"]
             for doc in docs]
     cells = "; ".join(parts)
     return ("syncswitch against MultiWorkerMirroredStrategy, 4 workers: the default switch's time to accuracy / "
-            "BSP's throughput, as ratios to MWMS's (range over each job's cells: hosts, CPU budgets, 5 seeds each)",
+            "BSP's throughput, as ratios to MWMS's (range over each job's cells: hosts, CPU budgets, 5 seeds each; "
+            "one cell where none is named)",
             cells + ("; the default's accuracy at or above MWMS's in every cell" if max(gaps) <= 0 else
                      f"; the default's accuracy within {max(gaps) * 100:.1f} points of MWMS's"))
 

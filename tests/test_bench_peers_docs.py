@@ -98,8 +98,11 @@ def test_the_headline_gives_each_jobs_range_over_hosts_and_budgets():
              _cell(job="jobs/mnist1d_cnn.yaml", seeds=1, kernel="fc-v657-gpu", tta=2.0, throughput=0.1)]
     claim, value = docs.peers_headline(cells)
     assert "resnet (2 cells, 2 hosts): 1.08-1.13x / 0.85-0.97x" in value
-    assert "mnist1d (1 cell, 1 host): 0.60x / 1.56x" in value  # the one-seed cell is left out
-    assert "range over each job's cells" in claim
+    assert "mnist1d: 0.60x / 1.56x;" in value  # the one-seed cell is left out; one cell is not counted aloud
+    assert "range over each job's cells" in claim and "one cell where none is named" in claim
+    # A cell where no run reached the target says so rather than give a ratio.
+    _, value = docs.peers_headline([_cell(tta=None, throughput=1.27)])
+    assert value.startswith("resnet: target not reached / 1.27x")
 
 
 def test_the_readme_row_names_the_newest_file_and_its_commit():
