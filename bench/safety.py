@@ -30,7 +30,7 @@ WORKLOADS = {
 # still sits on its initial plateau at a quarter of the workload.
 WORKLOADS_DIR = os.path.join(common.ROOT, "bench", "workloads")
 PLATEAU_WORKLOADS = ("plain_cnn-2", "memory_gru-2", "deep_mlp-2")
-# The same jobs on 4 workers, where the default switch target is local SGD rather than lookahead; and three more
+# The same jobs on 4 workers, where the default switch target is local SGD rather than lookahead; and four more
 # jobs nobody tuned for, on the 4 workers their specs ask for (a small MLP, a short batch-normalized CNN, a residual
 # MLP with LayerNorm and label smoothing, and a plain 1-D CNN still early in its climb at a quarter).
 PLATEAU_WORKLOADS_4 = ("plain_cnn-4", "memory_gru-4", "deep_mlp-4")
