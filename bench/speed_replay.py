@@ -4,7 +4,7 @@ Reads each run folder's summary.json (where it switched, into what) and metrics.
 report, as the manager received them) and feeds the rule the reports in order, as the runtime does: BSP's before
 the switch, then the target phase's, one at a time, until the trial decides. Pure replay (no cluster):
 `python -m bench speed-replay RUN_DIR... [--set margin=1.2] [--set trial_reports=2] [--out F]`. Where the summary
-gives the workload (total_samples, workers, the batch size) the rule weighs what going back costs against the work
+gives the workload (total_samples, BSP's configured global batch) the rule weighs what going back costs against the work
 left, as the runtime does. Runs recorded before
 a phase's first step was left out of the workers' step times hold it in their first report of the target.
 """
@@ -22,14 +22,13 @@ from syncswitch.runfolder import read_json, read_records
 
 
 def _workload(summary: dict) -> tuple[int | None, RunCosts]:
-    """(the run's samples in all, what its switch costs are worked out from: its global batch) where the summary
-    says them; a run without them is replayed as if the work left were unknown (the rule's weighing of what a trial
-    costs against the time left is then skipped)."""
+    """(the run's samples in all, what its switch costs are worked out from: BSP's global batch as its first phase
+    was configured, which the runtime hands the rule: cluster_manager/job.py) where the summary says them; a run
+    without them is replayed as if the work left were unknown (the rule's weighing of what a trial costs against the
+    time left is then skipped)."""
     total = summary.get("total_samples")
-    batch = (summary.get("hyperparameters") or {}).get("batch_size")
-    workers = summary.get("workers")
-    workers = len(workers) if isinstance(workers, list) else workers
-    global_batch = batch * workers if isinstance(batch, int) and isinstance(workers, int) else None
+    phases = summary.get("schedule") or [{}]
+    global_batch = (phases[0].get("config") or {}).get("global_batch") if phases[0].get("protocol") == "bsp" else None
     return (total if isinstance(total, int) and total > 0 else None), RunCosts(global_batch=global_batch)
 
 

@@ -62,8 +62,8 @@ def test_a_run_that_says_its_workload_is_replayed_with_the_work_left(tmp_path):
     # The same 1.05x target in a run of 100,000 samples at a global batch of 64: going back would redo the trial's
     # samples at BSP's speed after a pause (1.26 s after three reports a worker), more than keeping it could lose at
     # the bottom of its band (0.93x over the 11.75 s BSP has left: 0.9 s), so the trial keeps it at 0.53.
-    near = _write_run(tmp_path / "near", 2000, 2100, total_samples=100_000, workers=2,
-                      hyperparameters={"batch_size": 32})
+    near = _write_run(tmp_path / "near", 2000, 2100, total_samples=100_000,
+                      schedule=[{"protocol": "bsp", "config": {"global_batch": 64}}, {"protocol": "asp"}])
     decision = replay(str(near), SpeedSettings())
     assert decision["action"] == "keep" and decision["fraction"] == 0.53 and decision["reports_used"] == 3
     assert decision["keeping_worst_s"] < decision["going_back_s"]
